@@ -1,0 +1,202 @@
+//! Every error the edge itself produces (SPEC §6), as data.
+//!
+//! Each variant knows its status, its `urn:idemgate:problem:<name>` type and
+//! its detail; [`Problem::to_json`] renders RFC 9457 problem+json in this one
+//! place, so no handler formats an error body by hand.
+
+use serde::Serialize;
+
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// A configuration variable is missing or has a value that means nothing.
+    Misconfigured { variable: &'static str, reason: String },
+    /// A method that is neither deduplicated nor proxied (TRACE, CONNECT, ...).
+    MethodNotAllowed { method: String },
+    PayloadTooLarge { limit: u64 },
+    BadSignature { reason: String },
+    MissingKey { tried: String },
+    InvalidKey { source: String, reason: String },
+    InvalidJson { message: String },
+    /// A `json:` key source was reached but the body is not declared as JSON.
+    UnsupportedMediaType { source: String, content_type: String },
+    MissingTenant { header: String },
+    FingerprintMismatch,
+    InFlight { retry_after_secs: u64 },
+    OriginUnreachable { message: String },
+    OriginTimeout { after_ms: u64 },
+    /// Durable Object storage refused a write; nothing was forwarded.
+    StorageUnavailable { message: String },
+    NotFound,
+    Unauthorized,
+}
+
+#[derive(Serialize)]
+struct ProblemDocument<'a> {
+    #[serde(rename = "type")]
+    type_uri: String,
+    title: &'a str,
+    status: u16,
+    detail: String,
+}
+
+impl Problem {
+    pub fn status(&self) -> u16 {
+        match self {
+            Problem::Misconfigured { .. } => 500,
+            Problem::MethodNotAllowed { .. } => 405,
+            Problem::PayloadTooLarge { .. } => 413,
+            Problem::BadSignature { .. } => 401,
+            Problem::MissingKey { .. }
+            | Problem::InvalidKey { .. }
+            | Problem::InvalidJson { .. }
+            | Problem::MissingTenant { .. } => 400,
+            Problem::UnsupportedMediaType { .. } => 415,
+            Problem::FingerprintMismatch => 422,
+            Problem::InFlight { .. } => 409,
+            Problem::OriginUnreachable { .. } => 502,
+            Problem::OriginTimeout { .. } => 504,
+            Problem::StorageUnavailable { .. } => 503,
+            Problem::NotFound => 404,
+            Problem::Unauthorized => 401,
+        }
+    }
+
+    /// The `<name>` in `urn:idemgate:problem:<name>`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Problem::Misconfigured { .. } => "misconfigured",
+            Problem::MethodNotAllowed { .. } => "method-not-allowed",
+            Problem::PayloadTooLarge { .. } => "payload-too-large",
+            Problem::BadSignature { .. } => "bad-signature",
+            Problem::MissingKey { .. } => "missing-key",
+            Problem::InvalidKey { .. } => "invalid-key",
+            Problem::InvalidJson { .. } => "invalid-json",
+            Problem::UnsupportedMediaType { .. } => "unsupported-media-type",
+            Problem::MissingTenant { .. } => "missing-tenant",
+            Problem::FingerprintMismatch => "fingerprint-mismatch",
+            Problem::InFlight { .. } => "in-flight",
+            Problem::OriginUnreachable { .. } => "origin-unreachable",
+            Problem::OriginTimeout { .. } => "origin-timeout",
+            Problem::StorageUnavailable { .. } => "storage-unavailable",
+            Problem::NotFound => "not-found",
+            Problem::Unauthorized => "unauthorized",
+        }
+    }
+
+    pub fn title(&self) -> &'static str {
+        match self {
+            Problem::Misconfigured { .. } => "idemgate is misconfigured",
+            Problem::MethodNotAllowed { .. } => "Method not allowed",
+            Problem::PayloadTooLarge { .. } => "Payload too large",
+            Problem::BadSignature { .. } => "Sender signature rejected",
+            Problem::MissingKey { .. } => "No idempotency key",
+            Problem::InvalidKey { .. } => "Invalid idempotency key",
+            Problem::InvalidJson { .. } => "Body is not valid JSON",
+            Problem::UnsupportedMediaType { .. } => "Body is not JSON",
+            Problem::MissingTenant { .. } => "No tenant",
+            Problem::FingerprintMismatch => "Idempotency key reused with a different payload",
+            Problem::InFlight { .. } => "A delivery with this key is in flight",
+            Problem::OriginUnreachable { .. } => "Origin unreachable",
+            Problem::OriginTimeout { .. } => "Origin timed out",
+            Problem::StorageUnavailable { .. } => "Receipt storage unavailable",
+            Problem::NotFound => "Not found",
+            Problem::Unauthorized => "Unauthorized",
+        }
+    }
+
+    pub fn detail(&self) -> String {
+        match self {
+            Problem::Misconfigured { variable, reason } => format!("{variable}: {reason}"),
+            Problem::MethodNotAllowed { method } => format!(
+                "{method} is neither deduplicated (POST, PUT, PATCH, DELETE) nor proxied (GET, HEAD, OPTIONS)"
+            ),
+            Problem::PayloadTooLarge { limit } => {
+                format!("the body is larger than MAX_BODY_BYTES ({limit} bytes)")
+            }
+            Problem::BadSignature { reason } => reason.clone(),
+            Problem::MissingKey { tried } => {
+                format!("no idempotency key found; KEY_SOURCES tried: {tried}")
+            }
+            Problem::InvalidKey { source, reason } => format!("{source}: {reason}"),
+            Problem::InvalidJson { message } => message.clone(),
+            Problem::UnsupportedMediaType {
+                source,
+                content_type,
+            } => format!(
+                "{source} needs a JSON body (Content-Type application/json or */*+json), got {content_type:?}"
+            ),
+            Problem::MissingTenant { header } => {
+                format!("TENANT_HEADER is {header}, and the request has no such header")
+            }
+            Problem::FingerprintMismatch => "this idempotency key was first used with a different body; it is not forwarded".to_string(),
+            Problem::InFlight { retry_after_secs } => format!(
+                "the first delivery of this key has not finished; retry in {retry_after_secs} s"
+            ),
+            Problem::OriginUnreachable { message } => {
+                format!("the origin could not be reached: {message}")
+            }
+            Problem::OriginTimeout { after_ms } => {
+                format!("the origin did not answer within ORIGIN_TIMEOUT_MS ({after_ms} ms)")
+            }
+            Problem::StorageUnavailable { message } => {
+                format!("the receipt could not be written, so nothing was forwarded: {message}")
+            }
+            Problem::NotFound => "no such resource".to_string(),
+            Problem::Unauthorized => "a valid Authorization: Bearer token is required".to_string(),
+        }
+    }
+
+    /// Seconds for a `Retry-After` header, where the problem is worth retrying.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Problem::InFlight { retry_after_secs } => Some(*retry_after_secs),
+            _ => None,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        let document = ProblemDocument {
+            type_uri: format!("urn:idemgate:problem:{}", self.name()),
+            title: self.title(),
+            status: self.status(),
+            detail: self.detail(),
+        };
+        serde_json::to_string(&document).expect("a problem document always serialises")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_rfc9457_members() {
+        let json: serde_json::Value =
+            serde_json::from_str(&Problem::FingerprintMismatch.to_json()).unwrap();
+        assert_eq!(json["type"], "urn:idemgate:problem:fingerprint-mismatch");
+        assert_eq!(json["status"], 422);
+        assert!(json["title"].as_str().unwrap().contains("different payload"));
+        assert!(json["detail"].as_str().is_some());
+    }
+
+    #[test]
+    fn misconfigured_names_the_variable() {
+        let problem = Problem::Misconfigured {
+            variable: "ORIGIN_URL",
+            reason: "is not set".into(),
+        };
+        assert_eq!(problem.status(), 500);
+        assert!(problem.detail().starts_with("ORIGIN_URL"));
+    }
+
+    #[test]
+    fn only_in_flight_carries_retry_after() {
+        assert_eq!(
+            Problem::InFlight { retry_after_secs: 3 }.retry_after_secs(),
+            Some(3)
+        );
+        assert_eq!(Problem::NotFound.retry_after_secs(), None);
+    }
+}
