@@ -72,7 +72,8 @@ mod tests {
     #[test]
     fn key_order_and_whitespace_do_not_matter() {
         let a = parse_json(br#"{"amount": 1000, "currency": "eur", "id": "tx_1"}"#).unwrap();
-        let b = parse_json(b"{\n  \"id\":\"tx_1\",\"currency\" :\"eur\",\t\"amount\":1000}").unwrap();
+        let b =
+            parse_json(b"{\n  \"id\":\"tx_1\",\"currency\" :\"eur\",\t\"amount\":1000}").unwrap();
         assert_eq!(Fingerprint::of_json(&a), Fingerprint::of_json(&b));
         assert_eq!(
             canonical(r#"{ "b": [1, 2, {"d": null, "c": true}], "a": "x" }"#),
@@ -96,10 +97,7 @@ mod tests {
             canonical(r#"{"ö":4,"\u0080":3,"1":2,"\r":1}"#),
             "{\"\\r\":1,\"1\":2,\"\u{80}\":3,\"ö\":4}"
         );
-        assert_eq!(
-            canonical(r#"{"😀":2,"€":1}"#),
-            r#"{"€":1,"😀":2}"#
-        );
+        assert_eq!(canonical(r#"{"😀":2,"€":1}"#), r#"{"€":1,"😀":2}"#);
         assert_eq!(
             canonical("{\"\u{ff61}\":2,\"\u{1f600}\":1}"),
             "{\"\u{1f600}\":1,\"\u{ff61}\":2}"
@@ -174,7 +172,10 @@ mod tests {
     #[test]
     fn fingerprint_hex_round_trip() {
         let fingerprint = Fingerprint::of_bytes(b"x");
-        assert_eq!(Fingerprint::from_hex(fingerprint.as_str()), Some(fingerprint));
+        assert_eq!(
+            Fingerprint::from_hex(fingerprint.as_str()),
+            Some(fingerprint)
+        );
         assert_eq!(Fingerprint::from_hex("abc"), None);
         assert_eq!(Fingerprint::from_hex(&"G".repeat(64)), None);
     }

@@ -230,7 +230,11 @@ mod tests {
             &sources(list),
             &KeyInput {
                 headers: &headers,
-                content_type: Some(if json.is_some() { "application/json" } else { "text/plain" }),
+                content_type: Some(if json.is_some() {
+                    "application/json"
+                } else {
+                    "text/plain"
+                }),
                 json: json.as_ref(),
                 fingerprint: &fingerprint,
             },
@@ -244,29 +248,50 @@ mod tests {
         let body = Some(r#"{"id":"evt_1","transaction_id":"tx_9"}"#);
         assert_eq!(derive(WEBHOOK, &[], body).unwrap().as_str(), "tx_9");
         assert_eq!(
-            derive(WEBHOOK, &[("webhook-id", "msg_2")], body).unwrap().as_str(),
+            derive(WEBHOOK, &[("webhook-id", "msg_2")], body)
+                .unwrap()
+                .as_str(),
             "msg_2"
         );
         assert_eq!(
-            derive(WEBHOOK, &[("idempotency-key", "k-1"), ("webhook-id", "msg_2")], body)
-                .unwrap()
-                .as_str(),
+            derive(
+                WEBHOOK,
+                &[("idempotency-key", "k-1"), ("webhook-id", "msg_2")],
+                body
+            )
+            .unwrap()
+            .as_str(),
             "k-1"
         );
-        assert_eq!(derive(WEBHOOK, &[], Some(r#"{"id":"evt_1"}"#)).unwrap().as_str(), "evt_1");
+        assert_eq!(
+            derive(WEBHOOK, &[], Some(r#"{"id":"evt_1"}"#))
+                .unwrap()
+                .as_str(),
+            "evt_1"
+        );
     }
 
     #[test]
     fn header_names_match_case_insensitively_and_quotes_are_removed() {
-        let key = derive("header:Idempotency-Key", &[("idempotency-key", " \"abc-1\" ")], None);
+        let key = derive(
+            "header:Idempotency-Key",
+            &[("idempotency-key", " \"abc-1\" ")],
+            None,
+        );
         assert_eq!(key.unwrap().as_str(), "abc-1");
     }
 
     #[test]
     fn nested_pointers_and_numbers() {
         let body = Some(r#"{"data":{"object":{"id":"pi_3"}},"n":12345678901234}"#);
-        assert_eq!(derive("json:/data/object/id", &[], body).unwrap().as_str(), "pi_3");
-        assert_eq!(derive("json:/n", &[], body).unwrap().as_str(), "12345678901234");
+        assert_eq!(
+            derive("json:/data/object/id", &[], body).unwrap().as_str(),
+            "pi_3"
+        );
+        assert_eq!(
+            derive("json:/n", &[], body).unwrap().as_str(),
+            "12345678901234"
+        );
     }
 
     #[test]
@@ -303,7 +328,10 @@ mod tests {
     #[test]
     fn objects_and_booleans_are_not_keys() {
         for body in [r#"{"id":{"a":1}}"#, r#"{"id":true}"#, r#"{"id":[1]}"#] {
-            assert_eq!(derive("json:/id", &[], Some(body)).unwrap_err().name(), "invalid-key");
+            assert_eq!(
+                derive("json:/id", &[], Some(body)).unwrap_err().name(),
+                "invalid-key"
+            );
         }
     }
 
@@ -324,7 +352,10 @@ mod tests {
         assert!(!ok("back\\slash"));
         assert!(!ok("caf\u{e9}"));
         assert!(!ok("nul\0"));
-        assert!(!ok("a, b"), "two Idempotency-Key headers arrive joined by ', '");
+        assert!(
+            !ok("a, b"),
+            "two Idempotency-Key headers arrive joined by ', '"
+        );
     }
 
     #[test]
@@ -343,7 +374,14 @@ mod tests {
                 KeySource::BodySha256
             ]
         );
-        for bad in ["", "header:", "header:a b", "json:id", "query:x", "header:a,,json:/b"] {
+        for bad in [
+            "",
+            "header:",
+            "header:a b",
+            "json:id",
+            "query:x",
+            "header:a,,json:/b",
+        ] {
             assert!(KeySource::parse_list(bad).is_err(), "{bad}");
         }
     }
@@ -354,7 +392,10 @@ mod tests {
         let name = |kind, path, tenant| Scope { kind, path, tenant }.object_name(&key);
         let base = name(KeyScope::Path, "/pay", None);
         assert_ne!(base, name(KeyScope::Path, "/refund", None));
-        assert_eq!(name(KeyScope::Global, "/pay", None), name(KeyScope::Global, "/refund", None));
+        assert_eq!(
+            name(KeyScope::Global, "/pay", None),
+            name(KeyScope::Global, "/refund", None)
+        );
         assert_ne!(base, name(KeyScope::Path, "/pay", Some("Bearer a")));
         assert_ne!(
             name(KeyScope::Path, "/pay", Some("Bearer a")),

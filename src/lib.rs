@@ -1,6 +1,43 @@
+//! idemgate: an edge gateway that makes payment deliveries idempotent.
+//!
+//! The modules follow `SPEC.md`; the pure ones have no `worker` types and
+//! are tested natively, the adapters are thin.
+//!
+//! | module | spec | role |
+//! | --- | --- | --- |
+//! | [`pipeline`] | §1 | routing, size, key, fingerprint, scope: one short pipeline |
+//! | [`config`] | §8 | typed configuration; invalid values are errors |
+//! | [`key`] | §3 | key sources, validation, Durable Object names |
+//! | [`canonical`] | §1.5 | RFC 8785 canonical JSON and the fingerprint |
+//! | [`receipt`] | §2 | receipt states, the decision table, outcome classification |
+//! | [`engine`] | §2 | the Durable Object's logic against a `Backend` trait |
+//! | [`answer`] | §2, §6 | what each decision renders to: status, headers, body |
+//! | [`origin`] | §5 | target URL, idempotency headers and their signature |
+//! | [`headers`] | §5 | hop-by-hop and `Idempotency-*` filtering |
+//! | [`problem`] | §6 | every edge error, rendered to problem+json once |
+//! | [`admin`] | §7 | operator API (adapter plus pure authorization) |
+//! | [`gateway`] | §1 | the fetch handler (adapter) |
+//! | [`dedup_object`] | §2 | the Durable Object (adapter: storage, alarms, fetch) |
+
+pub mod admin;
+pub mod answer;
 pub mod canonical;
 pub mod config;
+mod convert;
+pub mod dedup_object;
+pub mod engine;
+mod env;
+pub mod gateway;
 pub mod headers;
 pub mod key;
+pub mod origin;
+pub mod pipeline;
 pub mod problem;
 pub mod receipt;
+
+use worker::{event, Context, Env, Request, Response};
+
+#[event(fetch)]
+async fn fetch(request: Request, env: Env, _context: Context) -> worker::Result<Response> {
+    gateway::handle(request, env).await
+}

@@ -11,23 +11,52 @@ pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
     /// A configuration variable is missing or has a value that means nothing.
-    Misconfigured { variable: &'static str, reason: String },
+    Misconfigured {
+        variable: &'static str,
+        reason: String,
+    },
     /// A method that is neither deduplicated nor proxied (TRACE, CONNECT, ...).
-    MethodNotAllowed { method: String },
-    PayloadTooLarge { limit: u64 },
-    BadSignature { reason: String },
-    MissingKey { tried: String },
-    InvalidKey { source: String, reason: String },
-    InvalidJson { message: String },
+    MethodNotAllowed {
+        method: String,
+    },
+    PayloadTooLarge {
+        limit: u64,
+    },
+    BadSignature {
+        reason: String,
+    },
+    MissingKey {
+        tried: String,
+    },
+    InvalidKey {
+        source: String,
+        reason: String,
+    },
+    InvalidJson {
+        message: String,
+    },
     /// A `json:` key source was reached but the body is not declared as JSON.
-    UnsupportedMediaType { source: String, content_type: String },
-    MissingTenant { header: String },
+    UnsupportedMediaType {
+        source: String,
+        content_type: String,
+    },
+    MissingTenant {
+        header: String,
+    },
     FingerprintMismatch,
-    InFlight { retry_after_secs: u64 },
-    OriginUnreachable { message: String },
-    OriginTimeout { after_ms: u64 },
+    InFlight {
+        retry_after_secs: u64,
+    },
+    OriginUnreachable {
+        message: String,
+    },
+    OriginTimeout {
+        after_ms: u64,
+    },
     /// Durable Object storage refused a write; nothing was forwarded.
-    StorageUnavailable { message: String },
+    StorageUnavailable {
+        message: String,
+    },
     NotFound,
     Unauthorized,
 }
@@ -177,7 +206,10 @@ mod tests {
             serde_json::from_str(&Problem::FingerprintMismatch.to_json()).unwrap();
         assert_eq!(json["type"], "urn:idemgate:problem:fingerprint-mismatch");
         assert_eq!(json["status"], 422);
-        assert!(json["title"].as_str().unwrap().contains("different payload"));
+        assert!(json["title"]
+            .as_str()
+            .unwrap()
+            .contains("different payload"));
         assert!(json["detail"].as_str().is_some());
     }
 
@@ -194,7 +226,10 @@ mod tests {
     #[test]
     fn only_in_flight_carries_retry_after() {
         assert_eq!(
-            Problem::InFlight { retry_after_secs: 3 }.retry_after_secs(),
+            Problem::InFlight {
+                retry_after_secs: 3
+            }
+            .retry_after_secs(),
             Some(3)
         );
         assert_eq!(Problem::NotFound.retry_after_secs(), None);

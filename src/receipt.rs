@@ -54,9 +54,16 @@ impl StoredResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ReceiptState {
-    InFlight { lease_expires_at: u64 },
-    Completed { completed_at: u64, response: StoredResponse },
-    Failed { failed_at: u64 },
+    InFlight {
+        lease_expires_at: u64,
+    },
+    Completed {
+        completed_at: u64,
+        response: StoredResponse,
+    },
+    Failed {
+        failed_at: u64,
+    },
 }
 
 /// One forward to the origin.
@@ -95,7 +102,7 @@ pub enum ForwardResult {
 
 /// SPEC §2: 2xx, 3xx and 4xx other than 408, 425 and 429 complete a receipt.
 pub fn completes(status: u16) -> bool {
-    !(status >= 500 || status < 200 || matches!(status, 408 | 425 | 429))
+    (200..500).contains(&status) && !matches!(status, 408 | 425 | 429)
 }
 
 /// What a delivery gets, given the receipt of its key (SPEC §2's table).
@@ -298,7 +305,9 @@ mod tests {
 
     fn ended(status: u16) -> Receipt {
         let mut receipt = in_flight(0);
-        receipt.record(1, &answered(status), 100, RETENTION, 1024).unwrap();
+        receipt
+            .record(1, &answered(status), 100, RETENTION, 1024)
+            .unwrap();
         receipt
     }
 
@@ -306,7 +315,10 @@ mod tests {
     fn no_receipt_forwards_at_epoch_one() {
         assert_eq!(
             decide(None, &fp("a"), 0),
-            Decision::Forward { epoch: 1, takeover: false }
+            Decision::Forward {
+                epoch: 1,
+                takeover: false
+            }
         );
     }
 
@@ -315,11 +327,17 @@ mod tests {
         let receipt = ended(200);
         assert_eq!(
             decide(Some(&receipt), &fp("a"), 100 + RETENTION),
-            Decision::Forward { epoch: 1, takeover: false }
+            Decision::Forward {
+                epoch: 1,
+                takeover: false
+            }
         );
         assert_eq!(
             decide(Some(&receipt), &fp("other"), 100 + RETENTION),
-            Decision::Forward { epoch: 1, takeover: false }
+            Decision::Forward {
+                epoch: 1,
+                takeover: false
+            }
         );
     }
 
@@ -328,7 +346,9 @@ mod tests {
         let receipt = in_flight(1_000);
         assert_eq!(
             decide(Some(&receipt), &fp("a"), 1_001),
-            Decision::InFlight { lease_expires_at: 1_000 + LEASE }
+            Decision::InFlight {
+                lease_expires_at: 1_000 + LEASE
+            }
         );
     }
 
@@ -337,7 +357,10 @@ mod tests {
         let receipt = in_flight(1_000);
         assert_eq!(
             decide(Some(&receipt), &fp("a"), 1_000 + LEASE),
-            Decision::Forward { epoch: 2, takeover: true }
+            Decision::Forward {
+                epoch: 2,
+                takeover: true
+            }
         );
     }
 
@@ -350,7 +373,10 @@ mod tests {
     fn failed_forwards_again_with_the_next_epoch() {
         assert_eq!(
             decide(Some(&ended(503)), &fp("a"), 200),
-            Decision::Forward { epoch: 2, takeover: false }
+            Decision::Forward {
+                epoch: 2,
+                takeover: false
+            }
         );
     }
 
@@ -359,7 +385,12 @@ mod tests {
         let live = in_flight(0);
         let mut expired_lease = in_flight(0);
         expired_lease.expires_at = u64::MAX;
-        for (receipt, now) in [(live, 1), (expired_lease, LEASE + 1), (ended(200), 200), (ended(500), 200)] {
+        for (receipt, now) in [
+            (live, 1),
+            (expired_lease, LEASE + 1),
+            (ended(200), 200),
+            (ended(500), 200),
+        ] {
             assert_eq!(decide(Some(&receipt), &fp("b"), now), Decision::Mismatch);
         }
     }
@@ -368,7 +399,10 @@ mod tests {
     fn a_live_lease_outlives_retention() {
         let receipt = Receipt::begin_forward(None, fp("a"), 1, 0, 10_000, 3_000);
         assert!(!receipt.is_expired(5_000));
-        assert!(matches!(decide(Some(&receipt), &fp("a"), 5_000), Decision::InFlight { .. }));
+        assert!(matches!(
+            decide(Some(&receipt), &fp("a"), 5_000),
+            Decision::InFlight { .. }
+        ));
         assert!(receipt.is_expired(10_000));
     }
 
@@ -388,7 +422,9 @@ mod tests {
         assert_eq!(ended(409).state_name(), "completed");
         assert_eq!(ended(429).state_name(), "failed");
         let mut receipt = in_flight(0);
-        receipt.record(1, &ForwardResult::TimedOut, 10, RETENTION, 0).unwrap();
+        receipt
+            .record(1, &ForwardResult::TimedOut, 10, RETENTION, 0)
+            .unwrap();
         assert_eq!(receipt.state_name(), "failed");
         assert_eq!(receipt.attempts[0].error.as_deref(), Some("timeout"));
         assert_eq!(receipt.expires_at, 10 + RETENTION);
@@ -397,12 +433,15 @@ mod tests {
     #[test]
     fn a_late_answer_from_a_taken_over_forward_is_stale() {
         let first = in_flight(0);
-        let mut taken_over = Receipt::begin_forward(Some(first), fp("a"), 2, LEASE, LEASE, RETENTION);
+        let mut taken_over =
+            Receipt::begin_forward(Some(first), fp("a"), 2, LEASE, LEASE, RETENTION);
         assert_eq!(taken_over.attempts.len(), 2);
         let stale = taken_over.record(1, &answered(200), LEASE + 5, RETENTION, 1024);
         assert_eq!(stale, Err(Stale { current_epoch: 2 }));
         assert_eq!(taken_over.state_name(), "in_flight");
-        taken_over.record(2, &answered(201), LEASE + 6, RETENTION, 1024).unwrap();
+        taken_over
+            .record(2, &answered(201), LEASE + 6, RETENTION, 1024)
+            .unwrap();
         assert_eq!(taken_over.stored_response().unwrap().response.status, 201);
         assert_eq!(taken_over.attempts[0].status, None);
         assert_eq!(taken_over.attempts[1].status, Some(201));
@@ -411,7 +450,9 @@ mod tests {
     #[test]
     fn recording_twice_is_stale() {
         let mut receipt = ended(200);
-        assert!(receipt.record(1, &answered(500), 200, RETENTION, 1024).is_err());
+        assert!(receipt
+            .record(1, &answered(500), 200, RETENTION, 1024)
+            .is_err());
         assert_eq!(receipt.state_name(), "completed");
     }
 
@@ -430,8 +471,11 @@ mod tests {
         let mut receipt = in_flight(0);
         receipt.duplicates = 7;
         for epoch in 2..=40 {
-            receipt.record(epoch - 1, &answered(503), epoch, RETENTION, 0).unwrap();
-            receipt = Receipt::begin_forward(Some(receipt), fp("a"), epoch, epoch, LEASE, RETENTION);
+            receipt
+                .record(epoch - 1, &answered(503), epoch, RETENTION, 0)
+                .unwrap();
+            receipt =
+                Receipt::begin_forward(Some(receipt), fp("a"), epoch, epoch, LEASE, RETENTION);
         }
         assert_eq!(receipt.attempts.len(), MAX_ATTEMPTS_KEPT);
         assert_eq!(receipt.attempts.last().unwrap().epoch, 40);

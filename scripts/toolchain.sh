@@ -1,0 +1,56 @@
+# Sourced by the other scripts: installs what is missing, skips what is
+# there, and points worker-build at local tools (it cannot download them here).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PATH="$HOME/.cargo/bin:$PATH"
+WORKER_BUILD_VERSION=0.8.7
+
+log() { printf '\033[1m[idemgate]\033[0m %s\n' "$*" >&2; }
+
+ensure_wasm_target() {
+  if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    log "adding the wasm32-unknown-unknown target"
+    rustup target add wasm32-unknown-unknown
+  fi
+}
+
+# cargo install takes minutes on two cores: only when the version differs.
+ensure_cargo_tool() { # crate version binary
+  local crate=$1 version=$2 binary=$3
+  if ! "$binary" --version 2>/dev/null | grep -qw -- "$version"; then
+    log "installing $crate $version (a few minutes, once)"
+    cargo install "$crate" --version "$version" --force
+  fi
+}
+
+locked_wasm_bindgen_version() {
+  awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' "$ROOT/Cargo.lock"
+}
+
+ensure_node_modules() {
+  local stamp="$ROOT/node_modules/.idemgate-lock-sha"
+  local want
+  want=$(sha256sum "$ROOT/package-lock.json" | cut -d' ' -f1)
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    log "installing node modules (npm ci)"
+    (cd "$ROOT" && npm ci --no-audit --no-fund)
+    echo "$want" > "$stamp"
+  fi
+}
+
+ensure_toolchain() {
+  ensure_wasm_target
+  ensure_cargo_tool worker-build "$WORKER_BUILD_VERSION" worker-build
+  (cd "$ROOT" && cargo fetch --quiet)
+  ensure_cargo_tool wasm-bindgen-cli "$(locked_wasm_bindgen_version)" wasm-bindgen
+  ensure_node_modules
+  export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
+  export WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
+  export ESBUILD_BIN="$ROOT/node_modules/.bin/esbuild"
+}
+
+build_worker() {
+  log "building the worker (release wasm)"
+  (cd "$ROOT" && worker-build --release)
+}

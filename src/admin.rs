@@ -1,0 +1,130 @@
+//! The operator API under `/__idemgate/` (SPEC §7): health, and reading or
+//! purging one key's receipt. Never forwarded, never deduplicated.
+
+use subtle::ConstantTimeEq;
+use worker::{Env, Method, Request, Response};
+
+use crate::answer::render_problem;
+use crate::config::Config;
+use crate::convert::{to_request, to_response};
+use crate::dedup_object::OPERATOR_HEADER;
+use crate::env::config_from_env;
+use crate::key::{IdempotencyKey, KeySource, Scope};
+use crate::origin::OutboundRequest;
+use crate::problem::Problem;
+
+pub const DEDUP_OBJECT_BINDING: &str = "DEDUP_OBJECT";
+
+/// `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant time. With
+/// no token configured the receipt routes do not exist (404).
+pub fn authorize(admin_token: Option<&str>, authorization: Option<&str>) -> Result<(), Problem> {
+    let Some(expected) = admin_token else {
+        return Err(Problem::NotFound);
+    };
+    let presented = authorization
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
+        Ok(())
+    } else {
+        Err(Problem::Unauthorized)
+    }
+}
+
+/// The Durable Object name a receipt query refers to: `key`, `path` (when
+/// keys are scoped by path) and `tenant` (the raw tenant header value, when
+/// `TENANT_HEADER` is set).
+pub fn receipt_object_name(config: &Config, query: &[(String, String)]) -> Result<String, Problem> {
+    let param = |name: &str| {
+        query
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    let key = IdempotencyKey::parse(param("key").unwrap_or(""), &KeySource::Header("key".into()))?;
+    let scope = Scope {
+        kind: config.key_scope,
+        path: param("path").unwrap_or("/"),
+        tenant: match &config.tenant_header {
+            Some(header) => Some(param("tenant").ok_or_else(|| Problem::MissingTenant {
+                header: header.clone(),
+            })?),
+            None => None,
+        },
+    };
+    Ok(scope.object_name(&key))
+}
+
+pub async fn handle(request: Request, env: &Env) -> worker::Result<Response> {
+    let url = request.url()?;
+    match url.path() {
+        "/__idemgate/health" if request.method() == Method::Get => {
+            Response::from_json(&serde_json::json!({ "status": "ok", "service": "idemgate" }))
+        }
+        "/__idemgate/receipts" => {
+            let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+            match receipts(&request, env, &query).await {
+                Ok(response) => Ok(response),
+                Err(problem) => to_response(render_problem(&problem)),
+            }
+        }
+        _ => to_response(render_problem(&Problem::NotFound)),
+    }
+}
+
+async fn receipts(
+    request: &Request,
+    env: &Env,
+    query: &[(String, String)],
+) -> Result<Response, Problem> {
+    let config = config_from_env(env)?;
+    let authorization = request.headers().get("authorization").ok().flatten();
+    authorize(config.admin_token.as_deref(), authorization.as_deref())?;
+    let method = match request.method() {
+        Method::Get => "GET",
+        Method::Delete => "DELETE",
+        _ => return Err(Problem::NotFound),
+    };
+    let object_name = receipt_object_name(&config, query)?;
+    let unavailable = |error: worker::Error| Problem::StorageUnavailable {
+        message: error.to_string(),
+    };
+    let stub = env
+        .durable_object(DEDUP_OBJECT_BINDING)
+        .and_then(|namespace| namespace.get_by_name(&object_name))
+        .map_err(unavailable)?;
+    let operator_request = to_request(&OutboundRequest {
+        method: method.into(),
+        url: "https://idemgate.internal/__idemgate/receipt".into(),
+        headers: vec![(OPERATOR_HEADER.into(), "1".into())],
+        body: Vec::new(),
+    })
+    .map_err(unavailable)?;
+    stub.fetch_with_request(operator_request)
+        .await
+        .map_err(unavailable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_token_configured_hides_the_routes() {
+        assert_eq!(authorize(None, Some("Bearer x")), Err(Problem::NotFound));
+    }
+
+    #[test]
+    fn wrong_or_missing_token_is_401_and_right_one_passes() {
+        assert_eq!(authorize(Some("s3cret"), None), Err(Problem::Unauthorized));
+        assert_eq!(
+            authorize(Some("s3cret"), Some("Bearer nope")),
+            Err(Problem::Unauthorized)
+        );
+        assert_eq!(
+            authorize(Some("s3cret"), Some("s3cret")),
+            Err(Problem::Unauthorized)
+        );
+        assert_eq!(authorize(Some("s3cret"), Some("Bearer s3cret")), Ok(()));
+    }
+}

@@ -1,0 +1,61 @@
+//! Conversions between the pure core's plain data and the JS-backed
+//! `worker` types. Only adapters call these: `worker::Headers` and friends
+//! panic outside a Workers runtime.
+
+use worker::js_sys::Uint8Array;
+use worker::{Headers, Method, Request, RequestInit, RequestRedirect, Response, ResponseBuilder};
+
+use crate::headers::HeaderList;
+use crate::origin::OutboundRequest;
+use crate::receipt::HttpResponse;
+
+pub fn header_list(headers: &Headers) -> HeaderList {
+    headers
+        .entries()
+        .map(|(name, value)| (name.to_ascii_lowercase(), value))
+        .collect()
+}
+
+pub fn to_headers(list: &[(String, String)]) -> worker::Result<Headers> {
+    let headers = Headers::new();
+    for (name, value) in list {
+        headers.append(name, value)?;
+    }
+    Ok(headers)
+}
+
+/// Statuses whose responses cannot carry a body in the Fetch API.
+fn is_null_body_status(status: u16) -> bool {
+    matches!(status, 101 | 204 | 205 | 304)
+}
+
+pub fn to_response(response: HttpResponse) -> worker::Result<Response> {
+    let builder = ResponseBuilder::new()
+        .with_status(response.status)
+        .with_headers(to_headers(&response.headers)?);
+    Ok(if is_null_body_status(response.status) {
+        builder.empty()
+    } else {
+        builder.fixed(response.body)
+    })
+}
+
+/// A request that does not follow redirects: an origin's 3xx is its answer.
+pub fn to_request(request: &OutboundRequest) -> worker::Result<Request> {
+    let mut init = RequestInit::new();
+    init.with_method(Method::from(request.method.clone()))
+        .with_headers(to_headers(&request.headers)?)
+        .with_redirect(RequestRedirect::Manual);
+    if !request.body.is_empty() {
+        init.with_body(Some(Uint8Array::from(request.body.as_slice()).into()));
+    }
+    Request::new_with_init(&request.url, &init)
+}
+
+pub fn from_response_parts(status: u16, headers: &Headers, body: Vec<u8>) -> HttpResponse {
+    HttpResponse {
+        status,
+        headers: header_list(headers),
+        body,
+    }
+}

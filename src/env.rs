@@ -1,0 +1,29 @@
+//! Reads the configuration from the Workers environment: `[vars]` and
+//! secrets alike are properties of `env`.
+
+use worker::js_sys::Reflect;
+use worker::wasm_bindgen::JsValue;
+use worker::Env;
+
+use crate::config::Config;
+use crate::problem::Problem;
+
+/// A var may arrive as a string, or as a number or boolean when
+/// `wrangler.toml` writes it unquoted; both are read as their text.
+fn lookup(env: &Env, name: &str) -> Option<String> {
+    let value = Reflect::get(env, &JsValue::from_str(name)).ok()?;
+    if value.is_undefined() || value.is_null() {
+        return None;
+    }
+    if let Some(text) = value.as_string() {
+        return Some(text);
+    }
+    if let Some(number) = value.as_f64() {
+        return Some(number.to_string());
+    }
+    value.as_bool().map(|flag| flag.to_string())
+}
+
+pub fn config_from_env(env: &Env) -> Result<Config, Problem> {
+    Config::from_lookup(|name| lookup(env, name))
+}

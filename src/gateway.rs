@@ -1,0 +1,116 @@
+//! The fetch handler: SPEC §1 in order, with the I/O the pure
+//! [`crate::pipeline`] leaves out (reading the body, calling the Durable
+//! Object, proxying passthrough requests).
+
+use worker::{Env, Request, RequestInit, RequestRedirect, Response};
+
+use crate::admin::{self, DEDUP_OBJECT_BINDING};
+use crate::answer::render_problem;
+use crate::config::Config;
+use crate::convert::{header_list, to_headers, to_request, to_response};
+use crate::dedup_object::{FINGERPRINT_HEADER, KEY_HEADER};
+use crate::env::config_from_env;
+use crate::headers;
+use crate::origin::{target_url, OutboundRequest};
+use crate::pipeline::{admit, check_declared_length, route, Inbound, Route};
+use crate::problem::Problem;
+
+pub async fn handle(request: Request, env: Env) -> worker::Result<Response> {
+    let url = request.url()?;
+    let method = request.method().to_string();
+    let route = route(&method, url.path());
+    if route == Route::Operator {
+        return admin::handle(request, &env).await;
+    }
+    let config = match config_from_env(&env) {
+        Ok(config) => config,
+        Err(problem) => return problem_response(&problem),
+    };
+    let outcome = match route {
+        Route::Passthrough => passthrough(request, &config, &url).await?,
+        Route::Deduplicate => deduplicate(request, &config, &url, &env).await?,
+        Route::Reject(problem) => Err(problem),
+        Route::Operator => unreachable!("handled above"),
+    };
+    outcome.or_else(|problem| problem_response(&problem))
+}
+
+fn problem_response(problem: &Problem) -> worker::Result<Response> {
+    to_response(render_problem(problem))
+}
+
+/// GET, HEAD and OPTIONS go to the origin as they are, streamed, minus
+/// hop-by-hop and `Idempotency-*` headers (so no one can forge those).
+async fn passthrough(
+    request: Request,
+    config: &Config,
+    url: &worker::Url,
+) -> worker::Result<Result<Response, Problem>> {
+    let target = target_url(&config.origin_url, url.path(), url.query());
+    let mut init = RequestInit::new();
+    init.with_method(request.method())
+        .with_headers(to_headers(&headers::for_origin(&header_list(
+            request.headers(),
+        )))?)
+        .with_redirect(RequestRedirect::Manual)
+        .with_body(request.inner().body().map(Into::into));
+    let outbound = Request::new_with_init(&target, &init)?;
+    Ok(worker::Fetch::Request(outbound)
+        .send()
+        .await
+        .map_err(|error| Problem::OriginUnreachable {
+            message: error.to_string(),
+        }))
+}
+
+async fn deduplicate(
+    mut request: Request,
+    config: &Config,
+    url: &worker::Url,
+    env: &Env,
+) -> worker::Result<Result<Response, Problem>> {
+    let declared = request.headers().get("content-length")?;
+    if let Err(problem) = check_declared_length(config, declared.as_deref()) {
+        return Ok(Err(problem));
+    }
+    let body = request.bytes().await?;
+    let list = header_list(request.headers());
+    let method = request.method().to_string();
+    let inbound = Inbound {
+        method: &method,
+        path: url.path(),
+        query: url.query(),
+        headers: &list,
+        body: &body,
+    };
+    let admitted = match admit(config, &inbound) {
+        Ok(admitted) => admitted,
+        Err(problem) => return Ok(Err(problem)),
+    };
+    let mut headers = admitted.forward_headers;
+    headers.push((KEY_HEADER.into(), admitted.key.as_str().into()));
+    headers.push((
+        FINGERPRINT_HEADER.into(),
+        admitted.fingerprint.as_str().into(),
+    ));
+    let to_object = to_request(&OutboundRequest {
+        method,
+        url: admitted.origin_url,
+        headers,
+        body,
+    })?;
+    let unavailable = |error: worker::Error| Problem::StorageUnavailable {
+        message: format!("the key's Durable Object did not answer: {error}"),
+    };
+    let stub = match env
+        .durable_object(DEDUP_OBJECT_BINDING)
+        .and_then(|namespace| namespace.get_by_name(&admitted.object_name))
+    {
+        Ok(stub) => stub,
+        Err(error) => return Ok(Err(unavailable(error))),
+    };
+    Ok(stub
+        .fetch_with_request(to_object)
+        .await
+        .map_err(unavailable))
+}

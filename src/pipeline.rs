@@ -1,0 +1,261 @@
+//! SPEC §1 as a sequence of small steps, each returning early with its
+//! problem. Everything here is pure; [`crate::gateway`] does the I/O around it.
+
+use serde_json::Value;
+
+use crate::canonical::{is_json_media_type, parse_json, Fingerprint};
+use crate::config::Config;
+use crate::headers::{self, HeaderList};
+use crate::key::{derive_key, IdempotencyKey, KeyInput, Scope};
+use crate::origin::target_url;
+use crate::problem::Problem;
+
+pub const OPERATOR_PREFIX: &str = "/__idemgate/";
+
+/// Step 1: what kind of request this is, from its method and path alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `/__idemgate/...`: never forwarded, never deduplicated.
+    Operator,
+    /// GET, HEAD, OPTIONS: proxied unchanged, no Durable Object.
+    Passthrough,
+    /// POST, PUT, PATCH, DELETE.
+    Deduplicate,
+    Reject(Problem),
+}
+
+pub fn route(method: &str, path: &str) -> Route {
+    if path.starts_with(OPERATOR_PREFIX) {
+        return Route::Operator;
+    }
+    match method.to_ascii_uppercase().as_str() {
+        "GET" | "HEAD" | "OPTIONS" => Route::Passthrough,
+        "POST" | "PUT" | "PATCH" | "DELETE" => Route::Deduplicate,
+        _ => Route::Reject(Problem::MethodNotAllowed {
+            method: method.to_string(),
+        }),
+    }
+}
+
+/// Step 2, early: a declared `Content-Length` over the limit is refused
+/// before the body is read.
+pub fn check_declared_length(config: &Config, content_length: Option<&str>) -> Result<(), Problem> {
+    match content_length.and_then(|value| value.trim().parse::<u64>().ok()) {
+        Some(length) if length > config.max_body_bytes => Err(Problem::PayloadTooLarge {
+            limit: config.max_body_bytes,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A deduplicated request as the pipeline sees it.
+pub struct Inbound<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub headers: &'a [(String, String)],
+    pub body: &'a [u8],
+}
+
+/// A delivery that passed every check: ready for its Durable Object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted {
+    pub key: IdempotencyKey,
+    pub fingerprint: Fingerprint,
+    /// Name of the Durable Object that holds this key's receipt.
+    pub object_name: String,
+    pub origin_url: String,
+    /// The sender's headers as the origin will see them, before idemgate's own.
+    pub forward_headers: HeaderList,
+}
+
+/// Steps 2 to 5: size, sender authentication, key, fingerprint and scope.
+pub fn admit(config: &Config, inbound: &Inbound) -> Result<Admitted, Problem> {
+    if inbound.body.len() as u64 > config.max_body_bytes {
+        return Err(Problem::PayloadTooLarge {
+            limit: config.max_body_bytes,
+        });
+    }
+    let content_type = headers::get(inbound.headers, "content-type");
+    let json: Option<Value> = match content_type {
+        Some(media_type) if is_json_media_type(media_type) => Some(parse_json(inbound.body)?),
+        _ => None,
+    };
+    let fingerprint = match &json {
+        Some(value) => Fingerprint::of_json(value),
+        None => Fingerprint::of_bytes(inbound.body),
+    };
+    let key = derive_key(
+        &config.key_sources,
+        &KeyInput {
+            headers: inbound.headers,
+            content_type,
+            json: json.as_ref(),
+            fingerprint: &fingerprint,
+        },
+    )?;
+    let tenant = match &config.tenant_header {
+        Some(name) => {
+            Some(
+                headers::get(inbound.headers, name).ok_or_else(|| Problem::MissingTenant {
+                    header: name.clone(),
+                })?,
+            )
+        }
+        None => None,
+    };
+    let scope = Scope {
+        kind: config.key_scope,
+        path: inbound.path,
+        tenant,
+    };
+    Ok(Admitted {
+        object_name: scope.object_name(&key),
+        key,
+        fingerprint,
+        origin_url: target_url(&config.origin_url, inbound.path, inbound.query),
+        forward_headers: headers::for_origin(inbound.headers),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(extra: &[(&str, &str)]) -> Config {
+        let mut vars: HashMap<String, String> = [("ORIGIN_URL", "http://origin:9/base")]
+            .iter()
+            .chain(extra)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        vars.entry("MAX_BODY_BYTES".into()).or_insert("64".into());
+        Config::from_lookup(|name| vars.get(name).cloned()).unwrap()
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderList {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn admit_json(
+        config: &Config,
+        extra: &[(&str, &str)],
+        body: &str,
+    ) -> Result<Admitted, Problem> {
+        let mut list = headers(&[("content-type", "application/json")]);
+        list.extend(headers(extra));
+        admit(
+            config,
+            &Inbound {
+                method: "POST",
+                path: "/pay",
+                query: Some("x=1"),
+                headers: &list,
+                body: body.as_bytes(),
+            },
+        )
+    }
+
+    #[test]
+    fn routes_by_method_and_operator_prefix() {
+        assert_eq!(route("GET", "/x"), Route::Passthrough);
+        assert_eq!(route("head", "/x"), Route::Passthrough);
+        assert_eq!(route("OPTIONS", "/x"), Route::Passthrough);
+        for method in ["POST", "PUT", "PATCH", "DELETE"] {
+            assert_eq!(route(method, "/x"), Route::Deduplicate);
+        }
+        assert_eq!(route("POST", "/__idemgate/health"), Route::Operator);
+        assert!(matches!(route("TRACE", "/x"), Route::Reject(p) if p.status() == 405));
+    }
+
+    #[test]
+    fn declared_length_over_the_limit_is_413() {
+        let config = config(&[]);
+        assert!(check_declared_length(&config, Some("64")).is_ok());
+        assert_eq!(
+            check_declared_length(&config, Some("65"))
+                .unwrap_err()
+                .status(),
+            413
+        );
+        assert!(check_declared_length(&config, None).is_ok());
+    }
+
+    #[test]
+    fn admits_a_json_delivery() {
+        let config = config(&[]);
+        let admitted = admit_json(
+            &config,
+            &[("idempotency-key", "\"k1\""), ("idempotency-epoch", "7")],
+            r#"{"b":1, "a":2}"#,
+        )
+        .unwrap();
+        assert_eq!(admitted.key.as_str(), "k1");
+        assert_eq!(
+            admitted.fingerprint,
+            Fingerprint::of_bytes(br#"{"a":2,"b":1}"#)
+        );
+        assert_eq!(admitted.origin_url, "http://origin:9/base/pay?x=1");
+        assert_eq!(
+            admitted.forward_headers,
+            headers(&[("content-type", "application/json")])
+        );
+    }
+
+    #[test]
+    fn each_rejection_has_its_status() {
+        let config = config(&[]);
+        let status = |extra: &[(&str, &str)], body: &str| {
+            admit_json(&config, extra, body).unwrap_err().status()
+        };
+        assert_eq!(status(&[], &"x".repeat(65)), 413);
+        assert_eq!(status(&[], "{not json"), 400);
+        assert_eq!(status(&[], "{}"), 400);
+        assert_eq!(status(&[("idempotency-key", "")], "{}"), 400);
+        assert_eq!(status(&[("idempotency-key", "caf\u{e9}")], "{}"), 400);
+        assert_eq!(status(&[("idempotency-key", &"k".repeat(256))], "{}"), 400);
+    }
+
+    #[test]
+    fn raw_bodies_fingerprint_as_bytes() {
+        let config = config(&[("KEY_SOURCES", "header:Idempotency-Key")]);
+        let list = headers(&[("content-type", "text/plain"), ("idempotency-key", "k")]);
+        let admitted = admit(
+            &config,
+            &Inbound {
+                method: "POST",
+                path: "/p",
+                query: None,
+                headers: &list,
+                body: b"{ \"a\": 1 }",
+            },
+        )
+        .unwrap();
+        assert_eq!(admitted.fingerprint, Fingerprint::of_bytes(b"{ \"a\": 1 }"));
+    }
+
+    #[test]
+    fn tenant_header_is_required_when_configured_and_scopes_the_object() {
+        let config = config(&[("TENANT_HEADER", "Authorization")]);
+        assert_eq!(
+            admit_json(&config, &[("idempotency-key", "k")], "{}")
+                .unwrap_err()
+                .name(),
+            "missing-tenant"
+        );
+        let a = admit_json(
+            &config,
+            &[("idempotency-key", "k"), ("authorization", "Bearer a")],
+            "{}",
+        );
+        let b = admit_json(
+            &config,
+            &[("idempotency-key", "k"), ("authorization", "Bearer b")],
+            "{}",
+        );
+        assert_ne!(a.unwrap().object_name, b.unwrap().object_name);
+    }
+}
