@@ -1,0 +1,113 @@
+//! Bad input gets its problem+json, and nothing is forwarded or stored.
+
+use crate::support::{client, post_json, Reply};
+use crate::{Profile, World};
+
+/// After a rejected delivery, a valid one with the same key is a first
+/// delivery (forwarded, not a replay, not a 422): nothing was stored.
+async fn assert_nothing_stored(world: &'static World, path: &str, key: &str) {
+    let gateway = world.gateway(Profile::Wait).await;
+    let before = world.origin.count(path);
+    let valid = post_json(&client(), &gateway.url(path), Some(key), r#"{"ok":true}"#).await;
+    assert_eq!(valid.status, 201);
+    assert!(!valid.replayed());
+    assert_eq!(world.origin.count(path), before + 1);
+}
+
+pub async fn invalid_json_is_400_and_stores_nothing(world: &'static World) {
+    let gateway = world.gateway(Profile::Wait).await;
+    let reply = post_json(
+        &client(),
+        &gateway.url("/bad-json/p"),
+        Some("bj-1"),
+        "{\"amount\": 10,",
+    )
+    .await;
+    reply.assert_problem(400, "invalid-json");
+    assert!(reply.json()["detail"].as_str().unwrap().contains("line 1"));
+    assert_eq!(world.origin.count("/bad-json/"), 0);
+    assert_nothing_stored(world, "/bad-json/p", "bj-1").await;
+}
+
+pub async fn oversized_body_is_413(world: &'static World) {
+    let gateway = world.gateway(Profile::Wait).await;
+    let body = format!(r#"{{"pad":"{}"}}"#, "x".repeat(70_000));
+    let reply = post_json(&client(), &gateway.url("/too-big/p"), Some("big-1"), &body).await;
+    reply.assert_problem(413, "payload-too-large");
+    assert_eq!(world.origin.count("/too-big/"), 0);
+    assert_nothing_stored(world, "/too-big/p", "big-1").await;
+}
+
+pub async fn missing_key_is_400(world: &'static World) {
+    let gateway = world.gateway(Profile::Wait).await;
+    let reply = post_json(
+        &client(),
+        &gateway.url("/no-key/p"),
+        None,
+        r#"{"amount":1}"#,
+    )
+    .await;
+    reply.assert_problem(400, "missing-key");
+    assert_eq!(world.origin.count("/no-key/"), 0);
+}
+
+pub async fn invalid_keys_are_400(world: &'static World) {
+    let gateway = world.gateway(Profile::Wait).await;
+    let client = client();
+    let url = gateway.url("/bad-key/p");
+    let long = "k".repeat(256);
+    let cases: Vec<(&str, reqwest::header::HeaderValue)> = vec![
+        ("empty", "".parse().unwrap()),
+        ("blank", "   ".parse().unwrap()),
+        ("over 255 characters", long.parse().unwrap()),
+        ("inner space", "two words".parse().unwrap()),
+        (
+            "non-ASCII",
+            reqwest::header::HeaderValue::from_bytes("café".as_bytes()).unwrap(),
+        ),
+    ];
+    for (what, value) in cases {
+        let response = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("idempotency-key", value)
+            .body(r#"{"amount":1}"#)
+            .send()
+            .await
+            .unwrap();
+        let reply = Reply::read(response).await;
+        assert_eq!(reply.status, 400, "{what}");
+        reply.assert_problem(400, "invalid-key");
+    }
+    let object_key = post_json(&client, &url, None, r#"{"id":{"nested":1}}"#).await;
+    object_key.assert_problem(400, "invalid-key");
+    assert_eq!(world.origin.count("/bad-key/"), 0);
+}
+
+pub async fn json_key_source_on_a_non_json_body_is_415(world: &'static World) {
+    let gateway = world.gateway(Profile::Wait).await;
+    let response = client()
+        .post(gateway.url("/form/p"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("id=evt_1")
+        .send()
+        .await
+        .unwrap();
+    Reply::read(response)
+        .await
+        .assert_problem(415, "unsupported-media-type");
+    assert_eq!(world.origin.count("/form/"), 0);
+}
+
+pub async fn missing_origin_url_is_500_misconfigured(world: &'static World) {
+    let gateway = world.gateway(Profile::Unconfigured).await;
+    let client = client();
+    let post = post_json(&client, &gateway.url("/p"), Some("k"), "{}").await;
+    post.assert_problem(500, "misconfigured");
+    assert!(post.json()["detail"]
+        .as_str()
+        .unwrap()
+        .contains("ORIGIN_URL"));
+    let get = Reply::read(client.get(gateway.url("/p")).send().await.unwrap()).await;
+    get.assert_problem(500, "misconfigured");
+}

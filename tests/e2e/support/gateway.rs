@@ -1,0 +1,157 @@
+//! The built worker under a real `wrangler dev` (workerd, Durable Objects),
+//! with a fresh state directory, its own ports and its own variables.
+
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Gateway {
+    pub base: String,
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The config the tests run with: the repository's bindings, no build
+/// step (the test command builds once), and the variables of the test.
+fn write_config(dir: &Path, vars: &[(&str, &str)]) -> PathBuf {
+    let main = root().join("build/index.js");
+    assert!(
+        main.exists(),
+        "{} is missing: run scripts/test, which builds the worker first",
+        main.display()
+    );
+    let mut config = format!(
+        r#"name = "idemgate-test"
+main = "{}"
+compatibility_date = "2026-04-26"
+
+[[durable_objects.bindings]]
+name = "DEDUP_OBJECT"
+class_name = "DedupObject"
+
+[[migrations]]
+tag = "v1"
+new_sqlite_classes = ["DedupObject"]
+
+[vars]
+"#,
+        main.display()
+    );
+    for (name, value) in vars {
+        config.push_str(&format!("{name} = {value:?}\n"));
+    }
+    let path = dir.join("wrangler.toml");
+    fs::write(&path, config).unwrap();
+    path
+}
+
+impl Gateway {
+    pub async fn start(vars: &[(&str, &str)]) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        Gateway::start_in(dir, vars).await
+    }
+
+    /// Starts on `dir`, whose `state/` may hold Durable Objects of an
+    /// earlier run (a restart).
+    pub async fn start_in(dir: tempfile::TempDir, vars: &[(&str, &str)]) -> Gateway {
+        let config = write_config(dir.path(), vars);
+        let port = free_port();
+        let log = fs::File::create(dir.path().join("wrangler.log")).unwrap();
+        let child = Command::new(root().join("node_modules/.bin/wrangler"))
+            .args(["dev", "--config"])
+            .arg(&config)
+            .args(["--ip", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--inspector-port", &free_port().to_string()])
+            .arg("--persist-to")
+            .arg(dir.path().join("state"))
+            .args([
+                "--log-level",
+                "warn",
+                "--show-interactive-dev-session=false",
+            ])
+            .current_dir(dir.path())
+            .env("WRANGLER_SEND_METRICS", "false")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .expect("node_modules/.bin/wrangler runs (scripts/test installs it)");
+        let gateway = Gateway {
+            base: format!("http://127.0.0.1:{port}"),
+            child,
+            dir,
+        };
+        gateway.wait_until_ready().await;
+        gateway
+    }
+
+    async fn wait_until_ready(&self) {
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let health = format!("{}/__idemgate/health", self.base);
+        while Instant::now() < deadline {
+            if let Ok(response) = client.get(&health).send().await {
+                if response.status().is_success() {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("wrangler dev did not come up:\n{}", self.log());
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("wrangler.log")).unwrap_or_default()
+    }
+
+    fn signal(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args([signal, "--", &format!("-{}", self.child.id())])
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// SIGKILL to the whole process group (wrangler and workerd): a crash.
+    /// Returns the directory, so a new gateway can start on the same state.
+    pub fn crash(mut self) -> tempfile::TempDir {
+        self.signal("-KILL");
+        let _ = self.child.wait();
+        let dir = tempfile::tempdir().unwrap();
+        std::mem::replace(&mut self.dir, dir)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.signal("-TERM");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.signal("-KILL");
+        let _ = self.child.wait();
+    }
+}

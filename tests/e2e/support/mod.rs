@@ -1,0 +1,80 @@
+pub mod gateway;
+pub mod origin;
+
+use reqwest::header::HeaderMap;
+
+pub use gateway::Gateway;
+pub use origin::TestOrigin;
+
+/// One response, read whole.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub async fn read(response: reqwest::Response) -> Reply {
+        Reply {
+            status: response.status().as_u16(),
+            headers: response.headers().clone(),
+            body: response.bytes().await.unwrap().to_vec(),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    pub fn replayed(&self) -> bool {
+        self.header("idempotent-replayed") == Some("true")
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// Asserts an RFC 9457 problem of this status and type name.
+    pub fn assert_problem(&self, status: u16, name: &str) {
+        assert_eq!(
+            self.status,
+            status,
+            "{}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        let problem = self.json();
+        assert_eq!(problem["type"], format!("urn:idemgate:problem:{name}"));
+        assert_eq!(problem["status"], status);
+        assert!(problem["title"].is_string() && problem["detail"].is_string());
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap()
+}
+
+/// A JSON POST with an `Idempotency-Key`.
+pub async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    body: &str,
+) -> Reply {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    Reply::read(request.send().await.unwrap()).await
+}
