@@ -1,6 +1,7 @@
 //! The Durable Object: one per key. A thin adapter that gives the
 //! [`Engine`] SQLite storage, alarms, timers and `fetch`.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use worker::{
 use crate::answer::render_problem;
 use crate::canonical::Fingerprint;
 use crate::convert::{from_response_parts, header_list, to_request, to_response};
-use crate::engine::{Backend, Delivery, Engine, Policy};
+use crate::engine::{Backend, Delivery, Engine, Policy, StorageOps};
 use crate::env::config_from_env;
 use crate::headers;
 use crate::key::{IdempotencyKey, KeySource};
@@ -44,6 +45,8 @@ pub struct DedupObject {
 
 pub struct DurableBackend {
     storage: Storage,
+    /// Every storage operation of this object's lifetime, for the operator API.
+    ops: Cell<StorageOps>,
 }
 
 impl DurableObject for DedupObject {
@@ -53,7 +56,10 @@ impl DurableObject for DedupObject {
             worker::console_error!("idemgate: creating the receipt table failed: {error}");
         }
         DedupObject {
-            engine: Engine::new(DurableBackend { storage }),
+            engine: Engine::new(DurableBackend {
+                storage,
+                ops: Cell::default(),
+            }),
             env,
         }
     }
@@ -93,12 +99,24 @@ impl DedupObject {
                 Err(message) => unavailable(message),
             },
             _ => match self.engine.receipt() {
-                Ok(Some(receipt)) => Response::from_json(&receipt),
+                Ok(Some(receipt)) => Response::from_json(&ReceiptView {
+                    receipt: &receipt,
+                    object_storage_ops: self.engine.backend().ops.get(),
+                }),
                 Ok(None) => to_response(render_problem(&Problem::NotFound)),
                 Err(message) => unavailable(message),
             },
         }
     }
+}
+
+/// The operator's view of a receipt: its fields, plus the storage
+/// operations of the object's current lifetime (what deliveries cost).
+#[derive(serde::Serialize)]
+struct ReceiptView<'a> {
+    #[serde(flatten)]
+    receipt: &'a Receipt,
+    object_storage_ops: StorageOps,
 }
 
 /// The delivery the gateway admitted: key and fingerprint from its headers,
@@ -137,6 +155,7 @@ impl Backend for DurableBackend {
     }
 
     fn load(&self) -> Result<Option<Receipt>, String> {
+        StorageOps::bump(&self.ops, |ops| ops.reads += 1);
         let cursor = self
             .storage
             .sql()
@@ -160,6 +179,7 @@ impl Backend for DurableBackend {
     }
 
     fn save(&self, receipt: &Receipt) -> Result<(), String> {
+        StorageOps::bump(&self.ops, |ops| ops.writes += 1);
         let record = serde_json::to_string(receipt).map_err(|error| error.to_string())?;
         let body = match receipt.stored_response() {
             Some(stored) => SqlStorageValue::Blob(stored.response.body.clone()),
@@ -177,6 +197,7 @@ impl Backend for DurableBackend {
     }
 
     fn delete(&self) -> Result<(), String> {
+        StorageOps::bump(&self.ops, |ops| ops.writes += 1);
         self.storage
             .sql()
             .exec("DELETE FROM receipt", None)
@@ -185,6 +206,7 @@ impl Backend for DurableBackend {
     }
 
     async fn scheduled_alarm(&self) -> Result<Option<u64>, String> {
+        StorageOps::bump(&self.ops, |ops| ops.alarm_reads += 1);
         self.storage
             .get_alarm()
             .await
@@ -193,6 +215,7 @@ impl Backend for DurableBackend {
     }
 
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String> {
+        StorageOps::bump(&self.ops, |ops| ops.alarm_writes += 1);
         let at = JsDate::new(&Number::from(at_ms as f64));
         self.storage
             .set_alarm(ScheduledTime::new(at))

@@ -38,6 +38,23 @@ pub trait Backend {
     fn sleep(&self, ms: u64) -> impl Future<Output = ()>;
 }
 
+/// Storage operations, as counted by a backend: the cost of a delivery.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StorageOps {
+    pub reads: u64,
+    pub writes: u64,
+    pub alarm_reads: u64,
+    pub alarm_writes: u64,
+}
+
+impl StorageOps {
+    pub fn bump(counter: &Cell<StorageOps>, bump: impl FnOnce(&mut StorageOps)) {
+        let mut ops = counter.get();
+        bump(&mut ops);
+        counter.set(ops);
+    }
+}
+
 /// The part of the configuration the Durable Object acts on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -210,7 +227,7 @@ impl<B: Backend> Engine<B> {
             .backend
             .forward(request, policy.origin_timeout_ms)
             .await;
-        self.record(epoch, &result, policy);
+        let owned = self.record(epoch, &result, policy);
 
         let settled = match result {
             ForwardResult::Answered(response) => Settled::Response(Rc::new(response)),
@@ -221,16 +238,21 @@ impl<B: Backend> Engine<B> {
                 Settled::Problem(Problem::OriginUnreachable { message })
             }
         };
-        for waiter in self.waiters.borrow_mut().drain(..) {
-            let _ = waiter.send(settled.clone());
+        // A forward whose key was taken over answers only its own caller:
+        // the waiters belong to the newer epoch and get its outcome.
+        if owned {
+            for waiter in self.waiters.borrow_mut().drain(..) {
+                let _ = waiter.send(settled.clone());
+            }
         }
         Answer::Forwarded(settled)
     }
 
     /// Stores the outcome of the forward at `epoch`, unless a later forward
-    /// took the key over meanwhile. The caller gets the origin's answer
+    /// took the key over meanwhile (or it was purged); returns whether this
+    /// forward still owned the key. The caller gets the origin's answer
     /// either way: it happened, whether or not it could be recorded.
-    fn record(&self, epoch: u64, result: &ForwardResult, policy: &Policy) {
+    fn record(&self, epoch: u64, result: &ForwardResult, policy: &Policy) -> bool {
         let now = self.backend.now_ms();
         let recorded = self.with_receipt(|slot| {
             let mut receipt = slot.clone()?;
@@ -245,10 +267,14 @@ impl<B: Backend> Engine<B> {
                 .ok()?;
             Some(receipt)
         });
-        if let Ok(Some(receipt)) = recorded {
-            // A failed write leaves the key in flight until its lease ends;
-            // the next delivery then forwards again with a higher epoch.
-            let _ = self.store(receipt);
+        match recorded {
+            Ok(Some(receipt)) => {
+                // A failed write leaves the key in flight until its lease
+                // ends; the next delivery then forwards with a higher epoch.
+                let _ = self.store(receipt);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -317,5 +343,213 @@ impl<B: Backend> Engine<B> {
         self.backend.delete()?;
         *self.cache.borrow_mut() = Some(None);
         Ok(existed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::headers::get;
+    use crate::key::KeySource;
+    use crate::memory_backend::{created, MemoryBackend};
+    use crate::receipt::HttpResponse;
+    use futures::executor::block_on;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    fn policy(in_flight: InFlightPolicy) -> Policy {
+        Policy {
+            in_flight,
+            wait_ms: 10_000,
+            origin_timeout_ms: 10_000,
+            lease_ms: 15_000,
+            retention_ms: 60_000,
+            max_stored_response_bytes: 1024,
+            forward_secret: None,
+        }
+    }
+
+    fn delivery(body: &str) -> Delivery {
+        Delivery {
+            key: IdempotencyKey::parse("k-1", &KeySource::BodySha256).unwrap(),
+            fingerprint: Fingerprint::of_bytes(body.as_bytes()),
+            request: OutboundRequest {
+                method: "POST".into(),
+                url: "http://origin/pay".into(),
+                headers: vec![],
+                body: body.as_bytes().to_vec(),
+            },
+        }
+    }
+
+    fn status(status: u16) -> ForwardResult {
+        ForwardResult::Answered(HttpResponse {
+            status,
+            headers: vec![],
+            body: vec![],
+        })
+    }
+
+    fn epoch_of(request: &OutboundRequest) -> &str {
+        get(&request.headers, "idempotency-epoch").unwrap()
+    }
+
+    #[test]
+    fn first_delivery_forwards_at_epoch_one_and_later_ones_replay() {
+        let engine = Engine::new(MemoryBackend::new(NOW));
+        let policy = policy(InFlightPolicy::Wait);
+        let first = block_on(engine.deliver(delivery("a"), &policy));
+        assert_eq!(first.decision(), "forwarded");
+        let writes_after_first = engine.backend().ops.get().writes;
+        assert_eq!(writes_after_first, 2, "in_flight before, outcome after");
+        let replay = block_on(engine.deliver(delivery("a"), &policy));
+        assert_eq!(replay.decision(), "replayed");
+        assert_eq!(replay.render().body, first.render().body);
+        assert_eq!(
+            engine.backend().ops.get().writes,
+            writes_after_first,
+            "a replay writes nothing"
+        );
+        let forwarded = engine.backend().forwarded.borrow();
+        assert_eq!(forwarded.len(), 1);
+        assert_eq!(epoch_of(&forwarded[0]), "1");
+        assert_eq!(
+            get(&forwarded[0].headers, "idempotency-key"),
+            Some("\"k-1\"")
+        );
+        assert_eq!(engine.receipt().unwrap().unwrap().duplicates, 1);
+    }
+
+    #[test]
+    fn a_failed_write_forwards_nothing() {
+        let engine = Engine::new(MemoryBackend::new(NOW));
+        engine.backend().fail_writes.set(true);
+        let answer = block_on(engine.deliver(delivery("a"), &policy(InFlightPolicy::Wait)));
+        assert_eq!(answer.render().status, 503);
+        assert!(engine.backend().forwarded.borrow().is_empty());
+    }
+
+    #[test]
+    fn failures_are_not_cached_and_each_retry_has_the_next_epoch() {
+        let engine = Engine::new(MemoryBackend::new(NOW));
+        let backend = engine.backend();
+        backend.answer_with(status(500));
+        backend.answer_with(ForwardResult::TimedOut);
+        backend.answer_with(ForwardResult::Unreachable("refused".into()));
+        backend.answer_with(created("paid"));
+        let policy = policy(InFlightPolicy::Wait);
+        let statuses: Vec<u16> = (0..5)
+            .map(|_| {
+                block_on(engine.deliver(delivery("a"), &policy))
+                    .render()
+                    .status
+            })
+            .collect();
+        assert_eq!(statuses, [500, 504, 502, 201, 201]);
+        let epochs: Vec<String> = backend
+            .forwarded
+            .borrow()
+            .iter()
+            .map(|request| epoch_of(request).to_string())
+            .collect();
+        assert_eq!(epochs, ["1", "2", "3", "4"]);
+        let receipt = engine.receipt().unwrap().unwrap();
+        assert_eq!(receipt.attempts.len(), 4);
+        assert_eq!(receipt.attempts[1].error.as_deref(), Some("timeout"));
+    }
+
+    #[test]
+    fn a_different_payload_is_rejected_and_not_forwarded() {
+        let engine = Engine::new(MemoryBackend::new(NOW));
+        let policy = policy(InFlightPolicy::Wait);
+        block_on(engine.deliver(delivery("a"), &policy));
+        let answer = block_on(engine.deliver(delivery("b"), &policy));
+        assert_eq!(answer.render().status, 422);
+        assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+    }
+
+    /// A receipt left in flight by an earlier life of the object.
+    fn engine_with_receipt_in_flight() -> Engine<MemoryBackend> {
+        let backend = MemoryBackend::new(NOW);
+        let receipt =
+            Receipt::begin_forward(None, Fingerprint::of_bytes(b"a"), 1, NOW, 15_000, 60_000);
+        *backend.stored.borrow_mut() = Some(receipt);
+        Engine::new(backend)
+    }
+
+    #[test]
+    fn in_flight_policies() {
+        let conflict = engine_with_receipt_in_flight();
+        let answer =
+            block_on(conflict.deliver(delivery("a"), &policy(InFlightPolicy::Conflict))).render();
+        assert_eq!(answer.status, 409);
+        assert_eq!(get(&answer.headers, "retry-after"), Some("15"));
+
+        let ack = engine_with_receipt_in_flight();
+        let answer = block_on(ack.deliver(delivery("a"), &policy(InFlightPolicy::Ack)));
+        assert_eq!(answer.render().status, 202);
+        assert!(ack.backend().forwarded.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_waiter_gives_up_after_wait_ms_when_the_lease_outlasts_it() {
+        let engine = engine_with_receipt_in_flight();
+        let mut policy = policy(InFlightPolicy::Wait);
+        policy.wait_ms = 2_000;
+        let answer = block_on(engine.deliver(delivery("a"), &policy));
+        assert_eq!(answer.decision(), "conflict");
+        assert_eq!(engine.backend().now_ms(), NOW + 2_000);
+        assert!(engine.backend().forwarded.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_waiter_takes_over_when_the_lease_ends_first() {
+        let engine = engine_with_receipt_in_flight();
+        let mut policy = policy(InFlightPolicy::Wait);
+        policy.wait_ms = 20_000;
+        let answer = block_on(engine.deliver(delivery("a"), &policy));
+        assert_eq!(answer.decision(), "forwarded");
+        assert_eq!(engine.backend().now_ms(), NOW + 15_000);
+        assert_eq!(epoch_of(&engine.backend().forwarded.borrow()[0]), "2");
+    }
+
+    #[test]
+    fn the_alarm_deletes_only_a_receipt_that_is_due() {
+        let engine = Engine::new(MemoryBackend::new(NOW));
+        let policy = policy(InFlightPolicy::Wait);
+        block_on(engine.deliver(delivery("a"), &policy));
+        let backend = engine.backend();
+        assert!(backend.alarm.get().is_some());
+
+        block_on(engine.on_alarm()).unwrap();
+        assert!(
+            backend.stored.borrow().is_some(),
+            "an early alarm reschedules"
+        );
+        assert_eq!(backend.alarm.get(), Some(NOW + 60_000));
+
+        backend.now.set(NOW + 60_000);
+        block_on(engine.on_alarm()).unwrap();
+        assert!(backend.stored.borrow().is_none());
+        block_on(engine.on_alarm()).unwrap();
+        let again = block_on(engine.deliver(delivery("b"), &policy));
+        assert_eq!(
+            again.decision(),
+            "forwarded",
+            "after retention the key is new"
+        );
+    }
+
+    #[test]
+    fn purge_makes_the_key_new() {
+        let engine = Engine::new(MemoryBackend::new(NOW));
+        let policy = policy(InFlightPolicy::Wait);
+        block_on(engine.deliver(delivery("a"), &policy));
+        assert!(engine.purge().unwrap());
+        assert!(!engine.purge().unwrap());
+        assert_eq!(
+            block_on(engine.deliver(delivery("b"), &policy)).decision(),
+            "forwarded"
+        );
     }
 }

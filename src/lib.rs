@@ -30,6 +30,7 @@ mod env;
 pub mod gateway;
 pub mod headers;
 pub mod key;
+pub mod memory_backend;
 pub mod origin;
 pub mod pipeline;
 pub mod problem;

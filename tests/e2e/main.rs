@@ -8,6 +8,7 @@
 //! filters as usual.
 
 mod dedup;
+mod failures;
 mod inputs;
 mod passthrough;
 mod support;
@@ -30,7 +31,18 @@ pub enum Profile {
     Conflict,
     /// No `ORIGIN_URL` at all.
     Unconfigured,
+    /// A 1 s origin timeout, 1 KiB stored responses, an admin token.
+    Failing,
+    /// `ORIGIN_URL` points at a closed port.
+    Unreachable,
+    /// A 1 s lease under a 5 s origin timeout, so a hung forward is taken over.
+    ShortLease,
+    /// `RETENTION_SECONDS=3`.
+    ShortRetention,
 }
+
+/// The admin token of the profiles that enable the operator API.
+pub const ADMIN_TOKEN: &str = "test-admin-token";
 
 pub struct World {
     runtime: tokio::runtime::Runtime,
@@ -44,6 +56,7 @@ impl World {
             return gateway.clone();
         }
         let origin = self.origin.url();
+        let closed = format!("http://127.0.0.1:{}", support::closed_port());
         let vars: Vec<(&str, &str)> = match profile {
             Profile::Wait => vec![
                 ("ORIGIN_URL", &origin),
@@ -52,6 +65,21 @@ impl World {
             ],
             Profile::Conflict => vec![("ORIGIN_URL", &origin), ("IN_FLIGHT", "conflict")],
             Profile::Unconfigured => vec![],
+            Profile::Failing => vec![
+                ("ORIGIN_URL", &origin),
+                ("ORIGIN_TIMEOUT_MS", "1000"),
+                ("MAX_STORED_RESPONSE_BYTES", "1024"),
+                ("ADMIN_TOKEN", ADMIN_TOKEN),
+            ],
+            Profile::Unreachable => vec![("ORIGIN_URL", &closed), ("ADMIN_TOKEN", ADMIN_TOKEN)],
+            Profile::ShortLease => vec![
+                ("ORIGIN_URL", &origin),
+                ("ORIGIN_TIMEOUT_MS", "5000"),
+                ("LEASE_MS", "1000"),
+            ],
+            Profile::ShortRetention => {
+                vec![("ORIGIN_URL", &origin), ("RETENTION_SECONDS", "3")]
+            }
         };
         let gateway = Arc::new(Gateway::start(&vars).await);
         self.gateways
@@ -113,6 +141,16 @@ fn main() {
         inputs::invalid_keys_are_400,
         inputs::json_key_source_on_a_non_json_body_is_415,
         inputs::missing_origin_url_is_500_misconfigured,
+        failures::origin_500_then_200_forwards_again_with_the_next_epoch,
+        failures::retryable_statuses_are_not_cached_and_final_ones_are,
+        failures::origin_timeout_is_504_and_the_next_delivery_has_epoch_2,
+        failures::unreachable_origin_is_502_and_the_receipt_is_failed_not_stuck,
+        failures::waiting_duplicates_get_the_same_failure,
+        failures::lease_takeover_wins_over_the_late_answer_of_a_hung_forward,
+        failures::crash_keeps_completed_keys_and_takes_over_in_flight_ones,
+        failures::retention_makes_a_key_new_again,
+        failures::large_responses_reach_the_first_caller_whole,
+        failures::storage_writes_per_delivery_kind,
         passthrough::get_passes_through_without_dedup_or_idempotency_headers,
         passthrough::operator_health_is_not_forwarded,
     ];

@@ -78,3 +78,24 @@ pub async fn post_json(
     }
     Reply::read(request.send().await.unwrap()).await
 }
+
+/// A port on which nothing listens.
+pub fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET /__idemgate/receipts` with the admin token.
+pub async fn read_receipt(gateway: &Gateway, token: &str, key: &str, path: &str) -> Reply {
+    let response = client()
+        .get(gateway.url("/__idemgate/receipts"))
+        .query(&[("key", key), ("path", path)])
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    Reply::read(response).await
+}

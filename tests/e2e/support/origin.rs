@@ -1,8 +1,12 @@
 //! A real HTTP origin for the tests: it records every request it receives
 //! and answers according to its path:
 //! - `/slow/<ms>/...` waits that long first;
+//! - `/slow-first/<ms>/...` waits that long on the first request to the path only;
 //! - `/status/<code>/...` answers with that status;
-//! - anything else answers 201 with a body and headers unique to the request.
+//! - `/fail-first/<n>/<code>/...` answers `<code>` to the first n requests to the path;
+//! - `/big/<bytes>/...` answers a text body of that many bytes;
+//! - otherwise 201 with a JSON body and headers unique to the request, which
+//!   name the epoch the request carried.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -66,14 +70,28 @@ impl TestOrigin {
     pub fn count(&self, prefix: &str) -> usize {
         self.received(prefix).len()
     }
+
+    /// The `Idempotency-Epoch` of every request under `prefix`, in order.
+    pub fn epochs(&self, prefix: &str) -> Vec<String> {
+        self.received(prefix)
+            .iter()
+            .map(|request| {
+                request
+                    .header("idempotency-epoch")
+                    .unwrap_or("-")
+                    .to_string()
+            })
+            .collect()
+    }
 }
 
 async fn answer(State(log): State<Log>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
     let path = parts.uri.path().to_string();
-    let sequence = {
+    let (sequence, earlier_to_path) = {
         let mut log = log.0.lock().unwrap();
+        let earlier_to_path = log.iter().filter(|earlier| earlier.path == path).count();
         log.push(Received {
             method: parts.method.to_string(),
             path: path.clone(),
@@ -81,22 +99,36 @@ async fn answer(State(log): State<Log>, request: Request) -> Response {
             headers: parts.headers.clone(),
             body: body.clone(),
         });
-        log.len()
+        (log.len(), earlier_to_path)
     };
     let segments: Vec<&str> = path.split('/').collect();
     let mut status = StatusCode::CREATED;
-    for window in segments.windows(2) {
-        match window {
-            ["slow", ms] => {
-                tokio::time::sleep(Duration::from_millis(ms.parse().unwrap())).await;
+    let number = |text: &str| -> u64 { text.parse().unwrap() };
+    for window in segments.windows(3) {
+        match *window {
+            ["slow", ms, _] => tokio::time::sleep(Duration::from_millis(number(ms))).await,
+            ["slow-first", ms, _] if earlier_to_path == 0 => {
+                tokio::time::sleep(Duration::from_millis(number(ms))).await
             }
-            ["status", code] => status = StatusCode::from_u16(code.parse().unwrap()).unwrap(),
+            ["status", code, _] => status = StatusCode::from_u16(number(code) as u16).unwrap(),
+            ["fail-first", n, code] if (earlier_to_path as u64) < number(n) => {
+                status = StatusCode::from_u16(number(code) as u16).unwrap()
+            }
+            ["big", bytes, _] => {
+                return (status, "x".repeat(number(bytes) as usize)).into_response();
+            }
             _ => {}
         }
     }
+    let epoch = parts
+        .headers
+        .get("idempotency-epoch")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("-");
     let payment = serde_json::json!({
         "payment_id": format!("pay_{sequence}"),
         "path": path,
+        "epoch": epoch,
         "bytes_received": body.len(),
     });
     (
