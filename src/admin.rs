@@ -12,6 +12,7 @@ use crate::env::config_from_env;
 use crate::key::{IdempotencyKey, KeySource, Scope};
 use crate::origin::OutboundRequest;
 use crate::problem::Problem;
+use crate::signature::Secret;
 
 pub const DEDUP_OBJECT_BINDING: &str = "DEDUP_OBJECT";
 
@@ -79,7 +80,10 @@ async fn receipts(
 ) -> Result<Response, Problem> {
     let config = config_from_env(env)?;
     let authorization = request.headers().get("authorization").ok().flatten();
-    authorize(config.admin_token.as_deref(), authorization.as_deref())?;
+    authorize(
+        config.admin_token.as_ref().map(Secret::expose),
+        authorization.as_deref(),
+    )?;
     let method = match request.method() {
         Method::Get => "GET",
         Method::Delete => "DELETE",

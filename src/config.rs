@@ -7,6 +7,7 @@
 
 use crate::key::{KeyScope, KeySource};
 use crate::problem::Problem;
+use crate::signature::{decode_standard_webhooks_secret, Secret, SignatureScheme};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DedupMode {
@@ -20,11 +21,6 @@ pub enum InFlightPolicy {
     Wait,
     Conflict,
     Ack,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignatureScheme {
-    None,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,13 +38,26 @@ pub struct Config {
     pub max_body_bytes: u64,
     pub max_stored_response_bytes: u64,
     pub signature_scheme: SignatureScheme,
-    pub forward_secret: Option<String>,
-    pub admin_token: Option<String>,
+    pub signature_tolerance_seconds: u64,
+    pub forward_secret: Option<Secret>,
+    pub admin_token: Option<Secret>,
 }
 
 const WEBHOOK_KEY_SOURCES: &str =
     "header:Idempotency-Key,header:webhook-id,json:/transaction_id,json:/id";
 const API_KEY_SOURCES: &str = "header:Idempotency-Key";
+/// A signed sender's key must come from what the signature covers: Stripe
+/// signs only the body (its event id), Standard Webhooks signs `webhook-id`.
+/// An unsigned header could otherwise replay one signed event under many keys.
+const STRIPE_KEY_SOURCES: &str = "json:/id";
+const STANDARD_WEBHOOKS_KEY_SOURCES: &str = "header:webhook-id";
+
+#[derive(Clone, Copy)]
+enum SchemeName {
+    None,
+    Stripe,
+    StandardWebhooks,
+}
 
 impl Config {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, Problem> {
@@ -59,11 +68,37 @@ impl Config {
             DedupMode::Webhook,
             &[("webhook", DedupMode::Webhook), ("api", DedupMode::Api)],
         )?;
+        let scheme_name = vars.choice(
+            "SIGNATURE_SCHEME",
+            SchemeName::None,
+            &[
+                ("none", SchemeName::None),
+                ("stripe", SchemeName::Stripe),
+                ("standard-webhooks", SchemeName::StandardWebhooks),
+            ],
+        )?;
+        let signature_scheme = match scheme_name {
+            SchemeName::None => SignatureScheme::None,
+            SchemeName::Stripe => SignatureScheme::Stripe {
+                secret: Secret::new(
+                    vars.required_for("SIGNING_SECRET", "SIGNATURE_SCHEME=stripe")?,
+                ),
+            },
+            SchemeName::StandardWebhooks => SignatureScheme::StandardWebhooks {
+                key: decode_standard_webhooks_secret(
+                    &vars.required_for("SIGNING_SECRET", "SIGNATURE_SCHEME=standard-webhooks")?,
+                )
+                .map_err(|reason| misconfigured("SIGNING_SECRET", reason))?,
+            },
+        };
+        let signature_tolerance_seconds = vars.number("SIGNATURE_TOLERANCE_SECONDS", 300, 1)?;
         let key_sources = match vars.get("KEY_SOURCES")? {
             Some(list) => KeySource::parse_list(&list),
-            None => KeySource::parse_list(match mode {
-                DedupMode::Webhook => WEBHOOK_KEY_SOURCES,
-                DedupMode::Api => API_KEY_SOURCES,
+            None => KeySource::parse_list(match (scheme_name, mode) {
+                (SchemeName::Stripe, _) => STRIPE_KEY_SOURCES,
+                (SchemeName::StandardWebhooks, _) => STANDARD_WEBHOOKS_KEY_SOURCES,
+                (SchemeName::None, DedupMode::Webhook) => WEBHOOK_KEY_SOURCES,
+                (SchemeName::None, DedupMode::Api) => API_KEY_SOURCES,
             }),
         }
         .map_err(|reason| misconfigured("KEY_SOURCES", reason))?;
@@ -93,11 +128,6 @@ impl Config {
         let retention_seconds = vars.number("RETENTION_SECONDS", 259_200, 1)?;
         let max_body_bytes = vars.number("MAX_BODY_BYTES", 1_048_576, 1)?;
         let max_stored_response_bytes = vars.number("MAX_STORED_RESPONSE_BYTES", 65_536, 0)?;
-        let signature_scheme = vars.choice(
-            "SIGNATURE_SCHEME",
-            SignatureScheme::None,
-            &[("none", SignatureScheme::None)],
-        )?;
         Ok(Config {
             origin_url,
             mode,
@@ -112,8 +142,9 @@ impl Config {
             max_body_bytes,
             max_stored_response_bytes,
             signature_scheme,
-            forward_secret: vars.get("FORWARD_SECRET")?,
-            admin_token: vars.get("ADMIN_TOKEN")?,
+            signature_tolerance_seconds,
+            forward_secret: vars.get("FORWARD_SECRET")?.map(Secret::new),
+            admin_token: vars.get("ADMIN_TOKEN")?.map(Secret::new),
         })
     }
 }
@@ -140,6 +171,11 @@ impl<F: Fn(&str) -> Option<String>> Vars<'_, F> {
     fn required(&self, name: &'static str) -> Result<String, Problem> {
         self.get(name)?
             .ok_or_else(|| misconfigured(name, "is required and not set"))
+    }
+
+    fn required_for(&self, name: &'static str, because: &str) -> Result<String, Problem> {
+        self.get(name)?
+            .ok_or_else(|| misconfigured(name, format!("is required by {because}")))
     }
 
     fn choice<T: Copy>(
@@ -258,6 +294,40 @@ mod tests {
     }
 
     #[test]
+    fn signed_schemes_need_a_secret_and_default_to_signed_keys() {
+        for scheme in ["stripe", "standard-webhooks"] {
+            let problem = config(&[("ORIGIN_URL", "http://o"), ("SIGNATURE_SCHEME", scheme)]);
+            assert_eq!(variable_of(problem.unwrap_err()), "SIGNING_SECRET");
+        }
+        let stripe = config(&[
+            ("ORIGIN_URL", "http://o"),
+            ("SIGNATURE_SCHEME", "stripe"),
+            ("SIGNING_SECRET", "whsec_x"),
+        ])
+        .unwrap();
+        assert_eq!(
+            stripe.key_sources,
+            vec![KeySource::JsonPointer("/id".into())]
+        );
+        let standard = config(&[
+            ("ORIGIN_URL", "http://o"),
+            ("SIGNATURE_SCHEME", "standard-webhooks"),
+            ("SIGNING_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+        ])
+        .unwrap();
+        assert_eq!(
+            standard.key_sources,
+            vec![KeySource::Header("webhook-id".into())]
+        );
+        let bad_secret = config(&[
+            ("ORIGIN_URL", "http://o"),
+            ("SIGNATURE_SCHEME", "standard-webhooks"),
+            ("SIGNING_SECRET", "whsec_not base64!"),
+        ]);
+        assert_eq!(variable_of(bad_secret.unwrap_err()), "SIGNING_SECRET");
+    }
+
+    #[test]
     fn missing_origin_url_names_the_variable() {
         assert_eq!(variable_of(config(&[]).unwrap_err()), "ORIGIN_URL");
     }
@@ -284,6 +354,7 @@ mod tests {
             ("MAX_BODY_BYTES", "-1"),
             ("KEY_SOURCES", "cookie:x"),
             ("SIGNATURE_SCHEME", "md5"),
+            ("SIGNATURE_TOLERANCE_SECONDS", "5m"),
             ("TENANT_HEADER", "bad header"),
             ("ADMIN_TOKEN", ""),
         ];

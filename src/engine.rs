@@ -22,6 +22,7 @@ use crate::key::IdempotencyKey;
 use crate::origin::OutboundRequest;
 use crate::problem::Problem;
 use crate::receipt::{decide, retry_after_secs, Decision, ForwardResult, Receipt};
+use crate::signature::Secret;
 
 /// What the engine needs from the world.
 #[allow(async_fn_in_trait)] // single-threaded (wasm32): no Send bound wanted
@@ -64,7 +65,7 @@ pub struct Policy {
     pub lease_ms: u64,
     pub retention_ms: u64,
     pub max_stored_response_bytes: u64,
-    pub forward_secret: Option<String>,
+    pub forward_secret: Option<Secret>,
 }
 
 impl From<&Config> for Policy {
@@ -220,7 +221,7 @@ impl<B: Backend> Engine<B> {
         let request = delivery.request.with_idempotency(
             &delivery.key,
             epoch,
-            policy.forward_secret.as_deref(),
+            policy.forward_secret.as_ref().map(Secret::expose),
             now / 1000,
         );
         let result = self

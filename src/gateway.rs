@@ -2,6 +2,7 @@
 //! [`crate::pipeline`] leaves out (reading the body, calling the Durable
 //! Object, proxying passthrough requests).
 
+use futures::StreamExt;
 use worker::{Env, Request, RequestInit, RequestRedirect, Response};
 
 use crate::admin::{self, DEDUP_OBJECT_BINDING};
@@ -73,7 +74,11 @@ async fn deduplicate(
     if let Err(problem) = check_declared_length(config, declared.as_deref()) {
         return Ok(Err(problem));
     }
-    let body = request.bytes().await?;
+    let Some(body) = read_body(&mut request, config.max_body_bytes).await? else {
+        return Ok(Err(Problem::PayloadTooLarge {
+            limit: config.max_body_bytes,
+        }));
+    };
     let list = header_list(request.headers());
     let method = request.method().to_string();
     let inbound = Inbound {
@@ -82,6 +87,7 @@ async fn deduplicate(
         query: url.query(),
         headers: &list,
         body: &body,
+        now: worker::Date::now().as_millis() / 1000,
     };
     let admitted = match admit(config, &inbound) {
         Ok(admitted) => admitted,
@@ -113,4 +119,22 @@ async fn deduplicate(
         .fetch_with_request(to_object)
         .await
         .map_err(unavailable))
+}
+
+/// Reads the body chunk by chunk and stops at the first byte over `limit`,
+/// so a chunked upload with no `Content-Length` is not buffered whole.
+async fn read_body(request: &mut Request, limit: u64) -> worker::Result<Option<Vec<u8>>> {
+    if request.inner().body().is_none() {
+        return Ok(Some(Vec::new()));
+    }
+    let mut chunks = request.stream()?;
+    let mut body = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        if (body.len() + chunk.len()) as u64 > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
 }

@@ -12,6 +12,7 @@
 //! | [`receipt`] | §2 | receipt states, the decision table, outcome classification |
 //! | [`engine`] | §2 | the Durable Object's logic against a `Backend` trait |
 //! | [`answer`] | §2, §6 | what each decision renders to: status, headers, body |
+//! | [`signature`] | §4 | sender authentication: Stripe, Standard Webhooks |
 //! | [`origin`] | §5 | target URL, idempotency headers and their signature |
 //! | [`headers`] | §5 | hop-by-hop and `Idempotency-*` filtering |
 //! | [`problem`] | §6 | every edge error, rendered to problem+json once |
@@ -35,6 +36,7 @@ pub mod origin;
 pub mod pipeline;
 pub mod problem;
 pub mod receipt;
+pub mod signature;
 
 use worker::{event, Context, Env, Request, Response};
 

@@ -9,6 +9,7 @@ use crate::headers::{self, HeaderList};
 use crate::key::{derive_key, IdempotencyKey, KeyInput, Scope};
 use crate::origin::target_url;
 use crate::problem::Problem;
+use crate::signature;
 
 pub const OPERATOR_PREFIX: &str = "/__idemgate/";
 
@@ -55,6 +56,8 @@ pub struct Inbound<'a> {
     pub query: Option<&'a str>,
     pub headers: &'a [(String, String)],
     pub body: &'a [u8],
+    /// Unix seconds, for the freshness of sender signatures.
+    pub now: u64,
 }
 
 /// A delivery that passed every check: ready for its Durable Object.
@@ -70,12 +73,20 @@ pub struct Admitted {
 }
 
 /// Steps 2 to 5: size, sender authentication, key, fingerprint and scope.
+/// The first failing check answers; nothing reaches a Durable Object.
 pub fn admit(config: &Config, inbound: &Inbound) -> Result<Admitted, Problem> {
     if inbound.body.len() as u64 > config.max_body_bytes {
         return Err(Problem::PayloadTooLarge {
             limit: config.max_body_bytes,
         });
     }
+    signature::verify(
+        &config.signature_scheme,
+        config.signature_tolerance_seconds,
+        inbound.headers,
+        inbound.body,
+        inbound.now,
+    )?;
     let content_type = headers::get(inbound.headers, "content-type");
     let json: Option<Value> = match content_type {
         Some(media_type) if is_json_media_type(media_type) => Some(parse_json(inbound.body)?),
@@ -155,6 +166,7 @@ mod tests {
                 query: Some("x=1"),
                 headers: &list,
                 body: body.as_bytes(),
+                now: 0,
             },
         )
     }
@@ -220,6 +232,27 @@ mod tests {
     }
 
     #[test]
+    fn the_signature_is_checked_before_the_key() {
+        let config = config(&[
+            ("SIGNATURE_SCHEME", "stripe"),
+            ("SIGNING_SECRET", "whsec_x"),
+        ]);
+        let problem = admit_json(
+            &config,
+            &[("stripe-signature", "t=1,v1=00")],
+            r#"{"id":"evt_1"}"#,
+        )
+        .unwrap_err();
+        assert_eq!(problem.name(), "bad-signature");
+        let unsigned = admit_json(&config, &[], "{not even json").unwrap_err();
+        assert_eq!(
+            unsigned.name(),
+            "bad-signature",
+            "no body parsing before authentication"
+        );
+    }
+
+    #[test]
     fn raw_bodies_fingerprint_as_bytes() {
         let config = config(&[("KEY_SOURCES", "header:Idempotency-Key")]);
         let list = headers(&[("content-type", "text/plain"), ("idempotency-key", "k")]);
@@ -231,6 +264,7 @@ mod tests {
                 query: None,
                 headers: &list,
                 body: b"{ \"a\": 1 }",
+                now: 0,
             },
         )
         .unwrap();

@@ -111,3 +111,84 @@ pub async fn missing_origin_url_is_500_misconfigured(world: &'static World) {
     let get = Reply::read(client.get(gateway.url("/p")).send().await.unwrap()).await;
     get.assert_problem(500, "misconfigured");
 }
+
+pub async fn hostile_bodies_and_keys_are_rejected(world: &'static World) {
+    let gateway = world.gateway(Profile::Wait).await;
+    let client = client();
+    let url = gateway.url("/hostile/p");
+    let send_bytes = |body: Vec<u8>| {
+        let request = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("idempotency-key", "hostile-1")
+            .body(body);
+        async move { Reply::read(request.send().await.unwrap()).await }
+    };
+    send_bytes(vec![b'"', 0xff, 0xfe, b'"'])
+        .await
+        .assert_problem(400, "invalid-json");
+    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    let reply = send_bytes(deep.into_bytes()).await;
+    reply.assert_problem(400, "invalid-json");
+    assert!(reply.json()["detail"]
+        .as_str()
+        .unwrap()
+        .contains("recursion"));
+    for body in [
+        r#"{"id":"a\u0001b"}"#,
+        r#"{"id":"tab\tkey"}"#,
+        r#"{"id":""}"#,
+    ] {
+        let reply = post_json(&client, &url, None, body).await;
+        reply.assert_problem(400, "invalid-key");
+    }
+    assert_eq!(world.origin.count("/hostile/"), 0);
+    assert_nothing_stored(world, "/hostile/p", "hostile-1").await;
+}
+
+pub async fn duplicate_idempotency_key_headers_are_400(world: &'static World) {
+    let gateway = world.gateway(Profile::Wait).await;
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.append("idempotency-key", "first".parse().unwrap());
+    headers.append("idempotency-key", "second".parse().unwrap());
+    let response = client()
+        .post(gateway.url("/dup-header/p"))
+        .header("content-type", "application/json")
+        .headers(headers)
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    Reply::read(response)
+        .await
+        .assert_problem(400, "invalid-key");
+    assert_eq!(world.origin.count("/dup-header/"), 0);
+}
+
+/// A chunked upload declares no length; the gateway stops reading at the
+/// limit. Written by hand so that no client sets `Content-Length`.
+pub async fn chunked_body_over_the_limit_is_413_without_content_length(world: &'static World) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gateway = world.gateway(Profile::Wait).await;
+    let address = gateway.base.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let head = format!(
+        "POST /chunked/p HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\n\
+         idempotency-key: chunked-1\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let chunk = "x".repeat(16 * 1024);
+    for _ in 0..8 {
+        let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
+        if stream.write_all(framed.as_bytes()).await.is_err() {
+            break; // the gateway answered and closed early
+        }
+    }
+    let _ = stream.write_all(b"0\r\n\r\n").await;
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response).await;
+    let response = String::from_utf8_lossy(&response);
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    assert!(response.contains("urn:idemgate:problem:payload-too-large"));
+    assert_eq!(world.origin.count("/chunked/"), 0);
+}

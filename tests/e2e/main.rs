@@ -11,9 +11,9 @@ mod dedup;
 mod failures;
 mod inputs;
 mod passthrough;
+mod senders;
 mod support;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -23,7 +23,7 @@ use support::{Gateway, TestOrigin};
 /// Secret the default profile signs forwards with.
 pub const FORWARD_SECRET: &str = "test-forward-secret";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
     /// Defaults (`IN_FLIGHT=wait`), a 64 KiB body limit, a forward secret.
     Wait,
@@ -39,7 +39,18 @@ pub enum Profile {
     ShortLease,
     /// `RETENTION_SECONDS=3`.
     ShortRetention,
+    /// `SIGNATURE_SCHEME=stripe`.
+    Stripe,
+    /// `SIGNATURE_SCHEME=standard-webhooks`, keyed by the spec's test secret.
+    StandardWebhooks,
+    /// `DEDUP_MODE=api`, `TENANT_HEADER=Authorization`.
+    Tenants,
+    /// `KEY_SCOPE=global`.
+    GlobalScope,
 }
+
+pub const STRIPE_SECRET: &str = "whsec_e2e_stripe_secret";
+pub const STANDARD_WEBHOOKS_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// The admin token of the profiles that enable the operator API.
 pub const ADMIN_TOKEN: &str = "test-admin-token";
@@ -47,13 +58,23 @@ pub const ADMIN_TOKEN: &str = "test-admin-token";
 pub struct World {
     runtime: tokio::runtime::Runtime,
     pub origin: TestOrigin,
-    gateways: Mutex<HashMap<Profile, Arc<Gateway>>>,
+    /// Running gateways, least recently used first. Only a few stay up: a
+    /// dozen idle `wrangler dev` processes on two cores slow each start.
+    gateways: Mutex<Vec<(Profile, Arc<Gateway>)>>,
 }
+
+const LIVE_GATEWAYS: usize = 3;
 
 impl World {
     pub async fn gateway(&self, profile: Profile) -> Arc<Gateway> {
-        if let Some(gateway) = self.gateways.lock().unwrap().get(&profile) {
-            return gateway.clone();
+        {
+            let mut gateways = self.gateways.lock().unwrap();
+            if let Some(index) = gateways.iter().position(|(p, _)| *p == profile) {
+                let entry = gateways.remove(index);
+                let gateway = entry.1.clone();
+                gateways.push(entry);
+                return gateway;
+            }
         }
         let origin = self.origin.url();
         let closed = format!("http://127.0.0.1:{}", support::closed_port());
@@ -80,12 +101,31 @@ impl World {
             Profile::ShortRetention => {
                 vec![("ORIGIN_URL", &origin), ("RETENTION_SECONDS", "3")]
             }
+            Profile::Stripe => vec![
+                ("ORIGIN_URL", &origin),
+                ("SIGNATURE_SCHEME", "stripe"),
+                ("SIGNING_SECRET", STRIPE_SECRET),
+                ("ADMIN_TOKEN", ADMIN_TOKEN),
+            ],
+            Profile::StandardWebhooks => vec![
+                ("ORIGIN_URL", &origin),
+                ("SIGNATURE_SCHEME", "standard-webhooks"),
+                ("SIGNING_SECRET", STANDARD_WEBHOOKS_SECRET),
+                ("ADMIN_TOKEN", ADMIN_TOKEN),
+            ],
+            Profile::Tenants => vec![
+                ("ORIGIN_URL", &origin),
+                ("DEDUP_MODE", "api"),
+                ("TENANT_HEADER", "Authorization"),
+            ],
+            Profile::GlobalScope => vec![("ORIGIN_URL", &origin), ("KEY_SCOPE", "global")],
         };
         let gateway = Arc::new(Gateway::start(&vars).await);
-        self.gateways
-            .lock()
-            .unwrap()
-            .insert(profile, gateway.clone());
+        let mut gateways = self.gateways.lock().unwrap();
+        gateways.push((profile, gateway.clone()));
+        while gateways.len() > LIVE_GATEWAYS {
+            gateways.remove(0);
+        }
         gateway
     }
 
@@ -110,7 +150,7 @@ fn world() -> &'static World {
         World {
             runtime,
             origin,
-            gateways: Mutex::new(HashMap::new()),
+            gateways: Mutex::new(Vec::new()),
         }
     })
 }
@@ -151,6 +191,15 @@ fn main() {
         failures::retention_makes_a_key_new_again,
         failures::large_responses_reach_the_first_caller_whole,
         failures::storage_writes_per_delivery_kind,
+        inputs::hostile_bodies_and_keys_are_rejected,
+        inputs::duplicate_idempotency_key_headers_are_400,
+        inputs::chunked_body_over_the_limit_is_413_without_content_length,
+        senders::stripe_delivery_is_forwarded_once_with_its_signature_and_raw_body,
+        senders::stripe_forgeries_are_401_and_store_nothing,
+        senders::standard_webhooks_delivery_is_forwarded_once,
+        senders::standard_webhooks_forgeries_are_401_and_store_nothing,
+        senders::tenants_never_share_a_receipt,
+        senders::path_scope_separates_paths_and_global_scope_shares_them,
         passthrough::get_passes_through_without_dedup_or_idempotency_headers,
         passthrough::operator_health_is_not_forwarded,
     ];
