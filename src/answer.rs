@@ -51,6 +51,19 @@ impl Answer {
         }
     }
 
+    /// The status [`Answer::render`] gives, without building the body.
+    pub fn render_status(&self) -> u16 {
+        match self {
+            Answer::Forwarded(Settled::Response(response))
+            | Answer::Waited(Settled::Response(response)) => response.status,
+            Answer::Forwarded(Settled::Problem(problem))
+            | Answer::Waited(Settled::Problem(problem))
+            | Answer::Rejected(problem) => problem.status(),
+            Answer::Replayed(stored) => stored.response.status,
+            Answer::Acknowledged => 202,
+        }
+    }
+
     pub fn render(&self) -> HttpResponse {
         let decision = (DECISION.to_string(), self.decision().to_string());
         let mut response = match self {

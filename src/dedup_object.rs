@@ -16,6 +16,7 @@ use worker::{
 use crate::answer::render_problem;
 use crate::canonical::Fingerprint;
 use crate::convert::{from_response_parts, header_list, to_request, to_response};
+use crate::decision_log::DecisionLog;
 use crate::engine::{Backend, Delivery, Engine, Policy, StorageOps};
 use crate::env::config_from_env;
 use crate::headers;
@@ -28,6 +29,7 @@ use crate::receipt::{ForwardResult, Receipt};
 /// inbound `x-idemgate-*` header first, so a sender cannot set them.
 pub const KEY_HEADER: &str = "x-idemgate-key";
 pub const FINGERPRINT_HEADER: &str = "x-idemgate-fingerprint";
+pub const SCOPE_HEADER: &str = "x-idemgate-scope";
 /// Marks an operator request (read or purge the receipt), not a delivery.
 pub const OPERATOR_HEADER: &str = "x-idemgate-operator";
 
@@ -126,14 +128,16 @@ async fn read_delivery(request: &mut Request) -> worker::Result<Result<Delivery,
     let key = headers::get(&list, KEY_HEADER)
         .and_then(|raw| IdempotencyKey::parse(raw, &KeySource::BodySha256).ok());
     let fingerprint = headers::get(&list, FINGERPRINT_HEADER).and_then(Fingerprint::from_hex);
-    let (Some(key), Some(fingerprint)) = (key, fingerprint) else {
+    let scope = headers::get(&list, SCOPE_HEADER).map(str::to_string);
+    let (Some(key), Some(fingerprint), Some(scope)) = (key, fingerprint, scope) else {
         return Ok(Err(Problem::Misconfigured {
             variable: "DEDUP_OBJECT",
-            reason: "the object was called without a key and fingerprint".into(),
+            reason: "the object was called without a key, fingerprint and scope".into(),
         }));
     };
     let body = request.bytes().await?;
     Ok(Ok(Delivery {
+        scope,
         key,
         fingerprint,
         request: OutboundRequest {
@@ -252,5 +256,9 @@ impl Backend for DurableBackend {
 
     fn sleep(&self, ms: u64) -> impl Future<Output = ()> {
         Delay::from(Duration::from_millis(ms))
+    }
+
+    fn log(&self, line: &DecisionLog) {
+        worker::console_log!("{}", line.to_json());
     }
 }

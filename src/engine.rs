@@ -18,6 +18,7 @@ use futures::future::{select, Either};
 use crate::answer::{Answer, Settled};
 use crate::canonical::Fingerprint;
 use crate::config::{Config, InFlightPolicy};
+use crate::decision_log::{DecisionLog, Trace};
 use crate::key::IdempotencyKey;
 use crate::origin::OutboundRequest;
 use crate::problem::Problem;
@@ -37,6 +38,8 @@ pub trait Backend {
     /// Sends the request; gives up after `timeout_ms` with `TimedOut`.
     async fn forward(&self, request: OutboundRequest, timeout_ms: u64) -> ForwardResult;
     fn sleep(&self, ms: u64) -> impl Future<Output = ()>;
+    /// One structured line per decision.
+    fn log(&self, line: &DecisionLog);
 }
 
 /// Storage operations, as counted by a backend: the cost of a delivery.
@@ -85,6 +88,8 @@ impl From<&Config> for Policy {
 /// One admitted delivery, as handed to the key's Durable Object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
+    /// The key's scope hash (the object's name), for logs and the receipt.
+    pub scope: String,
     pub key: IdempotencyKey,
     pub fingerprint: Fingerprint,
     /// The request to send if this delivery is forwarded, without
@@ -116,6 +121,17 @@ impl<B: Backend> Engine<B> {
     }
 
     pub async fn deliver(&self, delivery: Delivery, policy: &Policy) -> Answer {
+        let started = self.backend.now_ms();
+        let scope = delivery.scope.clone();
+        let mut trace = Trace::default();
+        let answer = self.answer(delivery, policy, &mut trace).await;
+        let elapsed = self.backend.now_ms().saturating_sub(started);
+        self.backend
+            .log(&DecisionLog::of_answer(&answer, &scope, trace, elapsed));
+        answer
+    }
+
+    async fn answer(&self, delivery: Delivery, policy: &Policy, trace: &mut Trace) -> Answer {
         let wait_deadline = self.backend.now_ms() + policy.wait_ms;
         let mut counted = false;
         loop {
@@ -132,15 +148,22 @@ impl<B: Backend> Engine<B> {
                     }
                     _ => None,
                 };
-                (decision, stored)
+                (
+                    decision,
+                    stored,
+                    receipt.as_ref().map(|receipt| receipt.epoch),
+                )
             });
-            let (decision, stored) = match decided {
+            let (decision, stored, current_epoch) = match decided {
                 Ok(decided) => decided,
                 Err(message) => return Answer::Rejected(Problem::StorageUnavailable { message }),
             };
+            trace.epoch = current_epoch;
             match decision {
-                Decision::Forward { epoch, .. } => {
-                    return self.forward(delivery, epoch, policy).await;
+                Decision::Forward { epoch, takeover } => {
+                    trace.epoch = Some(epoch);
+                    trace.takeover = takeover;
+                    return self.forward(delivery, epoch, policy, trace).await;
                 }
                 Decision::Mismatch => return Answer::Rejected(Problem::FingerprintMismatch),
                 Decision::Replay => {
@@ -196,13 +219,19 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    async fn forward(&self, delivery: Delivery, epoch: u64, policy: &Policy) -> Answer {
+    async fn forward(
+        &self,
+        delivery: Delivery,
+        epoch: u64,
+        policy: &Policy,
+        trace: &mut Trace,
+    ) -> Answer {
         let now = self.backend.now_ms();
         let previous = match self.with_receipt(Option::take) {
             Ok(previous) => previous,
             Err(message) => return Answer::Rejected(Problem::StorageUnavailable { message }),
         };
-        let receipt = Receipt::begin_forward(
+        let mut receipt = Receipt::begin_forward(
             previous,
             delivery.fingerprint,
             epoch,
@@ -210,6 +239,7 @@ impl<B: Backend> Engine<B> {
             policy.lease_ms,
             policy.retention_ms,
         );
+        receipt.scope = Some(delivery.scope);
         let deadline = receipt.next_deadline();
         // The receipt is durable before anything is sent: a restart after
         // this point never forgets that the key was accepted.
@@ -224,10 +254,12 @@ impl<B: Backend> Engine<B> {
             policy.forward_secret.as_ref().map(Secret::expose),
             now / 1000,
         );
+        let sent_at = self.backend.now_ms();
         let result = self
             .backend
             .forward(request, policy.origin_timeout_ms)
             .await;
+        trace.origin_ms = Some(self.backend.now_ms().saturating_sub(sent_at));
         let owned = self.record(epoch, &result, policy);
 
         let settled = match result {
@@ -320,8 +352,15 @@ impl<B: Backend> Engine<B> {
         match due {
             None => Ok(()),
             Some((true, _)) => {
+                let expired = self.with_receipt(Option::take)?;
                 self.backend.delete()?;
                 *self.cache.borrow_mut() = Some(None);
+                if let Some(receipt) = expired {
+                    let mut line = DecisionLog::new("expired", 0);
+                    line.scope = receipt.scope;
+                    line.epoch = Some(receipt.epoch);
+                    self.backend.log(&line);
+                }
                 Ok(())
             }
             Some((false, deadline)) => {
@@ -340,10 +379,16 @@ impl<B: Backend> Engine<B> {
 
     /// Deletes the receipt; returns whether there was one.
     pub fn purge(&self) -> Result<bool, String> {
-        let existed = self.receipt()?.is_some();
+        let existing = self.receipt()?;
         self.backend.delete()?;
         *self.cache.borrow_mut() = Some(None);
-        Ok(existed)
+        if let Some(receipt) = &existing {
+            let mut line = DecisionLog::new("purged", 0);
+            line.scope = receipt.scope.clone();
+            line.epoch = Some(receipt.epoch);
+            self.backend.log(&line);
+        }
+        Ok(existing.is_some())
     }
 }
 
@@ -372,6 +417,7 @@ mod tests {
 
     fn delivery(body: &str) -> Delivery {
         Delivery {
+            scope: "scope-1".into(),
             key: IdempotencyKey::parse("k-1", &KeySource::BodySha256).unwrap(),
             fingerprint: Fingerprint::of_bytes(body.as_bytes()),
             request: OutboundRequest {
@@ -419,6 +465,18 @@ mod tests {
             Some("\"k-1\"")
         );
         assert_eq!(engine.receipt().unwrap().unwrap().duplicates, 1);
+        let logged: Vec<&str> = engine
+            .backend()
+            .logged
+            .borrow()
+            .iter()
+            .map(|l| l.decision)
+            .collect();
+        assert_eq!(logged, ["forwarded", "replayed"]);
+        assert_eq!(
+            engine.backend().logged.borrow()[0].scope.as_deref(),
+            Some("scope-1")
+        );
     }
 
     #[test]
@@ -512,6 +570,9 @@ mod tests {
         assert_eq!(answer.decision(), "forwarded");
         assert_eq!(engine.backend().now_ms(), NOW + 15_000);
         assert_eq!(epoch_of(&engine.backend().forwarded.borrow()[0]), "2");
+        let logged = engine.backend().logged.borrow();
+        assert_eq!(logged[0].decision, "taken_over");
+        assert_eq!(logged[0].epoch, Some(2));
     }
 
     #[test]
@@ -532,6 +593,7 @@ mod tests {
         backend.now.set(NOW + 60_000);
         block_on(engine.on_alarm()).unwrap();
         assert!(backend.stored.borrow().is_none());
+        assert_eq!(backend.logged.borrow().last().unwrap().decision, "expired");
         block_on(engine.on_alarm()).unwrap();
         let again = block_on(engine.deliver(delivery("b"), &policy));
         assert_eq!(

@@ -9,7 +9,8 @@ use crate::admin::{self, DEDUP_OBJECT_BINDING};
 use crate::answer::render_problem;
 use crate::config::Config;
 use crate::convert::{header_list, to_headers, to_request, to_response};
-use crate::dedup_object::{FINGERPRINT_HEADER, KEY_HEADER};
+use crate::decision_log::DecisionLog;
+use crate::dedup_object::{FINGERPRINT_HEADER, KEY_HEADER, SCOPE_HEADER};
 use crate::env::config_from_env;
 use crate::headers;
 use crate::origin::{target_url, OutboundRequest};
@@ -27,13 +28,26 @@ pub async fn handle(request: Request, env: Env) -> worker::Result<Response> {
         Ok(config) => config,
         Err(problem) => return problem_response(&problem),
     };
+    let started = worker::Date::now().as_millis();
     let outcome = match route {
         Route::Passthrough => passthrough(request, &config, &url).await?,
         Route::Deduplicate => deduplicate(request, &config, &url, &env).await?,
         Route::Reject(problem) => Err(problem),
         Route::Operator => unreachable!("handled above"),
     };
-    outcome.or_else(|problem| problem_response(&problem))
+    outcome.or_else(|problem| {
+        // Decisions of the Durable Object are logged there; these are the
+        // rejections made before it (and failed passthroughs).
+        let mut line = DecisionLog::new(
+            "rejected",
+            worker::Date::now().as_millis().saturating_sub(started),
+        );
+        line.path = Some(url.path().to_string());
+        line.status = Some(problem.status());
+        line.reason = Some(problem.name());
+        worker::console_log!("{}", line.to_json());
+        problem_response(&problem)
+    })
 }
 
 fn problem_response(problem: &Problem) -> worker::Result<Response> {
@@ -99,6 +113,7 @@ async fn deduplicate(
         FINGERPRINT_HEADER.into(),
         admitted.fingerprint.as_str().into(),
     ));
+    headers.push((SCOPE_HEADER.into(), admitted.object_name.clone()));
     let to_object = to_request(&OutboundRequest {
         method,
         url: admitted.origin_url,

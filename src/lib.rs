@@ -15,6 +15,7 @@
 //! | [`signature`] | §4 | sender authentication: Stripe, Standard Webhooks |
 //! | [`origin`] | §5 | target URL, idempotency headers and their signature |
 //! | [`headers`] | §5 | hop-by-hop and `Idempotency-*` filtering |
+//! | [`decision_log`] | — | one structured log line per decision |
 //! | [`problem`] | §6 | every edge error, rendered to problem+json once |
 //! | [`admin`] | §7 | operator API (adapter plus pure authorization) |
 //! | [`gateway`] | §1 | the fetch handler (adapter) |
@@ -25,6 +26,7 @@ pub mod answer;
 pub mod canonical;
 pub mod config;
 mod convert;
+pub mod decision_log;
 pub mod dedup_object;
 pub mod engine;
 mod env;

@@ -6,6 +6,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 
+use crate::decision_log::DecisionLog;
 use crate::engine::{Backend, StorageOps};
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt};
@@ -20,6 +21,7 @@ pub struct MemoryBackend {
     pub script: RefCell<VecDeque<ForwardResult>>,
     pub forwarded: RefCell<Vec<OutboundRequest>>,
     pub ops: Cell<StorageOps>,
+    pub logged: RefCell<Vec<DecisionLog>>,
 }
 
 impl MemoryBackend {
@@ -100,5 +102,9 @@ impl Backend for MemoryBackend {
     fn sleep(&self, ms: u64) -> impl Future<Output = ()> {
         self.now.set(self.now.get() + ms);
         std::future::ready(())
+    }
+
+    fn log(&self, line: &DecisionLog) {
+        self.logged.borrow_mut().push(line.clone());
     }
 }

@@ -90,6 +90,9 @@ pub struct Receipt {
     /// Deliveries this receipt absorbed (replays and in-flight duplicates).
     pub duplicates: u64,
     pub attempts: Vec<Attempt>,
+    /// The key's scope hash, so that an alarm can say which key expired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 /// How one forward ended.
@@ -195,6 +198,7 @@ impl Receipt {
             expires_at: now + retention_ms,
             duplicates,
             attempts,
+            scope: None,
         }
     }
 

@@ -10,6 +10,7 @@
 mod dedup;
 mod failures;
 mod inputs;
+mod operator;
 mod passthrough;
 mod senders;
 mod support;
@@ -106,6 +107,7 @@ impl World {
                 ("SIGNATURE_SCHEME", "stripe"),
                 ("SIGNING_SECRET", STRIPE_SECRET),
                 ("ADMIN_TOKEN", ADMIN_TOKEN),
+                ("FORWARD_SECRET", FORWARD_SECRET),
             ],
             Profile::StandardWebhooks => vec![
                 ("ORIGIN_URL", &origin),
@@ -196,10 +198,14 @@ fn main() {
         inputs::chunked_body_over_the_limit_is_413_without_content_length,
         senders::stripe_delivery_is_forwarded_once_with_its_signature_and_raw_body,
         senders::stripe_forgeries_are_401_and_store_nothing,
+        operator::logs_never_contain_secrets_or_bodies,
         senders::standard_webhooks_delivery_is_forwarded_once,
         senders::standard_webhooks_forgeries_are_401_and_store_nothing,
         senders::tenants_never_share_a_receipt,
         senders::path_scope_separates_paths_and_global_scope_shares_them,
+        operator::receipt_routes_need_the_admin_token,
+        operator::receipt_after_a_storm_shows_duplicates_and_attempts,
+        operator::purge_makes_the_key_new_and_unknown_keys_are_404,
         passthrough::get_passes_through_without_dedup_or_idempotency_headers,
         passthrough::operator_health_is_not_forwarded,
     ];

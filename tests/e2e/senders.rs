@@ -11,7 +11,7 @@ use sha2::Sha256;
 use crate::support::{client, post_json, read_receipt, Reply};
 use crate::{Profile, World, ADMIN_TOKEN, STANDARD_WEBHOOKS_SECRET, STRIPE_SECRET};
 
-fn now() -> u64 {
+pub fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -26,7 +26,7 @@ fn hmac(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
-fn stripe_signature(secret: &str, t: u64, body: &str) -> String {
+pub fn stripe_signature(secret: &str, t: u64, body: &str) -> String {
     let v1 = hmac(
         secret.as_bytes(),
         &[format!("{t}.").as_bytes(), body.as_bytes()],

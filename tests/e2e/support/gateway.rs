@@ -14,6 +14,8 @@ pub struct Gateway {
     dir: tempfile::TempDir,
 }
 
+const SECRETS: &[&str] = &["SIGNING_SECRET", "FORWARD_SECRET", "ADMIN_TOKEN"];
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -52,9 +54,17 @@ new_sqlite_classes = ["DedupObject"]
 "#,
         main.display()
     );
+    // Secrets go where real deployments keep them locally (`.dev.vars`),
+    // which wrangler shows as hidden; plain variables go in `[vars]`.
+    let mut dev_vars = String::new();
     for (name, value) in vars {
-        config.push_str(&format!("{name} = {value:?}\n"));
+        if SECRETS.contains(name) {
+            dev_vars.push_str(&format!("{name}={value:?}\n"));
+        } else {
+            config.push_str(&format!("{name} = {value:?}\n"));
+        }
     }
+    fs::write(dir.join(".dev.vars"), dev_vars).unwrap();
     let path = dir.join("wrangler.toml");
     fs::write(&path, config).unwrap();
     path
@@ -79,11 +89,8 @@ impl Gateway {
             .args(["--inspector-port", &free_port().to_string()])
             .arg("--persist-to")
             .arg(dir.path().join("state"))
-            .args([
-                "--log-level",
-                "warn",
-                "--show-interactive-dev-session=false",
-            ])
+            // `log` keeps the worker's console lines, which a test reads.
+            .args(["--log-level", "log", "--show-interactive-dev-session=false"])
             .current_dir(dir.path())
             .env("WRANGLER_SEND_METRICS", "false")
             .stdin(Stdio::null())

@@ -1,0 +1,138 @@
+//! The operator API (SPEC §7) and the decision logs.
+
+use tokio::task::JoinSet;
+
+use crate::senders::{now, stripe_signature};
+use crate::support::{client, post_json, read_receipt, Reply};
+use crate::{Profile, World, ADMIN_TOKEN, FORWARD_SECRET, STRIPE_SECRET};
+
+pub async fn receipt_routes_need_the_admin_token(world: &'static World) {
+    let gateway = world.gateway(Profile::Failing).await;
+    let url = gateway.url("/__idemgate/receipts?key=nobody&path=/x");
+    let client = client();
+    let anonymous = Reply::read(client.get(&url).send().await.unwrap()).await;
+    anonymous.assert_problem(401, "unauthorized");
+    let wrong = Reply::read(client.get(&url).bearer_auth("guess").send().await.unwrap()).await;
+    wrong.assert_problem(401, "unauthorized");
+    let right = read_receipt(&gateway, ADMIN_TOKEN, "nobody", "/x").await;
+    right.assert_problem(404, "not-found");
+
+    let unconfigured = world.gateway(Profile::Wait).await;
+    for token in [None, Some(ADMIN_TOKEN)] {
+        let mut request = client.get(unconfigured.url("/__idemgate/receipts?key=k&path=/x"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let reply = Reply::read(request.send().await.unwrap()).await;
+        reply.assert_problem(404, "not-found");
+    }
+    assert_eq!(
+        world.origin.count("/__idemgate"),
+        0,
+        "operator paths are never forwarded"
+    );
+}
+
+pub async fn receipt_after_a_storm_shows_duplicates_and_attempts(world: &'static World) {
+    let gateway = world.gateway(Profile::Failing).await;
+    let path = "/op-storm/slow/300/pay";
+    let client = client();
+    let mut storm = JoinSet::new();
+    for _ in 0..30 {
+        let (client, url) = (client.clone(), gateway.url(path));
+        storm.spawn(
+            async move { post_json(&client, &url, Some("op-storm"), r#"{"amount":1}"#).await },
+        );
+    }
+    storm.join_all().await;
+    let receipt = read_receipt(&gateway, ADMIN_TOKEN, "op-storm", path).await;
+    assert_eq!(receipt.status, 200);
+    let receipt = receipt.json();
+    assert_eq!(receipt["state"], "completed");
+    assert_eq!(receipt["epoch"], 1);
+    assert_eq!(receipt["duplicates"], 29);
+    assert_eq!(receipt["attempts"].as_array().unwrap().len(), 1);
+    assert_eq!(receipt["attempts"][0]["status"], 201);
+    assert_eq!(receipt["response"]["status"], 201);
+    assert!(receipt["response"]["body_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        receipt["response"].get("body").is_none(),
+        "the body is not shown"
+    );
+    assert_eq!(receipt["fingerprint"].as_str().unwrap().len(), 64);
+    assert!(receipt["expires_at"].as_u64() > receipt["completed_at"].as_u64());
+}
+
+pub async fn purge_makes_the_key_new_and_unknown_keys_are_404(world: &'static World) {
+    let gateway = world.gateway(Profile::Failing).await;
+    let client = client();
+    let url = gateway.url("/purge/pay");
+    post_json(&client, &url, Some("purge-1"), r#"{"amount":1}"#).await;
+    let purge = |key: &'static str| {
+        let request = client
+            .delete(gateway.url("/__idemgate/receipts"))
+            .query(&[("key", key), ("path", "/purge/pay")])
+            .bearer_auth(ADMIN_TOKEN);
+        async move { Reply::read(request.send().await.unwrap()).await }
+    };
+    assert_eq!(purge("purge-1").await.status, 204);
+    read_receipt(&gateway, ADMIN_TOKEN, "purge-1", "/purge/pay")
+        .await
+        .assert_problem(404, "not-found");
+    let again = post_json(&client, &url, Some("purge-1"), r#"{"amount":2}"#).await;
+    assert_eq!(again.status, 201);
+    assert!(
+        !again.replayed(),
+        "a purged key is new: even another payload is forwarded"
+    );
+    assert_eq!(world.origin.epochs("/purge/"), ["1", "1"]);
+    purge("never-seen").await.assert_problem(404, "not-found");
+}
+
+/// The Stripe gateway holds a signing secret, a forward secret and an admin
+/// token; its captured output must hold none of them, nor any request body
+/// or key, but one JSON line per decision.
+pub async fn logs_never_contain_secrets_or_bodies(world: &'static World) {
+    let gateway = world.gateway(Profile::Stripe).await;
+    let marker = "BODY-MARKER-4711";
+    let body = format!(r#"{{"id":"evt_log_1","note":"{marker}"}}"#);
+    let signed = stripe_signature(STRIPE_SECRET, now(), &body);
+    for signature in [signed.as_str(), signed.as_str(), "t=1,v1=00"] {
+        client()
+            .post(gateway.url("/logs/webhook"))
+            .header("content-type", "application/json")
+            .header("stripe-signature", signature)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+    }
+    read_receipt(&gateway, ADMIN_TOKEN, "evt_log_1", "/logs/webhook").await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+
+    let log = gateway.log();
+    let decisions: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|line| {
+            line.find("{\"event\":\"idemgate.decision\"")
+                .map(|at| &line[at..])
+        })
+        .map(|json| serde_json::from_str(json).unwrap())
+        .collect();
+    let names: Vec<&str> = decisions
+        .iter()
+        .map(|d| d["decision"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"forwarded"), "{names:?}");
+    assert!(names.contains(&"replayed"), "{names:?}");
+    assert!(names.contains(&"rejected"), "{names:?}");
+    for secret in [
+        STRIPE_SECRET,
+        ADMIN_TOKEN,
+        FORWARD_SECRET,
+        marker,
+        "evt_log_1",
+    ] {
+        assert!(!log.contains(secret), "{secret} leaked into the logs");
+    }
+}
