@@ -1,8 +1,10 @@
+pub mod demo_origin;
 pub mod gateway;
 pub mod origin;
 
 use reqwest::header::HeaderMap;
 
+pub use demo_origin::DemoOrigin;
 pub use gateway::Gateway;
 pub use origin::TestOrigin;
 
