@@ -227,6 +227,18 @@ impl Backend for DurableBackend {
             .map_err(storage_error)
     }
 
+    /// 53 random bits, so the token survives any JSON reader exactly.
+    fn new_owner(&self) -> u64 {
+        let mut bytes = [0u8; 8];
+        if let Err(error) = getrandom::getrandom(&mut bytes) {
+            // crypto.getRandomValues does not fail in workerd; if it ever
+            // did, time still separates forwards of different eras.
+            worker::console_error!("idemgate: no randomness for an owner token: {error}");
+            return Date::now().as_millis();
+        }
+        u64::from_le_bytes(bytes) & ((1 << 53) - 1)
+    }
+
     async fn forward(&self, request: OutboundRequest, timeout_ms: u64) -> ForwardResult {
         let request = match to_request(&request) {
             Ok(request) => request,

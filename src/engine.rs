@@ -20,6 +20,7 @@ use crate::canonical::Fingerprint;
 use crate::config::{Config, InFlightPolicy};
 use crate::decision_log::{DecisionLog, Trace};
 use crate::key::IdempotencyKey;
+use crate::mutation::{is_active, Mutation};
 use crate::origin::OutboundRequest;
 use crate::problem::Problem;
 use crate::receipt::{decide, retry_after_secs, Decision, ForwardResult, Receipt};
@@ -35,6 +36,8 @@ pub trait Backend {
     fn delete(&self) -> Result<(), String>;
     async fn scheduled_alarm(&self) -> Result<Option<u64>, String>;
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String>;
+    /// A fresh random token for the forward about to hold the lease.
+    fn new_owner(&self) -> u64;
     /// Sends the request; gives up after `timeout_ms` with `TimedOut`.
     async fn forward(&self, request: OutboundRequest, timeout_ms: u64) -> ForwardResult;
     fn sleep(&self, ms: u64) -> impl Future<Output = ()>;
@@ -102,7 +105,8 @@ pub struct Engine<B: Backend> {
     /// `None` until storage was read once; then the receipt as stored, plus
     /// the duplicates counted since the last write.
     cache: RefCell<Option<Option<Receipt>>>,
-    waiters: RefCell<Vec<oneshot::Sender<Settled>>>,
+    /// Duplicates waiting for an outcome, by the payload they carry.
+    waiters: RefCell<Vec<(Fingerprint, oneshot::Sender<Settled>)>>,
     alarm_known: Cell<bool>,
 }
 
@@ -178,6 +182,9 @@ impl<B: Backend> Engine<B> {
                             return Answer::Rejected(Problem::InFlight { retry_after_secs })
                         }
                         InFlightPolicy::Ack => return Answer::Acknowledged,
+                        InFlightPolicy::Wait if is_active(Mutation::AcknowledgeWhileWaiting) => {
+                            return Answer::Acknowledged
+                        }
                         InFlightPolicy::Wait if now >= wait_deadline => {
                             return Answer::Rejected(Problem::InFlight { retry_after_secs })
                         }
@@ -185,7 +192,8 @@ impl<B: Backend> Engine<B> {
                             // Wake at the outcome, at the wait deadline, or when the
                             // lease ends; after a lease end, decide again (takeover).
                             let until = wait_deadline.min(lease_expires_at);
-                            if let Some(settled) = self.wait_for_outcome(until - now).await {
+                            let waited = self.wait_for_outcome(&delivery.fingerprint, until - now);
+                            if let Some(settled) = waited.await {
                                 return Answer::Waited(settled);
                             }
                         }
@@ -231,10 +239,13 @@ impl<B: Backend> Engine<B> {
             Ok(previous) => previous,
             Err(message) => return Answer::Rejected(Problem::StorageUnavailable { message }),
         };
+        let owner = self.backend.new_owner();
+        let fingerprint = delivery.fingerprint.clone();
         let mut receipt = Receipt::begin_forward(
             previous,
             delivery.fingerprint,
             epoch,
+            owner,
             now,
             policy.lease_ms,
             policy.retention_ms,
@@ -260,7 +271,7 @@ impl<B: Backend> Engine<B> {
             .forward(request, policy.origin_timeout_ms)
             .await;
         trace.origin_ms = Some(self.backend.now_ms().saturating_sub(sent_at));
-        let owned = self.record(epoch, &result, policy);
+        let owned = self.record(owner, &result, policy);
 
         let settled = match result {
             ForwardResult::Answered(response) => Settled::Response(Rc::new(response)),
@@ -272,26 +283,33 @@ impl<B: Backend> Engine<B> {
             }
         };
         // A forward whose key was taken over answers only its own caller:
-        // the waiters belong to the newer epoch and get its outcome.
+        // the waiters belong to the newer forward and get its outcome. And
+        // only waiters of this payload: after a purge, a new forward may
+        // carry another one, whose outcome is not theirs.
         if owned {
-            for waiter in self.waiters.borrow_mut().drain(..) {
+            let waiting = std::mem::take(&mut *self.waiters.borrow_mut());
+            let (answered, still_waiting): (Vec<_>, Vec<_>) = waiting
+                .into_iter()
+                .partition(|(payload, _)| *payload == fingerprint);
+            *self.waiters.borrow_mut() = still_waiting;
+            for (_, waiter) in answered {
                 let _ = waiter.send(settled.clone());
             }
         }
         Answer::Forwarded(settled)
     }
 
-    /// Stores the outcome of the forward at `epoch`, unless a later forward
+    /// Stores the outcome of the forward holding `owner`, unless a later forward
     /// took the key over meanwhile (or it was purged); returns whether this
     /// forward still owned the key. The caller gets the origin's answer
     /// either way: it happened, whether or not it could be recorded.
-    fn record(&self, epoch: u64, result: &ForwardResult, policy: &Policy) -> bool {
+    fn record(&self, owner: u64, result: &ForwardResult, policy: &Policy) -> bool {
         let now = self.backend.now_ms();
         let recorded = self.with_receipt(|slot| {
             let mut receipt = slot.clone()?;
             receipt
                 .record(
-                    epoch,
+                    owner,
                     result,
                     now,
                     policy.retention_ms,
@@ -311,12 +329,12 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    async fn wait_for_outcome(&self, ms: u64) -> Option<Settled> {
+    async fn wait_for_outcome(&self, fingerprint: &Fingerprint, ms: u64) -> Option<Settled> {
         let (sender, receiver) = oneshot::channel();
         {
             let mut waiters = self.waiters.borrow_mut();
-            waiters.retain(|waiter| !waiter.is_canceled());
-            waiters.push(sender);
+            waiters.retain(|(_, waiter)| !waiter.is_canceled());
+            waiters.push((fingerprint.clone(), sender));
         }
         let timeout = std::pin::pin!(self.backend.sleep(ms));
         match select(receiver, timeout).await {
@@ -531,7 +549,7 @@ mod tests {
     fn engine_with_receipt_in_flight() -> Engine<MemoryBackend> {
         let backend = MemoryBackend::new(NOW);
         let receipt =
-            Receipt::begin_forward(None, Fingerprint::of_bytes(b"a"), 1, NOW, 15_000, 60_000);
+            Receipt::begin_forward(None, Fingerprint::of_bytes(b"a"), 1, 7, NOW, 15_000, 60_000);
         *backend.stored.borrow_mut() = Some(receipt);
         Engine::new(backend)
     }

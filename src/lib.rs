@@ -34,11 +34,14 @@ pub mod gateway;
 pub mod headers;
 pub mod key;
 pub mod memory_backend;
+mod mutation;
 pub mod origin;
 pub mod pipeline;
 pub mod problem;
 pub mod receipt;
 pub mod signature;
+#[cfg(test)]
+mod simulation;
 
 use worker::{event, Context, Env, Request, Response};
 

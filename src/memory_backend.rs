@@ -90,6 +90,10 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
+    fn new_owner(&self) -> u64 {
+        self.forwarded.borrow().len() as u64 + 1
+    }
+
     async fn forward(&self, request: OutboundRequest, _timeout_ms: u64) -> ForwardResult {
         self.forwarded.borrow_mut().push(request);
         self.script

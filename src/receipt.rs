@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::canonical::Fingerprint;
 use crate::headers::{self, HeaderList};
+use crate::mutation::{is_active, Mutation};
 
 /// At most this many attempts are kept on a receipt; older ones are dropped.
 pub const MAX_ATTEMPTS_KEPT: usize = 16;
@@ -56,6 +57,10 @@ impl StoredResponse {
 pub enum ReceiptState {
     InFlight {
         lease_expires_at: u64,
+        /// Random token of the forward that holds the lease. Epochs restart
+        /// at 1 once a key is new again (purge, retention), so only the
+        /// token tells a late answer of an old forward from the current one.
+        owner: u64,
     },
     Completed {
         completed_at: u64,
@@ -134,20 +139,37 @@ pub fn decide(receipt: Option<&Receipt>, fingerprint: &Fingerprint, now: u64) ->
             takeover: false,
         };
     };
-    if &receipt.fingerprint != fingerprint {
+    if &receipt.fingerprint != fingerprint && !is_active(Mutation::SkipFingerprintCheck) {
         return Decision::Mismatch;
     }
     match &receipt.state {
-        ReceiptState::InFlight { lease_expires_at } if now < *lease_expires_at => {
+        ReceiptState::InFlight {
+            lease_expires_at, ..
+        } if now < *lease_expires_at && !is_active(Mutation::IgnoreLiveLease) => {
             Decision::InFlight {
                 lease_expires_at: *lease_expires_at,
             }
         }
         ReceiptState::InFlight { .. } => Decision::Forward {
-            epoch: receipt.epoch + 1,
+            epoch: if is_active(Mutation::ReuseEpochOnTakeover) {
+                receipt.epoch
+            } else {
+                receipt.epoch + 1
+            },
             takeover: true,
         },
+        ReceiptState::Completed { .. } if is_active(Mutation::ForwardCompleted) => {
+            Decision::Forward {
+                epoch: receipt.epoch + 1,
+                takeover: false,
+            }
+        }
         ReceiptState::Completed { .. } => Decision::Replay,
+        ReceiptState::Failed { .. } if is_active(Mutation::FailedStaysInFlight) => {
+            Decision::InFlight {
+                lease_expires_at: u64::MAX,
+            }
+        }
         ReceiptState::Failed { .. } => Decision::Forward {
             epoch: receipt.epoch + 1,
             takeover: false,
@@ -168,6 +190,7 @@ impl Receipt {
         previous: Option<Receipt>,
         fingerprint: Fingerprint,
         epoch: u64,
+        owner: u64,
         now: u64,
         lease_ms: u64,
         retention_ms: u64,
@@ -190,6 +213,7 @@ impl Receipt {
         Receipt {
             state: ReceiptState::InFlight {
                 lease_expires_at: now + lease_ms,
+                owner,
             },
             fingerprint,
             epoch,
@@ -202,23 +226,28 @@ impl Receipt {
         }
     }
 
-    /// Records how the forward at `epoch` ended. Refused when that forward no
-    /// longer owns the receipt (a later epoch took it over, or it already
-    /// ended), so a late answer never overwrites a newer attempt.
+    /// Records how the forward holding token `owner` ended. Refused when
+    /// that forward no longer owns the receipt (a later forward took it
+    /// over, it already ended, or the key was purged or expired and is in
+    /// flight again), so a late answer never overwrites a newer attempt.
     pub fn record(
         &mut self,
-        epoch: u64,
+        owner: u64,
         result: &ForwardResult,
         now: u64,
         retention_ms: u64,
         max_stored_body_bytes: u64,
     ) -> Result<(), Stale> {
-        let owns = matches!(self.state, ReceiptState::InFlight { .. }) && self.epoch == epoch;
+        let owns = matches!(
+            self.state,
+            ReceiptState::InFlight { owner: holder, .. } if holder == owner
+        );
         if !owns {
             return Err(Stale {
                 current_epoch: self.epoch,
             });
         }
+        let epoch = self.epoch;
         if let Some(attempt) = self.attempts.iter_mut().rev().find(|a| a.epoch == epoch) {
             attempt.ended_at = Some(now);
             match result {
@@ -249,13 +278,15 @@ impl Receipt {
     }
 
     pub fn lease_is_live(&self, now: u64) -> bool {
-        matches!(self.state, ReceiptState::InFlight { lease_expires_at } if now < lease_expires_at)
+        matches!(self.state, ReceiptState::InFlight { lease_expires_at, .. } if now < lease_expires_at)
     }
 
     /// When this receipt may next need attention: its lease end or its expiry.
     pub fn next_deadline(&self) -> u64 {
         match self.state {
-            ReceiptState::InFlight { lease_expires_at } => lease_expires_at.max(self.expires_at),
+            ReceiptState::InFlight {
+                lease_expires_at, ..
+            } => lease_expires_at.max(self.expires_at),
             _ => self.expires_at,
         }
     }
@@ -304,13 +335,13 @@ mod tests {
     }
 
     fn in_flight(now: u64) -> Receipt {
-        Receipt::begin_forward(None, fp("a"), 1, now, LEASE, RETENTION)
+        Receipt::begin_forward(None, fp("a"), 1, 11, now, LEASE, RETENTION)
     }
 
     fn ended(status: u16) -> Receipt {
         let mut receipt = in_flight(0);
         receipt
-            .record(1, &answered(status), 100, RETENTION, 1024)
+            .record(11, &answered(status), 100, RETENTION, 1024)
             .unwrap();
         receipt
     }
@@ -401,7 +432,7 @@ mod tests {
 
     #[test]
     fn a_live_lease_outlives_retention() {
-        let receipt = Receipt::begin_forward(None, fp("a"), 1, 0, 10_000, 3_000);
+        let receipt = Receipt::begin_forward(None, fp("a"), 1, 11, 0, 10_000, 3_000);
         assert!(!receipt.is_expired(5_000));
         assert!(matches!(
             decide(Some(&receipt), &fp("a"), 5_000),
@@ -427,7 +458,7 @@ mod tests {
         assert_eq!(ended(429).state_name(), "failed");
         let mut receipt = in_flight(0);
         receipt
-            .record(1, &ForwardResult::TimedOut, 10, RETENTION, 0)
+            .record(11, &ForwardResult::TimedOut, 10, RETENTION, 0)
             .unwrap();
         assert_eq!(receipt.state_name(), "failed");
         assert_eq!(receipt.attempts[0].error.as_deref(), Some("timeout"));
@@ -438,13 +469,13 @@ mod tests {
     fn a_late_answer_from_a_taken_over_forward_is_stale() {
         let first = in_flight(0);
         let mut taken_over =
-            Receipt::begin_forward(Some(first), fp("a"), 2, LEASE, LEASE, RETENTION);
+            Receipt::begin_forward(Some(first), fp("a"), 2, 22, LEASE, LEASE, RETENTION);
         assert_eq!(taken_over.attempts.len(), 2);
-        let stale = taken_over.record(1, &answered(200), LEASE + 5, RETENTION, 1024);
+        let stale = taken_over.record(11, &answered(200), LEASE + 5, RETENTION, 1024);
         assert_eq!(stale, Err(Stale { current_epoch: 2 }));
         assert_eq!(taken_over.state_name(), "in_flight");
         taken_over
-            .record(2, &answered(201), LEASE + 6, RETENTION, 1024)
+            .record(22, &answered(201), LEASE + 6, RETENTION, 1024)
             .unwrap();
         assert_eq!(taken_over.stored_response().unwrap().response.status, 201);
         assert_eq!(taken_over.attempts[0].status, None);
@@ -452,10 +483,21 @@ mod tests {
     }
 
     #[test]
+    fn a_late_answer_from_before_a_purge_is_stale_despite_the_same_epoch() {
+        // The key was purged while epoch 1 was in flight, and is in flight
+        // at epoch 1 again under a new owner.
+        let mut again = Receipt::begin_forward(None, fp("a"), 1, 99, 500, LEASE, RETENTION);
+        assert!(again
+            .record(11, &answered(500), 600, RETENTION, 1024)
+            .is_err());
+        assert_eq!(again.state_name(), "in_flight");
+    }
+
+    #[test]
     fn recording_twice_is_stale() {
         let mut receipt = ended(200);
         assert!(receipt
-            .record(1, &answered(500), 200, RETENTION, 1024)
+            .record(11, &answered(500), 200, RETENTION, 1024)
             .is_err());
         assert_eq!(receipt.state_name(), "completed");
     }
@@ -463,7 +505,7 @@ mod tests {
     #[test]
     fn large_bodies_are_not_stored() {
         let mut receipt = in_flight(0);
-        receipt.record(1, &answered(200), 1, RETENTION, 1).unwrap();
+        receipt.record(11, &answered(200), 1, RETENTION, 1).unwrap();
         let stored = receipt.stored_response().unwrap();
         assert!(!stored.body_stored);
         assert_eq!(stored.body_bytes, 2);
@@ -476,10 +518,17 @@ mod tests {
         receipt.duplicates = 7;
         for epoch in 2..=40 {
             receipt
-                .record(epoch - 1, &answered(503), epoch, RETENTION, 0)
+                .record(epoch + 9, &answered(503), epoch, RETENTION, 0)
                 .unwrap();
-            receipt =
-                Receipt::begin_forward(Some(receipt), fp("a"), epoch, epoch, LEASE, RETENTION);
+            receipt = Receipt::begin_forward(
+                Some(receipt),
+                fp("a"),
+                epoch,
+                epoch + 10,
+                epoch,
+                LEASE,
+                RETENTION,
+            );
         }
         assert_eq!(receipt.attempts.len(), MAX_ATTEMPTS_KEPT);
         assert_eq!(receipt.attempts.last().unwrap().epoch, 40);

@@ -1,0 +1,44 @@
+//! Deliberately broken variants of the receipt protocol, one per invariant
+//! of the simulator ([`crate::simulation`]), so that the checker itself is
+//! tested. Outside `cargo test` builds [`is_active`] is the constant
+//! `false` and every hook compiles away.
+
+/// A single, named defect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutation {
+    /// A takeover forwards with the epoch it took over (breaks invariant 1).
+    ReuseEpochOnTakeover,
+    /// A live lease does not stop a second forward (breaks invariant 2).
+    IgnoreLiveLease,
+    /// A completed receipt is forwarded again (breaks invariant 3).
+    ForwardCompleted,
+    /// The fingerprint is not compared (breaks invariant 4).
+    SkipFingerprintCheck,
+    /// A waiting duplicate is acknowledged at once (breaks invariant 5).
+    AcknowledgeWhileWaiting,
+    /// A failed receipt is treated as forever in flight (breaks invariant 6).
+    FailedStaysInFlight,
+}
+
+#[cfg(test)]
+thread_local! {
+    static ACTIVE: std::cell::Cell<Option<Mutation>> = const { std::cell::Cell::new(None) };
+}
+
+#[cfg(test)]
+pub fn activate(mutation: Option<Mutation>) {
+    ACTIVE.with(|active| active.set(mutation));
+}
+
+#[inline(always)]
+pub fn is_active(mutation: Mutation) -> bool {
+    #[cfg(test)]
+    {
+        ACTIVE.with(|active| active.get() == Some(mutation))
+    }
+    #[cfg(not(test))]
+    {
+        let _ = mutation;
+        false
+    }
+}
