@@ -8,11 +8,14 @@ use crate::answer::render_problem;
 use crate::config::Config;
 use crate::convert::{to_request, to_response};
 use crate::dedup_object::OPERATOR_HEADER;
+use crate::edge_cache::with_replays;
 use crate::env::config_from_env;
+use crate::gateway::take_absorbed;
 use crate::key::{IdempotencyKey, KeySource, Scope};
 use crate::origin::OutboundRequest;
 use crate::problem::Problem;
 use crate::signature::Secret;
+use crate::stats;
 
 pub const DEDUP_OBJECT_BINDING: &str = "DEDUP_OBJECT";
 
@@ -62,6 +65,19 @@ pub async fn handle(request: Request, env: &Env) -> worker::Result<Response> {
         "/__idemgate/health" if request.method() == Method::Get => {
             Response::from_json(&serde_json::json!({ "status": "ok", "service": "idemgate" }))
         }
+        "/__idemgate/stats" if request.method() == Method::Get => {
+            let authorized = config_from_env(env).and_then(|config| {
+                let authorization = request.headers().get("authorization").ok().flatten();
+                authorize(
+                    config.admin_token.as_ref().map(Secret::expose),
+                    authorization.as_deref(),
+                )
+            });
+            match authorized {
+                Ok(()) => Response::from_json(&stats::snapshot()),
+                Err(problem) => to_response(render_problem(&problem)),
+            }
+        }
         "/__idemgate/receipts" => {
             let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
             match receipts(&request, env, &query).await {
@@ -90,17 +106,24 @@ async fn receipts(
         _ => return Err(Problem::NotFound),
     };
     let object_name = receipt_object_name(&config, query)?;
+    if method == "DELETE" {
+        // This isolate forgets the key at once; others within REPLAY_TTL_MS.
+        with_replays(|cache| cache.evict_object(&object_name));
+    }
     let unavailable = |error: worker::Error| Problem::StorageUnavailable {
         message: error.to_string(),
     };
+    stats::record(|stats| stats.object_requests += 1);
     let stub = env
         .durable_object(DEDUP_OBJECT_BINDING)
         .and_then(|namespace| namespace.get_by_name(&object_name))
         .map_err(unavailable)?;
+    let mut headers = vec![(OPERATOR_HEADER.into(), "1".into())];
+    headers.extend(take_absorbed(&object_name));
     let operator_request = to_request(&OutboundRequest {
         method: method.into(),
         url: "https://idemgate.internal/__idemgate/receipt".into(),
-        headers: vec![(OPERATOR_HEADER.into(), "1".into())],
+        headers,
         body: Vec::new(),
     })
     .map_err(unavailable)?;

@@ -33,6 +33,9 @@ pub struct DecisionLog {
     pub reason: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub origin_ms: Option<u64>,
+    /// True when the isolate answered without the Durable Object.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub edge: bool,
     pub duration_ms: u64,
 }
 
@@ -56,6 +59,7 @@ impl DecisionLog {
             origin_status: None,
             reason: None,
             origin_ms: None,
+            edge: false,
             duration_ms,
         }
     }

@@ -13,10 +13,11 @@ use worker::{
     Response, ScheduledTime, SqlStorageValue, State, Storage,
 };
 
-use crate::answer::render_problem;
+use crate::answer::{render_problem, Answer};
 use crate::canonical::Fingerprint;
 use crate::convert::{from_response_parts, header_list, to_request, to_response};
 use crate::decision_log::DecisionLog;
+use crate::edge_cache::REPLAYABLE_UNTIL_HEADER;
 use crate::engine::{Backend, Delivery, Engine, Policy, StorageOps};
 use crate::env::config_from_env;
 use crate::headers;
@@ -30,6 +31,9 @@ use crate::receipt::{ForwardResult, Receipt};
 pub const KEY_HEADER: &str = "x-idemgate-key";
 pub const FINGERPRINT_HEADER: &str = "x-idemgate-fingerprint";
 pub const SCOPE_HEADER: &str = "x-idemgate-scope";
+/// Duplicates the calling isolate absorbed for this key since it last
+/// called; added to the receipt's `duplicates`.
+pub const ABSORBED_HEADER: &str = "x-idemgate-absorbed";
 /// Marks an operator request (read or purge the receipt), not a delivery.
 pub const OPERATOR_HEADER: &str = "x-idemgate-operator";
 
@@ -71,6 +75,9 @@ impl DurableObject for DedupObject {
             Ok(config) => config,
             Err(problem) => return to_response(render_problem(&problem)),
         };
+        if let Some(count) = request.headers().get(ABSORBED_HEADER)? {
+            self.engine.absorb(count.parse().unwrap_or(0));
+        }
         if request.headers().has(OPERATOR_HEADER)? {
             return self.operate(&request);
         }
@@ -79,7 +86,13 @@ impl DurableObject for DedupObject {
             Err(problem) => return to_response(render_problem(&problem)),
         };
         let answer = self.engine.deliver(delivery, &Policy::from(&config)).await;
-        to_response(answer.render())
+        let mut response = answer.render();
+        if let (Answer::Replayed(_), Some(until)) = (&answer, self.engine.replayable_until()) {
+            response
+                .headers
+                .push((REPLAYABLE_UNTIL_HEADER.into(), until.to_string()));
+        }
+        to_response(response)
     }
 
     async fn alarm(&self) -> worker::Result<Response> {

@@ -389,6 +389,28 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// Counts duplicates a gateway isolate answered on this key's behalf;
+    /// kept in memory and written with the receipt's next write.
+    pub fn absorb(&self, duplicates: u64) {
+        let _ = self.with_receipt(|receipt| {
+            if let Some(receipt) = receipt {
+                receipt.duplicates += duplicates;
+            }
+        });
+    }
+
+    /// Until when the answer just given may be replayed from an isolate's
+    /// cache: the receipt's expiry, when it is completed with its body kept.
+    pub fn replayable_until(&self) -> Option<u64> {
+        self.with_receipt(|receipt| {
+            let receipt = receipt.as_ref()?;
+            let stored = receipt.stored_response()?;
+            stored.body_stored.then_some(receipt.expires_at)
+        })
+        .ok()
+        .flatten()
+    }
+
     /// The receipt as the operator API shows it, duplicates included.
     pub fn receipt(&self) -> Result<Option<Receipt>, String> {
         let now = self.backend.now_ms();

@@ -18,6 +18,7 @@
 //! | [`decision_log`] | — | one structured log line per decision |
 //! | [`problem`] | §6 | every edge error, rendered to problem+json once |
 //! | [`admin`] | §7 | operator API (adapter plus pure authorization) |
+//! | [`edge_cache`] | §2 | per-isolate replays and in-flight coalescing (no object round trip) |
 //! | [`gateway`] | §1 | the fetch handler (adapter) |
 //! | [`dedup_object`] | §2 | the Durable Object (adapter: storage, alarms, fetch) |
 
@@ -28,6 +29,7 @@ pub mod config;
 mod convert;
 pub mod decision_log;
 pub mod dedup_object;
+pub mod edge_cache;
 pub mod engine;
 mod env;
 pub mod gateway;
@@ -42,6 +44,7 @@ pub mod receipt;
 pub mod signature;
 #[cfg(test)]
 mod simulation;
+pub mod stats;
 
 use worker::{event, Context, Env, Request, Response};
 

@@ -207,6 +207,7 @@ fn main() {
         operator::receipt_routes_need_the_admin_token,
         operator::receipt_after_a_storm_shows_duplicates_and_attempts,
         operator::purge_makes_the_key_new_and_unknown_keys_are_404,
+        operator::edge_replays_match_the_objects_and_are_counted,
         demo_origin::storm_charges_once_per_key_and_every_forward_verifies,
         demo_origin::the_ledger_refuses_the_stale_epoch_of_a_taken_over_forward,
         passthrough::get_passes_through_without_dedup_or_idempotency_headers,

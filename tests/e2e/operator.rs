@@ -136,3 +136,60 @@ pub async fn logs_never_contain_secrets_or_bodies(world: &'static World) {
         assert!(!log.contains(secret), "{secret} leaked into the logs");
     }
 }
+
+/// A replay from the isolate's cache is the object's replay, byte for
+/// byte, and a different payload still reaches the object (422).
+pub async fn edge_replays_match_the_objects_and_are_counted(world: &'static World) {
+    let gateway = world.gateway(Profile::Failing).await;
+    let client = client();
+    let url = gateway.url("/edge/pay");
+    let stats = || async {
+        let response = client
+            .get(gateway.url("/__idemgate/stats"))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        Reply::read(response).await.json()
+    };
+    post_json(&client, &url, Some("edge-1"), r#"{"amount":1}"#).await;
+    let from_object = post_json(&client, &url, Some("edge-1"), r#"{"amount":1}"#).await;
+    let before = stats().await;
+    let from_cache = post_json(&client, &url, Some("edge-1"), r#"{"amount":1}"#).await;
+    let after = stats().await;
+    assert_eq!(
+        after["cache_hits"].as_u64().unwrap(),
+        before["cache_hits"].as_u64().unwrap() + 1
+    );
+    assert_eq!(
+        after["object_requests"], before["object_requests"],
+        "no object request"
+    );
+    assert_eq!(from_cache.status, from_object.status);
+    assert_eq!(from_cache.body, from_object.body);
+    for header in [
+        "content-type",
+        "x-origin-sequence",
+        "idempotent-replayed",
+        "idemgate-decision",
+    ] {
+        assert_eq!(
+            from_cache.header(header),
+            from_object.header(header),
+            "{header}"
+        );
+    }
+    assert!(from_cache
+        .headers
+        .keys()
+        .all(|name| !name.as_str().starts_with("x-idemgate-")));
+    let changed = post_json(&client, &url, Some("edge-1"), r#"{"amount":2}"#).await;
+    changed.assert_problem(422, "fingerprint-mismatch");
+    let receipt = read_receipt(&gateway, ADMIN_TOKEN, "edge-1", "/edge/pay")
+        .await
+        .json();
+    assert_eq!(
+        receipt["duplicates"], 2,
+        "the edge's replay reached the receipt's count"
+    );
+}

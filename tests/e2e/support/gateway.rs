@@ -79,6 +79,17 @@ impl Gateway {
     /// Starts on `dir`, whose `state/` may hold Durable Objects of an
     /// earlier run (a restart).
     pub async fn start_in(dir: tempfile::TempDir, vars: &[(&str, &str)]) -> Gateway {
+        Gateway::start_logging(dir, vars, "log").await
+    }
+
+    /// Starts with `wrangler dev --log-level <level>`: `log` keeps the
+    /// worker's console lines, which tests read; a benchmark wants `warn`,
+    /// since printing a line per request costs throughput.
+    pub async fn start_logging(
+        dir: tempfile::TempDir,
+        vars: &[(&str, &str)],
+        level: &str,
+    ) -> Gateway {
         let config = write_config(dir.path(), vars);
         let port = free_port();
         let log = fs::File::create(dir.path().join("wrangler.log")).unwrap();
@@ -89,8 +100,7 @@ impl Gateway {
             .args(["--inspector-port", &free_port().to_string()])
             .arg("--persist-to")
             .arg(dir.path().join("state"))
-            // `log` keeps the worker's console lines, which a test reads.
-            .args(["--log-level", "log", "--show-interactive-dev-session=false"])
+            .args(["--log-level", level, "--show-interactive-dev-session=false"])
             .current_dir(dir.path())
             .env("WRANGLER_SEND_METRICS", "false")
             .stdin(Stdio::null())

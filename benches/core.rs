@@ -1,0 +1,65 @@
+//! The native cost of the pure core per delivery: canonical JSON,
+//! fingerprint and key derivation (the gateway's CPU work before the
+//! Durable Object), for 1 KiB and 64 KiB JSON bodies.
+//!
+//! `cargo bench --bench core`; criterion leaves its estimates under
+//! `target/criterion/`, which the gateway bench copies into its results.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use idemgate::config::Config;
+use idemgate::pipeline::{admit, Inbound};
+
+/// A payment-event-like JSON body of about `size` bytes.
+fn body_of(size: usize) -> Vec<u8> {
+    let mut items = Vec::new();
+    let mut length = 0;
+    let mut index = 0;
+    while length < size {
+        let item = format!(
+            r#"{{"sku":"sku_{index:06}","quantity":{},"unit_amount":{},"description":"line item number {index}"}}"#,
+            index % 7 + 1,
+            1000 + index * 3
+        );
+        length += item.len() + 1;
+        items.push(item);
+        index += 1;
+    }
+    format!(
+        r#"{{"id":"evt_bench_1","type":"payment_intent.succeeded","data":{{"object":{{"id":"pi_1","amount":123456,"currency":"eur","items":[{}]}}}}}}"#,
+        items.join(",")
+    )
+    .into_bytes()
+}
+
+fn pipeline(criterion: &mut Criterion) {
+    let config = Config::from_lookup(|name| match name {
+        "ORIGIN_URL" => Some("https://origin.example".into()),
+        _ => None,
+    })
+    .unwrap();
+    let headers = vec![("content-type".to_string(), "application/json".to_string())];
+    let mut group = criterion.benchmark_group("admit");
+    for (label, size) in [("1KiB", 1024), ("64KiB", 64 * 1024)] {
+        let body = body_of(size);
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(label), &body, |bench, body| {
+            bench.iter(|| {
+                let inbound = Inbound {
+                    method: "POST",
+                    path: "/webhooks/stripe",
+                    query: None,
+                    headers: &headers,
+                    body,
+                    now: 0,
+                };
+                black_box(admit(&config, black_box(&inbound)).unwrap())
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, pipeline);
+criterion_main!(benches);
