@@ -100,13 +100,7 @@ where
 }
 
 async fn stats(gateway: &Gateway) -> Value {
-    let response = client()
-        .get(gateway.url("/__idemgate/stats"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    Reply::read(response).await.json()
+    support::read_stats(gateway, ADMIN_TOKEN).await
 }
 
 fn counter(before: &Value, after: &Value, name: &str) -> f64 {

@@ -8,7 +8,7 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::{check_freshness, Rejection};
+use super::{any_matches, check_freshness, Rejection};
 use crate::headers;
 
 const ID: &str = "webhook-id";
@@ -54,17 +54,12 @@ pub fn verify(
     mac.update(timestamp_text.trim().as_bytes());
     mac.update(b".");
     mac.update(body);
-    let matches = candidates.iter().any(|candidate| {
-        STANDARD
-            .decode(candidate)
-            .map(|signature| mac.clone().verify_slice(&signature).is_ok())
-            .unwrap_or(false)
-    });
-    if matches {
-        Ok(())
-    } else {
-        Err(Rejection::Mismatch)
-    }
+    any_matches(
+        &mac,
+        candidates
+            .iter()
+            .map(|candidate| STANDARD.decode(candidate).ok()),
+    )
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::{check_freshness, Rejection};
+use super::{any_matches, check_freshness, Rejection};
 use crate::headers;
 
 const HEADER: &str = "Stripe-Signature";
@@ -43,16 +43,12 @@ pub fn verify(
     mac.update(timestamp.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
-    let matches = candidates.iter().any(|candidate| {
-        hex::decode(candidate)
-            .map(|signature| mac.clone().verify_slice(&signature).is_ok())
-            .unwrap_or(false)
-    });
-    if matches {
-        Ok(())
-    } else {
-        Err(Rejection::Mismatch)
-    }
+    any_matches(
+        &mac,
+        candidates
+            .iter()
+            .map(|candidate| hex::decode(candidate).ok()),
+    )
 }
 
 #[cfg(test)]

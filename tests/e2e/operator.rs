@@ -3,7 +3,7 @@
 use tokio::task::JoinSet;
 
 use crate::senders::{now, stripe_signature};
-use crate::support::{client, post_json, read_receipt, Reply};
+use crate::support::{client, post_json, read_receipt, read_stats, Reply};
 use crate::{Profile, World, ADMIN_TOKEN, FORWARD_SECRET, STRIPE_SECRET};
 
 pub async fn receipt_routes_need_the_admin_token(world: &'static World) {
@@ -143,15 +143,7 @@ pub async fn edge_replays_match_the_objects_and_are_counted(world: &'static Worl
     let gateway = world.gateway(Profile::Failing).await;
     let client = client();
     let url = gateway.url("/edge/pay");
-    let stats = || async {
-        let response = client
-            .get(gateway.url("/__idemgate/stats"))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .unwrap();
-        Reply::read(response).await.json()
-    };
+    let stats = || read_stats(&gateway, ADMIN_TOKEN);
     post_json(&client, &url, Some("edge-1"), r#"{"amount":1}"#).await;
     let from_object = post_json(&client, &url, Some("edge-1"), r#"{"amount":1}"#).await;
     let before = stats().await;

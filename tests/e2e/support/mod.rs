@@ -57,9 +57,13 @@ impl Reply {
     }
 }
 
+/// Idle connections are dropped after 2 s: `wrangler dev` closes them at
+/// about 5 s, and reusing one just as it closes fails the request
+/// (`IncompleteMessage`) after any test that sleeps.
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .pool_max_idle_per_host(64)
+        .pool_idle_timeout(std::time::Duration::from_secs(2))
         .build()
         .unwrap()
 }
@@ -100,4 +104,15 @@ pub async fn read_receipt(gateway: &Gateway, token: &str, key: &str, path: &str)
         .await
         .unwrap();
     Reply::read(response).await
+}
+
+/// `GET /__idemgate/stats` with the admin token: the isolate's counters.
+pub async fn read_stats(gateway: &Gateway, token: &str) -> serde_json::Value {
+    let response = client()
+        .get(gateway.url("/__idemgate/stats"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    Reply::read(response).await.json()
 }
