@@ -18,7 +18,7 @@
 //! | [`decision_log`] | — | one structured log line per decision |
 //! | [`problem`] | §6 | every edge error, rendered to problem+json once |
 //! | [`admin`] | §7 | operator API (adapter plus pure authorization) |
-//! | [`edge_cache`] | §2 | per-isolate replays and in-flight coalescing (no object round trip) |
+//! | [`edge_cache`] | §2 | replays kept in the isolate, answered without an object round trip |
 //! | [`gateway`] | §1 | the fetch handler (adapter) |
 //! | [`dedup_object`] | §2 | the Durable Object (adapter: storage, alarms, fetch) |
 
