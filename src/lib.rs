@@ -35,7 +35,8 @@ mod env;
 pub mod gateway;
 pub mod headers;
 pub mod key;
-pub mod memory_backend;
+#[cfg(test)]
+mod memory_backend;
 mod mutation;
 pub mod origin;
 pub mod pipeline;

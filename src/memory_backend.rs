@@ -1,6 +1,6 @@
 //! An in-memory [`Backend`]: a virtual clock, a receipt slot, a scripted
 //! origin and switchable storage failures. It lets the engine's logic run
-//! in plain `cargo test`, and counts every storage operation.
+//! in plain `cargo test`, and counts every storage operation. Tests only.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;

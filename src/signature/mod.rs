@@ -100,12 +100,21 @@ pub fn verify(
     .map_err(Problem::from)
 }
 
-/// Passes if any decodable candidate equals the MAC, compared in constant
-/// time; senders list several while a secret is being rolled.
+/// Passes if any decodable candidate is the HMAC-SHA256, under `key`, of
+/// `signed` joined by `.` (both schemes sign "<part>.<part>.<raw body>").
+/// Compared in constant time; senders list several while rolling a secret.
 fn any_matches(
-    mac: &Hmac<Sha256>,
+    key: &[u8],
+    signed: &[&[u8]],
     mut candidates: impl Iterator<Item = Option<Vec<u8>>>,
 ) -> Result<(), Rejection> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    for (index, part) in signed.iter().enumerate() {
+        if index > 0 {
+            mac.update(b".");
+        }
+        mac.update(part);
+    }
     if candidates.any(|candidate| {
         candidate.is_some_and(|signature| mac.clone().verify_slice(&signature).is_ok())
     }) {

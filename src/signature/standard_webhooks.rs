@@ -3,13 +3,10 @@
 //! "<id>.<timestamp>.<raw body>", keyed by the base64 part of a `whsec_`
 //! secret.
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
 use super::{any_matches, check_freshness, Rejection};
 use crate::headers;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 
 const ID: &str = "webhook-id";
 const TIMESTAMP: &str = "webhook-timestamp";
@@ -48,14 +45,9 @@ pub fn verify(
         return Err(Rejection::Malformed(SIGNATURE, "no v1,<base64> entry"));
     }
     check_freshness(timestamp, now, tolerance)?;
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
-    mac.update(id.as_bytes());
-    mac.update(b".");
-    mac.update(timestamp_text.trim().as_bytes());
-    mac.update(b".");
-    mac.update(body);
     any_matches(
-        &mac,
+        key,
+        &[id.as_bytes(), timestamp_text.trim().as_bytes(), body],
         candidates
             .iter()
             .map(|candidate| STANDARD.decode(candidate).ok()),

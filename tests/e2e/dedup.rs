@@ -14,13 +14,12 @@ pub async fn storm_of_1000_under_wait_forwards_once_per_key(world: &'static Worl
     let client = client();
     let url = gateway.url("/storm/slow/400/payments");
     let mut storm = JoinSet::new();
-    for delivery in 0..DELIVERIES {
+    for _ in 0..DELIVERIES {
         for key in 0..KEYS {
             let (client, url) = (client.clone(), url.clone());
             storm.spawn(async move {
                 let body = format!(r#"{{"amount":{},"currency":"eur"}}"#, 100 + key);
                 let reply = post_json(&client, &url, Some(&format!("storm-{key}")), &body).await;
-                let _ = delivery;
                 (key, reply)
             });
         }

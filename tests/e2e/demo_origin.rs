@@ -33,13 +33,12 @@ pub async fn storm_charges_once_per_key_and_every_forward_verifies(_world: &'sta
     let client = client();
     let url = gateway.url("/payments?delay_ms=300");
     let mut storm = JoinSet::new();
-    for delivery in 0..50u64 {
+    for _ in 0..50 {
         for key in 0..20u64 {
             let (client, url) = (client.clone(), url.clone());
-            storm.spawn(async move {
-                let _ = delivery;
-                charge(&client, &url, &format!("demo-{key}"), 100 + key).await
-            });
+            storm.spawn(
+                async move { charge(&client, &url, &format!("demo-{key}"), 100 + key).await },
+            );
         }
     }
     let replies: Vec<Reply> = storm.join_all().await;
