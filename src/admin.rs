@@ -6,18 +6,15 @@ use worker::{Env, Method, Request, Response};
 
 use crate::answer::render_problem;
 use crate::config::Config;
-use crate::convert::{to_request, to_response};
-use crate::dedup_object::OPERATOR_HEADER;
+use crate::convert::to_response;
 use crate::edge_cache::with_replays;
 use crate::env::config_from_env;
-use crate::gateway::take_absorbed;
 use crate::key::{IdempotencyKey, KeySource, Scope};
-use crate::origin::OutboundRequest;
+use crate::object_call::ObjectOp;
+use crate::object_client;
 use crate::problem::Problem;
 use crate::signature::Secret;
 use crate::stats;
-
-pub const DEDUP_OBJECT_BINDING: &str = "DEDUP_OBJECT";
 
 /// `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant time. With
 /// no token configured the receipt routes do not exist (404).
@@ -100,36 +97,23 @@ async fn receipts(
         config.admin_token.as_ref().map(Secret::expose),
         authorization.as_deref(),
     )?;
-    let method = match request.method() {
-        Method::Get => "GET",
-        Method::Delete => "DELETE",
-        _ => return Err(Problem::NotFound),
-    };
+    let method = request.method();
+    if !matches!(method, Method::Get | Method::Delete) {
+        return Err(Problem::NotFound);
+    }
     let object_name = receipt_object_name(&config, query)?;
-    if method == "DELETE" {
+    if method == Method::Delete {
         // This isolate forgets the key at once; others within REPLAY_TTL_MS.
         with_replays(|cache| cache.evict_object(&object_name));
     }
-    let unavailable = |error: worker::Error| Problem::StorageUnavailable {
-        message: error.to_string(),
+    let op = match method {
+        Method::Delete => ObjectOp::Purge,
+        _ => ObjectOp::ReadReceipt,
     };
-    stats::record(|stats| stats.object_requests += 1);
-    let stub = env
-        .durable_object(DEDUP_OBJECT_BINDING)
-        .and_then(|namespace| namespace.get_by_name(&object_name))
-        .map_err(unavailable)?;
-    let mut headers = vec![(OPERATOR_HEADER.into(), "1".into())];
-    headers.extend(take_absorbed(&object_name));
-    let operator_request = to_request(&OutboundRequest {
-        method: method.into(),
-        url: "https://idemgate.internal/__idemgate/receipt".into(),
-        headers,
-        body: Vec::new(),
+    let (response, _) = object_client::call(env, &object_name, op, &[]).await?;
+    to_response(response).map_err(|error| Problem::StorageUnavailable {
+        message: error.to_string(),
     })
-    .map_err(unavailable)?;
-    stub.fetch_with_request(operator_request)
-        .await
-        .map_err(unavailable)
 }
 
 #[cfg(test)]

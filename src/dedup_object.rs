@@ -1,5 +1,6 @@
 //! The Durable Object: one per key. A thin adapter that gives the
-//! [`Engine`] SQLite storage, alarms, timers and `fetch`.
+//! [`Engine`] SQLite storage, alarms, timers and `fetch`, and answers the
+//! gateway's [`ObjectCall`]s over RPC.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -7,35 +8,22 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures::future::{select, Either};
-use worker::js_sys::{Date as JsDate, Number};
+use wasm_bindgen::prelude::*;
+use worker::js_sys::{Array, Date as JsDate, Number, Uint8Array};
 use worker::{
-    durable_object, AbortController, Date, Delay, DurableObject, Env, Fetch, Method, Request,
-    Response, ScheduledTime, SqlStorageValue, State, Storage,
+    durable_object, AbortController, Date, Delay, DurableObject, Env, Fetch, Request, Response,
+    ScheduledTime, SqlStorageValue, State, Storage,
 };
 
 use crate::answer::{render_problem, Answer};
-use crate::canonical::Fingerprint;
-use crate::convert::{from_response_parts, header_list, to_request, to_response};
+use crate::convert::{from_response_parts, to_request, to_response};
 use crate::decision_log::DecisionLog;
-use crate::edge_cache::REPLAYABLE_UNTIL_HEADER;
-use crate::engine::{Backend, Delivery, Engine, Policy, StorageOps};
+use crate::engine::{Backend, Engine, Policy, StorageOps};
 use crate::env::config_from_env;
-use crate::headers;
-use crate::key::{IdempotencyKey, KeySource};
+use crate::object_call::{ObjectCall, ObjectOp, ObjectReply};
 use crate::origin::OutboundRequest;
 use crate::problem::Problem;
-use crate::receipt::{ForwardResult, Receipt};
-
-/// Headers on the gateway's request to the object. The gateway strips any
-/// inbound `x-idemgate-*` header first, so a sender cannot set them.
-pub const KEY_HEADER: &str = "x-idemgate-key";
-pub const FINGERPRINT_HEADER: &str = "x-idemgate-fingerprint";
-pub const SCOPE_HEADER: &str = "x-idemgate-scope";
-/// Duplicates the calling isolate absorbed for this key since it last
-/// called; added to the receipt's `duplicates`.
-pub const ABSORBED_HEADER: &str = "x-idemgate-absorbed";
-/// Marks an operator request (read or purge the receipt), not a delivery.
-pub const OPERATOR_HEADER: &str = "x-idemgate-operator";
+use crate::receipt::{ForwardResult, HttpResponse, Receipt};
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS receipt (
     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -70,29 +58,10 @@ impl DurableObject for DedupObject {
         }
     }
 
-    async fn fetch(&self, mut request: Request) -> worker::Result<Response> {
-        let config = match config_from_env(&self.env) {
-            Ok(config) => config,
-            Err(problem) => return to_response(render_problem(&problem)),
-        };
-        if let Some(count) = request.headers().get(ABSORBED_HEADER)? {
-            self.engine.absorb(count.parse().unwrap_or(0));
-        }
-        if request.headers().has(OPERATOR_HEADER)? {
-            return self.operate(&request);
-        }
-        let delivery = match read_delivery(&mut request).await? {
-            Ok(delivery) => delivery,
-            Err(problem) => return to_response(render_problem(&problem)),
-        };
-        let answer = self.engine.deliver(delivery, &Policy::from(&config)).await;
-        let mut response = answer.render();
-        if let (Answer::Replayed(_), Some(until)) = (&answer, self.engine.replayable_until()) {
-            response
-                .headers
-                .push((REPLAYABLE_UNTIL_HEADER.into(), until.to_string()));
-        }
-        to_response(response)
+    /// The gateway calls [`DedupObject::dispatch`] over RPC; nothing
+    /// reaches the object by `fetch`.
+    async fn fetch(&self, _request: Request) -> worker::Result<Response> {
+        to_response(render_problem(&Problem::NotFound))
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
@@ -103,24 +72,72 @@ impl DurableObject for DedupObject {
     }
 }
 
+#[wasm_bindgen(
+    wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
+    js_sys = ::worker::js_sys
+)]
 impl DedupObject {
-    fn operate(&self, request: &Request) -> worker::Result<Response> {
-        let unavailable =
-            |message| to_response(render_problem(&Problem::StorageUnavailable { message }));
-        match request.method() {
-            Method::Delete => match self.engine.purge() {
-                Ok(true) => Ok(Response::empty()?.with_status(204)),
-                Ok(false) => to_response(render_problem(&Problem::NotFound)),
-                Err(message) => unavailable(message),
+    /// The object's RPC method: an [`ObjectCall`] as JSON and the body
+    /// beside it; answers `[reply JSON, body]` (see [`ObjectReply`]).
+    #[wasm_bindgen(js_name = dispatch)]
+    pub async fn dispatch(&self, call: String, body: Uint8Array) -> Result<JsValue, JsValue> {
+        let (response, replayable_until) = self.answer(&call, body.to_vec()).await;
+        let (reply, body) = ObjectReply::encode(response, replayable_until);
+        Ok(Array::of2(&reply.into(), &Uint8Array::from(body.as_slice())).into())
+    }
+}
+
+impl DedupObject {
+    async fn answer(&self, call: &str, body: Vec<u8>) -> (HttpResponse, Option<u64>) {
+        let config = ObjectCall::from_json(call)
+            .and_then(|call| config_from_env(&self.env).map(|config| (call, config)));
+        let (call, config) = match config {
+            Ok(parsed) => parsed,
+            Err(problem) => return (render_problem(&problem), None),
+        };
+        self.engine.absorb(call.absorbed);
+        match call.op {
+            ObjectOp::ReadReceipt => (self.read_receipt(), None),
+            ObjectOp::Purge => (self.purge(), None),
+            op => match op.into_delivery(body) {
+                Ok(delivery) => {
+                    let answer = self.engine.deliver(delivery, &Policy::from(&config)).await;
+                    let replayable_until = match answer {
+                        Answer::Replayed(_) => self.engine.replayable_until(),
+                        _ => None,
+                    };
+                    (answer.render(), replayable_until)
+                }
+                Err(problem) => (render_problem(&problem), None),
             },
-            _ => match self.engine.receipt() {
-                Ok(Some(receipt)) => Response::from_json(&ReceiptView {
+        }
+    }
+
+    fn purge(&self) -> HttpResponse {
+        match self.engine.purge() {
+            Ok(true) => HttpResponse {
+                status: 204,
+                headers: Vec::new(),
+                body: Vec::new(),
+            },
+            Ok(false) => render_problem(&Problem::NotFound),
+            Err(message) => render_problem(&Problem::StorageUnavailable { message }),
+        }
+    }
+
+    fn read_receipt(&self) -> HttpResponse {
+        match self.engine.receipt() {
+            Ok(Some(receipt)) => HttpResponse {
+                status: 200,
+                headers: vec![("content-type".into(), "application/json".into())],
+                body: serde_json::to_vec(&ReceiptView {
                     receipt: &receipt,
                     object_storage_ops: self.engine.backend().ops.get(),
-                }),
-                Ok(None) => to_response(render_problem(&Problem::NotFound)),
-                Err(message) => unavailable(message),
+                })
+                .expect("a receipt serializes"),
             },
+            Ok(None) => render_problem(&Problem::NotFound),
+            Err(message) => render_problem(&Problem::StorageUnavailable { message }),
         }
     }
 }
@@ -132,34 +149,6 @@ struct ReceiptView<'a> {
     #[serde(flatten)]
     receipt: &'a Receipt,
     object_storage_ops: StorageOps,
-}
-
-/// The delivery the gateway admitted: key and fingerprint from its headers,
-/// the rest is the request to forward.
-async fn read_delivery(request: &mut Request) -> worker::Result<Result<Delivery, Problem>> {
-    let list = header_list(request.headers());
-    let key = headers::get(&list, KEY_HEADER)
-        .and_then(|raw| IdempotencyKey::parse(raw, &KeySource::BodySha256).ok());
-    let fingerprint = headers::get(&list, FINGERPRINT_HEADER).and_then(Fingerprint::from_hex);
-    let scope = headers::get(&list, SCOPE_HEADER).map(str::to_string);
-    let (Some(key), Some(fingerprint), Some(scope)) = (key, fingerprint, scope) else {
-        return Ok(Err(Problem::Misconfigured {
-            variable: "DEDUP_OBJECT",
-            reason: "the object was called without a key, fingerprint and scope".into(),
-        }));
-    };
-    let body = request.bytes().await?;
-    Ok(Ok(Delivery {
-        scope,
-        key,
-        fingerprint,
-        request: OutboundRequest {
-            method: request.method().to_string(),
-            url: request.url()?.to_string(),
-            headers: headers::for_origin(&list),
-            body,
-        },
-    }))
 }
 
 fn storage_error(error: worker::Error) -> String {

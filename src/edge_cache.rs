@@ -21,9 +21,6 @@ use crate::receipt::HttpResponse;
 pub const REPLAY_TTL_MS: u64 = 10_000;
 /// Most replays one isolate keeps; the soonest to expire go first.
 pub const MAX_ENTRIES: usize = 1_024;
-/// Set by the object on an answer that is a stored, complete replay: the
-/// receipt's `expires_at`. The gateway strips it.
-pub const REPLAYABLE_UNTIL_HEADER: &str = "x-idemgate-replayable-until";
 
 struct Entry {
     /// The replay, as the object rendered it.

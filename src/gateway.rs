@@ -2,25 +2,22 @@
 //! [`crate::pipeline`] leaves out (reading the body, calling the Durable
 //! Object, proxying passthrough requests).
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-
 use futures::StreamExt;
 use worker::{Env, Request, RequestInit, RequestRedirect, Response};
 
-use crate::admin::{self, DEDUP_OBJECT_BINDING};
+use crate::admin;
 use crate::answer::render_problem;
 use crate::config::Config;
-use crate::convert::{header_list, to_headers, to_request, to_response};
+use crate::convert::{header_list, to_headers, to_response};
 use crate::decision_log::DecisionLog;
-use crate::dedup_object::{ABSORBED_HEADER, FINGERPRINT_HEADER, KEY_HEADER, SCOPE_HEADER};
-use crate::edge_cache::{cache_key, with_replays, REPLAYABLE_UNTIL_HEADER};
+use crate::edge_cache::{cache_key, with_replays};
 use crate::env::config_from_env;
 use crate::headers;
-use crate::origin::{target_url, OutboundRequest};
+use crate::object_call::ObjectOp;
+use crate::object_client;
+use crate::origin::target_url;
 use crate::pipeline::{admit, check_declared_length, route, Inbound, Route};
 use crate::problem::Problem;
-use crate::receipt::HttpResponse;
 use crate::stats;
 
 pub async fn handle(request: Request, env: Env) -> worker::Result<Response> {
@@ -118,98 +115,24 @@ async fn deduplicate(
     let key = cache_key(&admitted.object_name, admitted.fingerprint.as_str());
     if let Some(replay) = with_replays(|cache| cache.get(&key, started)) {
         stats::record(|stats| stats.cache_hits += 1);
-        absorbed(&admitted.object_name);
+        object_client::count_absorbed(&admitted.object_name);
         log_edge("replayed", &admitted.object_name, replay.status, started);
         return Ok(Ok(to_response(replay)?));
     }
-    let mut headers = admitted.forward_headers;
-    headers.push((KEY_HEADER.into(), admitted.key.as_str().into()));
-    headers.push((
-        FINGERPRINT_HEADER.into(),
-        admitted.fingerprint.as_str().into(),
-    ));
-    headers.push((SCOPE_HEADER.into(), admitted.object_name.clone()));
-    let request = OutboundRequest {
-        method,
-        url: admitted.origin_url,
-        headers,
-        body,
-    };
-    respond(call_object(env, &admitted.object_name, request, &key).await)
-}
-
-/// A response or a problem, as the fetch handler returns them.
-fn respond(answer: Outcome) -> worker::Result<Result<Response, Problem>> {
-    match answer {
-        Ok(response) => to_response(response).map(Ok),
-        Err(problem) => Ok(Err(problem)),
-    }
-}
-
-type Outcome = Result<HttpResponse, Problem>;
-
-/// Counts a duplicate this isolate absorbed for `object_name`; the count
-/// reaches the receipt with the next request to that object.
-fn absorbed(object_name: &str) {
-    ABSORBED.with(|absorbed| {
-        let mut absorbed = absorbed.borrow_mut();
-        if absorbed.len() < MAX_PENDING_ABSORBED || absorbed.contains_key(object_name) {
-            *absorbed.entry(object_name.to_string()).or_default() += 1;
+    let object_name = admitted.object_name.clone();
+    let op = ObjectOp::deliver(admitted, method);
+    let answer = object_client::call(env, &object_name, op, &body).await;
+    let response = match answer {
+        Ok((response, Some(until))) => {
+            // A stored, complete replay: this isolate may answer it alone.
+            let now = worker::Date::now().as_millis();
+            with_replays(|cache| cache.put(key, response.clone(), until, now));
+            response
         }
-    });
-}
-
-/// Duplicates absorbed here and not yet told to their object; past this
-/// many objects, further counts are dropped (the count is approximate).
-const MAX_PENDING_ABSORBED: usize = 4_096;
-
-thread_local! {
-    static ABSORBED: RefCell<HashMap<String, u64>> = RefCell::new(HashMap::new());
-}
-
-/// The header that carries the absorbed count of `object_name`, if any.
-pub fn take_absorbed(object_name: &str) -> Option<(String, String)> {
-    ABSORBED
-        .with(|absorbed| absorbed.borrow_mut().remove(object_name))
-        .map(|count| (ABSORBED_HEADER.to_string(), count.to_string()))
-}
-
-/// One request to the key's Durable Object, read whole. A replay it marks
-/// as such is kept in this isolate's replay cache.
-async fn call_object(
-    env: &Env,
-    object_name: &str,
-    mut request: OutboundRequest,
-    key: &str,
-) -> Outcome {
-    let unavailable = |error: worker::Error| Problem::StorageUnavailable {
-        message: format!("the key's Durable Object did not answer: {error}"),
+        Ok((response, None)) => response,
+        Err(problem) => return Ok(Err(problem)),
     };
-    stats::record(|stats| stats.object_requests += 1);
-    request.headers.extend(take_absorbed(object_name));
-    let exchange = async {
-        let stub = env
-            .durable_object(DEDUP_OBJECT_BINDING)?
-            .get_by_name(object_name)?;
-        let mut response = stub.fetch_with_request(to_request(&request)?).await?;
-        let body = response.bytes().await?;
-        Ok::<_, worker::Error>(HttpResponse {
-            status: response.status_code(),
-            headers: header_list(response.headers()),
-            body,
-        })
-    };
-    let mut response = exchange.await.map_err(unavailable)?;
-    let replayable_until = headers::get(&response.headers, REPLAYABLE_UNTIL_HEADER)
-        .and_then(|until| until.parse::<u64>().ok());
-    response
-        .headers
-        .retain(|(name, _)| !name.starts_with(headers::INTERNAL_PREFIX));
-    if let Some(until) = replayable_until {
-        let now = worker::Date::now().as_millis();
-        with_replays(|cache| cache.put(key.to_string(), response.clone(), until, now));
-    }
-    Ok(response)
+    to_response(response).map(Ok)
 }
 
 fn log_edge(decision: &'static str, scope: &str, status: u16, started: u64) {

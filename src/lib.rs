@@ -20,7 +20,9 @@
 //! | [`admin`] | §7 | operator API (adapter plus pure authorization) |
 //! | [`edge_cache`] | §2 | replays kept in the isolate, answered without an object round trip |
 //! | [`gateway`] | §1 | the fetch handler (adapter) |
-//! | [`dedup_object`] | §2 | the Durable Object (adapter: storage, alarms, fetch) |
+//! | [`object_call`] | — | what the gateway asks of a key's object over RPC, and the answer |
+//! | [`object_client`] | — | the gateway's RPC call to the key's object (adapter) |
+//! | [`dedup_object`] | §2 | the Durable Object (adapter: storage, alarms, RPC) |
 
 pub mod admin;
 pub mod answer;
@@ -38,6 +40,8 @@ pub mod key;
 #[cfg(test)]
 mod memory_backend;
 mod mutation;
+pub mod object_call;
+mod object_client;
 pub mod origin;
 pub mod pipeline;
 pub mod problem;

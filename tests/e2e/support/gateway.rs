@@ -28,19 +28,28 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The config the tests run with: the repository's bindings, no build
-/// step (the test command builds once), and the variables of the test.
+/// The config the tests run with: the repository's entry module,
+/// compatibility date and bindings, no build step (the test command builds
+/// once), and the variables of the test.
 fn write_config(dir: &Path, vars: &[(&str, &str)]) -> PathBuf {
-    let main = root().join("build/index.js");
+    let built = root().join("build/index.js");
     assert!(
-        main.exists(),
+        built.exists(),
         "{} is missing: run scripts/test, which builds the worker first",
-        main.display()
+        built.display()
     );
+    let repository_config = fs::read_to_string(root().join("wrangler.toml")).unwrap();
+    let setting = |name: &str| {
+        repository_config
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().strip_prefix('='))
+            .map(|value| value.trim().trim_matches('"').to_string())
+            .unwrap_or_else(|| panic!("wrangler.toml sets {name}"))
+    };
     let mut config = format!(
         r#"name = "idemgate-test"
 main = "{}"
-compatibility_date = "2026-04-26"
+compatibility_date = "{}"
 
 [[durable_objects.bindings]]
 name = "DEDUP_OBJECT"
@@ -52,7 +61,8 @@ new_sqlite_classes = ["DedupObject"]
 
 [vars]
 "#,
-        main.display()
+        root().join(setting("main")).display(),
+        setting("compatibility_date"),
     );
     // Secrets go where real deployments keep them locally (`.dev.vars`),
     // which wrangler shows as hidden; plain variables go in `[vars]`.
