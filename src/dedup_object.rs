@@ -101,7 +101,7 @@ impl DedupObject {
             ObjectOp::Purge => (self.purge(), None),
             op => match op.into_delivery(body) {
                 Ok(delivery) => {
-                    let answer = self.engine.deliver(delivery, &Policy::from(&config)).await;
+                    let answer = self.engine.deliver(delivery, &Policy::from(&*config)).await;
                     let replayable_until = match answer {
                         Answer::Replayed(_) => self.engine.replayable_until(),
                         _ => None,

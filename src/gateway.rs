@@ -16,7 +16,7 @@ use crate::headers;
 use crate::object_call::ObjectOp;
 use crate::object_client;
 use crate::origin::target_url;
-use crate::pipeline::{admit, check_declared_length, route, Inbound, Route};
+use crate::pipeline::{admit, body_framing, route, BodyFraming, Inbound, Route};
 use crate::problem::Problem;
 use crate::stats;
 
@@ -87,11 +87,16 @@ async fn deduplicate(
     url: &worker::Url,
     env: &Env,
 ) -> worker::Result<Result<Response, Problem>> {
-    let declared = request.headers().get("content-length")?;
-    if let Err(problem) = check_declared_length(config, declared.as_deref()) {
-        return Ok(Err(problem));
-    }
-    let Some(body) = read_body(&mut request, config.max_body_bytes).await? else {
+    let framing = body_framing(
+        config,
+        request.headers().get("content-length")?.as_deref(),
+        request.headers().get("transfer-encoding")?.as_deref(),
+    );
+    let framing = match framing {
+        Ok(framing) => framing,
+        Err(problem) => return Ok(Err(problem)),
+    };
+    let Some(body) = read_body(&mut request, framing, config.max_body_bytes).await? else {
         return Ok(Err(Problem::PayloadTooLarge {
             limit: config.max_body_bytes,
         }));
@@ -146,11 +151,20 @@ fn log_edge(decision: &'static str, scope: &str, status: u16, started: u64) {
     worker::console_log!("{}", line.to_json());
 }
 
-/// Reads the body chunk by chunk and stops at the first byte over `limit`,
-/// so a chunked upload with no `Content-Length` is not buffered whole.
-async fn read_body(request: &mut Request, limit: u64) -> worker::Result<Option<Vec<u8>>> {
+/// Reads the body: whole when its declared length binds, else chunk by
+/// chunk, stopping at the first byte over `limit`, so a chunked upload is
+/// never buffered whole. `None` means over the limit.
+async fn read_body(
+    request: &mut Request,
+    framing: BodyFraming,
+    limit: u64,
+) -> worker::Result<Option<Vec<u8>>> {
     if request.inner().body().is_none() {
         return Ok(Some(Vec::new()));
+    }
+    if framing == BodyFraming::Declared {
+        // One call instead of a JS round trip per chunk.
+        return request.bytes().await.map(Some);
     }
     let mut chunks = request.stream()?;
     let mut body = Vec::new();

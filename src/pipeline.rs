@@ -38,14 +38,31 @@ pub fn route(method: &str, path: &str) -> Route {
     }
 }
 
+/// How the gateway reads a deduplicated request's body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// A declared `Content-Length` within the limit: the runtime delivers
+    /// exactly that many bytes, so the body is read whole, in one call.
+    Declared,
+    /// No usable length (chunked, or a `Transfer-Encoding` beside a length,
+    /// which then does not bind): read chunk by chunk, stopping at the limit.
+    Streamed,
+}
+
 /// Step 2, early: a declared `Content-Length` over the limit is refused
 /// before the body is read.
-pub fn check_declared_length(config: &Config, content_length: Option<&str>) -> Result<(), Problem> {
-    match content_length.and_then(|value| value.trim().parse::<u64>().ok()) {
+pub fn body_framing(
+    config: &Config,
+    content_length: Option<&str>,
+    transfer_encoding: Option<&str>,
+) -> Result<BodyFraming, Problem> {
+    let declared = content_length.and_then(|value| value.trim().parse::<u64>().ok());
+    match declared {
         Some(length) if length > config.max_body_bytes => Err(Problem::PayloadTooLarge {
             limit: config.max_body_bytes,
         }),
-        _ => Ok(()),
+        Some(_) if transfer_encoding.is_none() => Ok(BodyFraming::Declared),
+        _ => Ok(BodyFraming::Streamed),
     }
 }
 
@@ -186,14 +203,33 @@ mod tests {
     #[test]
     fn declared_length_over_the_limit_is_413() {
         let config = config(&[]);
-        assert!(check_declared_length(&config, Some("64")).is_ok());
         assert_eq!(
-            check_declared_length(&config, Some("65"))
+            body_framing(&config, Some("64"), None),
+            Ok(BodyFraming::Declared)
+        );
+        assert_eq!(
+            body_framing(&config, Some("65"), None)
                 .unwrap_err()
                 .status(),
             413
         );
-        assert!(check_declared_length(&config, None).is_ok());
+    }
+
+    #[test]
+    fn a_body_without_a_binding_length_is_streamed() {
+        let config = config(&[]);
+        for (length, encoding) in [
+            (None, None),
+            (None, Some("chunked")),
+            (Some("10"), Some("chunked")),
+            (Some("ten"), None),
+        ] {
+            assert_eq!(
+                body_framing(&config, length, encoding),
+                Ok(BodyFraming::Streamed),
+                "{length:?} {encoding:?}"
+            );
+        }
     }
 
     #[test]

@@ -197,6 +197,7 @@ fn main() {
         inputs::hostile_bodies_and_keys_are_rejected,
         inputs::duplicate_idempotency_key_headers_are_400,
         inputs::chunked_body_over_the_limit_is_413_without_content_length,
+        inputs::conflicting_length_and_chunked_framing_forward_nothing,
         senders::stripe_delivery_is_forwarded_once_with_its_signature_and_raw_body,
         senders::stripe_forgeries_are_401_and_store_nothing,
         operator::logs_never_contain_secrets_or_bodies,
