@@ -20,6 +20,7 @@ use crate::convert::{from_response_parts, to_request, to_response};
 use crate::decision_log::DecisionLog;
 use crate::engine::{Backend, Engine, Policy, StorageOps};
 use crate::env::config_from_env;
+use crate::log_sink;
 use crate::object_call::{ObjectCall, ObjectOp, ObjectReply};
 use crate::origin::OutboundRequest;
 use crate::problem::Problem;
@@ -273,6 +274,6 @@ impl Backend for DurableBackend {
     }
 
     fn log(&self, line: &DecisionLog) {
-        worker::console_log!("{}", line.to_json());
+        log_sink::emit(line);
     }
 }

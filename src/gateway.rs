@@ -13,6 +13,7 @@ use crate::decision_log::DecisionLog;
 use crate::edge_cache::{cache_key, with_replays};
 use crate::env::config_from_env;
 use crate::headers;
+use crate::log_sink;
 use crate::object_call::ObjectOp;
 use crate::object_client;
 use crate::origin::target_url;
@@ -48,7 +49,7 @@ pub async fn handle(request: Request, env: Env) -> worker::Result<Response> {
         line.path = Some(url.path().to_string());
         line.status = Some(problem.status());
         line.reason = Some(problem.name());
-        worker::console_log!("{}", line.to_json());
+        log_sink::emit(&line);
         problem_response(&problem)
     })
 }
@@ -148,7 +149,7 @@ fn log_edge(decision: &'static str, scope: &str, status: u16, started: u64) {
     line.scope = Some(scope.to_string());
     line.status = Some(status);
     line.edge = true;
-    worker::console_log!("{}", line.to_json());
+    log_sink::emit(&line);
 }
 
 /// Reads the body: whole when its declared length binds, else chunk by

@@ -37,6 +37,7 @@ mod env;
 pub mod gateway;
 pub mod headers;
 pub mod key;
+mod log_sink;
 #[cfg(test)]
 mod memory_backend;
 mod mutation;

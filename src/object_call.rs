@@ -25,7 +25,7 @@ pub struct ObjectCall {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum ObjectOp {
     /// An admitted delivery; the body travels beside the call.
     Deliver {
