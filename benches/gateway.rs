@@ -282,7 +282,7 @@ async fn storm(
 async fn cost(gateway: &Gateway) -> Value {
     let client = client();
     let mut rows = Vec::new();
-    let zero = json!({"reads": 0, "writes": 0, "alarm_reads": 0, "alarm_writes": 0});
+    let zero = json!({"reads": 0, "writes": 0, "alarm_writes": 0});
     let delta = |after: &Value, before: &Value, per: f64| {
         json!({
             "reads": (after["reads"].as_f64().unwrap() - before["reads"].as_f64().unwrap()) / per,

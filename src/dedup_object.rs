@@ -212,15 +212,6 @@ impl Backend for DurableBackend {
             .map_err(storage_error)
     }
 
-    async fn scheduled_alarm(&self) -> Result<Option<u64>, String> {
-        StorageOps::bump(&self.ops, |ops| ops.alarm_reads += 1);
-        self.storage
-            .get_alarm()
-            .await
-            .map(|at| at.map(|ms| ms as u64))
-            .map_err(storage_error)
-    }
-
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String> {
         StorageOps::bump(&self.ops, |ops| ops.alarm_writes += 1);
         let at = JsDate::new(&Number::from(at_ms as f64));

@@ -34,7 +34,6 @@ pub trait Backend {
     fn load(&self) -> Result<Option<Receipt>, String>;
     fn save(&self, receipt: &Receipt) -> Result<(), String>;
     fn delete(&self) -> Result<(), String>;
-    async fn scheduled_alarm(&self) -> Result<Option<u64>, String>;
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String>;
     /// A fresh random token for the forward about to hold the lease.
     fn new_owner(&self) -> u64;
@@ -50,7 +49,6 @@ pub trait Backend {
 pub struct StorageOps {
     pub reads: u64,
     pub writes: u64,
-    pub alarm_reads: u64,
     pub alarm_writes: u64,
 }
 
@@ -343,15 +341,13 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// Makes sure an alarm is set; it reschedules itself until the receipt
-    /// is due, so one alarm per key is enough. One storage read per
-    /// object lifetime tells whether one is already set.
+    /// Sets the alarm once per object lifetime; it reschedules itself
+    /// until the receipt is due, so one alarm per key is enough. It is set
+    /// without asking whether one exists: whatever alarm it replaces, the
+    /// new one serves the receipt as it now is. Asking would cost a read,
+    /// and a turn that splits the alarm's write from the receipt's commit.
     async fn ensure_alarm(&self, at_ms: u64) {
-        if self.alarm_known.get() {
-            return;
-        }
-        let scheduled = self.backend.scheduled_alarm().await.ok().flatten();
-        if scheduled.is_some() || self.backend.set_alarm(at_ms).await.is_ok() {
+        if !self.alarm_known.get() && self.backend.set_alarm(at_ms).await.is_ok() {
             self.alarm_known.set(true);
         }
     }

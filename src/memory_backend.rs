@@ -79,11 +79,6 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    async fn scheduled_alarm(&self) -> Result<Option<u64>, String> {
-        self.count(|ops| ops.alarm_reads += 1);
-        Ok(self.alarm.get())
-    }
-
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String> {
         self.count(|ops| ops.alarm_writes += 1);
         self.alarm.set(Some(at_ms));

@@ -212,10 +212,6 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    async fn scheduled_alarm(&self) -> Result<Option<u64>, String> {
-        Ok(self.world.keys.borrow()[self.key].alarm)
-    }
-
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String> {
         self.world.keys.borrow_mut()[self.key].alarm = Some(at_ms);
         Ok(())
