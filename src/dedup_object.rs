@@ -40,19 +40,21 @@ pub struct DedupObject {
 
 pub struct DurableBackend {
     storage: Storage,
+    /// Whether the receipt table is known to exist. A new object creates it
+    /// with its first write, in the same commit, rather than on start: a
+    /// separate commit per key would cost an fsync, and most objects see
+    /// one first delivery and then only replays.
+    has_table: Cell<bool>,
     /// Every storage operation of this object's lifetime, for the operator API.
     ops: Cell<StorageOps>,
 }
 
 impl DurableObject for DedupObject {
     fn new(state: State, env: Env) -> Self {
-        let storage = state.storage();
-        if let Err(error) = storage.sql().exec(SCHEMA, None) {
-            worker::console_error!("idemgate: creating the receipt table failed: {error}");
-        }
         DedupObject {
             engine: Engine::new(DurableBackend {
-                storage,
+                storage: state.storage(),
+                has_table: Cell::new(false),
                 ops: Cell::default(),
             }),
             env,
@@ -156,6 +158,34 @@ fn storage_error(error: worker::Error) -> String {
     error.to_string()
 }
 
+impl DurableBackend {
+    fn table_exists(&self) -> Result<bool, String> {
+        if !self.has_table.get() {
+            let cursor = self
+                .storage
+                .sql()
+                .exec(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'receipt'",
+                    None,
+                )
+                .map_err(storage_error)?;
+            self.has_table.set(cursor.raw().next().is_some());
+        }
+        Ok(self.has_table.get())
+    }
+
+    fn create_table(&self) -> Result<(), String> {
+        if !self.has_table.get() {
+            self.storage
+                .sql()
+                .exec(SCHEMA, None)
+                .map_err(storage_error)?;
+            self.has_table.set(true);
+        }
+        Ok(())
+    }
+}
+
 impl Backend for DurableBackend {
     fn now_ms(&self) -> u64 {
         Date::now().as_millis()
@@ -163,6 +193,9 @@ impl Backend for DurableBackend {
 
     fn load(&self) -> Result<Option<Receipt>, String> {
         StorageOps::bump(&self.ops, |ops| ops.reads += 1);
+        if !self.table_exists()? {
+            return Ok(None);
+        }
         let cursor = self
             .storage
             .sql()
@@ -192,6 +225,7 @@ impl Backend for DurableBackend {
             Some(stored) => SqlStorageValue::Blob(stored.response.body.clone()),
             None => SqlStorageValue::Null,
         };
+        self.create_table()?;
         self.storage
             .sql()
             .exec(
@@ -205,6 +239,9 @@ impl Backend for DurableBackend {
 
     fn delete(&self) -> Result<(), String> {
         StorageOps::bump(&self.ops, |ops| ops.writes += 1);
+        if !self.table_exists()? {
+            return Ok(());
+        }
         self.storage
             .sql()
             .exec("DELETE FROM receipt", None)
