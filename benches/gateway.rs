@@ -199,6 +199,7 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
 async fn storm(
     world_origin: &TestOrigin,
     gateway: &Gateway,
+    setup: &str,
     keys: usize,
     deliveries: usize,
 ) -> Value {
@@ -218,7 +219,7 @@ async fn storm(
     let floor_errors = floor.join_all().await.iter().filter(|r| r.is_err()).count();
     let floor_seconds = floor_started.elapsed().as_secs_f64();
 
-    let prefix = format!("/storm-{keys}x{deliveries}/");
+    let prefix = format!("/storm-{setup}-{keys}x{deliveries}/");
     let url = gateway.url(&format!("{prefix}slow/300/pay"));
     let started = Instant::now();
     let mut storm = JoinSet::new();
@@ -355,16 +356,14 @@ fn core_cost() -> Value {
     Value::Array(rows)
 }
 
-fn print_table(results: &Value) {
-    println!(
-        "\nidemgate benchmark ({} connections, {} s per run)",
-        CONCURRENCY, results["seconds"]
-    );
+/// The throughput and storm tables of one way of running the worker.
+fn print_setup(title: &str, setup: &Value) {
+    println!("\n{title}");
     println!(
         "\n{:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>7}",
         "throughput", "req/s", "x base", "p50 ms", "p99 ms", "DO/req", "errors"
     );
-    for row in results["throughput"].as_array().unwrap() {
+    for row in setup["throughput"].as_array().unwrap() {
         println!(
             "{:<28} {:>9.0} {:>8.2} {:>8.1} {:>8.1} {:>9.2} {:>7}",
             row["kind"].as_str().unwrap(),
@@ -380,7 +379,7 @@ fn print_table(results: &Value) {
         "\n{:<14} {:>9} {:>8} {:>9} {:>10} {:>10} {:>10} {:>8}",
         "storm", "forwards", "per key", "wall s", "dup p50", "dup p99", "target s", "x target"
     );
-    for row in results["storms"].as_array().unwrap() {
+    for row in setup["storms"].as_array().unwrap() {
         println!(
             "{:<14} {:>9} {:>8.2} {:>9.2} {:>10.1} {:>10.1} {:>10.2} {:>8.2}",
             format!("{} x {}", row["keys"], row["deliveries_per_key"]),
@@ -393,6 +392,21 @@ fn print_table(results: &Value) {
             row["ratio_to_target"].as_f64().unwrap(),
         );
     }
+}
+
+fn print_table(results: &Value) {
+    println!(
+        "\nidemgate benchmark ({} connections, {} s per run)",
+        CONCURRENCY, results["seconds"]
+    );
+    print_setup(
+        "wrangler dev (the command; devtools bridge attached)",
+        results,
+    );
+    print_setup(
+        "wrangler's dev server without the devtools inspector",
+        &results["without_inspector"],
+    );
     println!(
         "\n{:<22} {:>10} {:>8} {:>8} {:>13}",
         "cost per delivery", "DO req", "reads", "writes", "alarm writes"
@@ -423,6 +437,18 @@ fn print_table(results: &Value) {
     }
 }
 
+/// Throughput and storms against one running gateway.
+async fn run_setup(origin: &TestOrigin, gateway: &Gateway, setup: &str, seconds: u64) -> Value {
+    eprintln!("bench ({setup}): throughput, {seconds} s per kind");
+    let throughput = throughput(gateway, seconds).await;
+    eprintln!("bench ({setup}): storms");
+    let storms = vec![
+        storm(origin, gateway, setup, 20, 50).await,
+        storm(origin, gateway, setup, 100, 100).await,
+    ];
+    json!({ "throughput": throughput, "storms": storms })
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is read.
     let seconds: u64 = std::env::var("BENCH_SECONDS")
@@ -444,20 +470,22 @@ fn main() {
             "warn",
         )
         .await;
-        eprintln!("bench: throughput, {seconds} s per kind");
-        let throughput = throughput(&gateway, seconds).await;
-        eprintln!("bench: storms");
-        let storms = vec![
-            storm(&origin, &gateway, 20, 50).await,
-            storm(&origin, &gateway, 100, 100).await,
-        ];
+        let measured = run_setup(&origin, &gateway, "cli", seconds).await;
         eprintln!("bench: cost per delivery kind");
         let cost = cost(&gateway).await;
+        drop(gateway);
+        let gateway = Gateway::start_without_inspector(&[
+            ("ORIGIN_URL", origin.url().as_str()),
+            ("ADMIN_TOKEN", ADMIN_TOKEN),
+        ])
+        .await;
+        let without_inspector = run_setup(&origin, &gateway, "plain", seconds).await;
         json!({
             "seconds": seconds,
             "concurrency": CONCURRENCY,
-            "throughput": throughput,
-            "storms": storms,
+            "throughput": measured["throughput"],
+            "storms": measured["storms"],
+            "without_inspector": without_inspector,
             "cost": cost,
             "wasm": wasm_size(),
             "core": core_cost(),

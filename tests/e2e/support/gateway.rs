@@ -102,15 +102,37 @@ impl Gateway {
     ) -> Gateway {
         let config = write_config(dir.path(), vars);
         let port = free_port();
-        let log = fs::File::create(dir.path().join("wrangler.log")).unwrap();
-        let child = Command::new(root().join("node_modules/.bin/wrangler"))
+        let mut command = Command::new(root().join("node_modules/.bin/wrangler"));
+        command
             .args(["dev", "--config"])
             .arg(&config)
             .args(["--ip", "127.0.0.1", "--port", &port.to_string()])
             .args(["--inspector-port", &free_port().to_string()])
             .arg("--persist-to")
             .arg(dir.path().join("state"))
-            .args(["--log-level", level, "--show-interactive-dev-session=false"])
+            .args(["--log-level", level, "--show-interactive-dev-session=false"]);
+        Gateway::spawn(dir, command, port).await
+    }
+
+    /// Starts on wrangler's dev server without its devtools inspector
+    /// (`bench/start-worker.mjs`), for the benchmark's comparison.
+    #[allow(dead_code)] // the benchmark's alone
+    pub async fn start_without_inspector(vars: &[(&str, &str)]) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_config(dir.path(), vars);
+        let port = free_port();
+        let mut command = Command::new("node");
+        command
+            .arg(root().join("bench/start-worker.mjs"))
+            .arg(&config)
+            .arg(port.to_string())
+            .arg(dir.path().join("state"));
+        Gateway::spawn(dir, command, port).await
+    }
+
+    async fn spawn(dir: tempfile::TempDir, mut command: Command, port: u16) -> Gateway {
+        let log = fs::File::create(dir.path().join("wrangler.log")).unwrap();
+        let child = command
             .current_dir(dir.path())
             .env("WRANGLER_SEND_METRICS", "false")
             .stdin(Stdio::null())
