@@ -1,5 +1,7 @@
 """Draws bench/results/throughput.png from bench/results/latest.json:
-throughput and p50/p99 latency per kind of request, from one run."""
+throughput and p50/p99 latency per kind of request, under the wrangler dev
+command and on wrangler's dev server without the devtools inspector, from
+one run."""
 import json
 import pathlib
 
@@ -10,27 +12,34 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 results_dir = pathlib.Path(__file__).parent / "results"
 results = json.loads((results_dir / "latest.json").read_text())
-rows = results["throughput"]
-kinds = [row["kind"].split(":")[0] for row in rows]
+setups = [
+    ("wrangler dev", results["throughput"], "#9aa5b1"),
+    ("without the devtools inspector", results["without_inspector"]["throughput"], "#2f80ed"),
+]
+kinds = [row["kind"].split(":")[0] for row in setups[0][1]]
+positions = range(len(kinds))
+width = 0.4
 
-figure, (rate, latency) = plt.subplots(1, 2, figsize=(11, 4.2))
-bars = rate.bar(kinds, [row["per_second"] for row in rows], color=["#9aa5b1", "#52606d", "#f0b429", "#2f80ed"])
-for bar, row in zip(bars, rows):
-    rate.annotate(f'{row["per_second"]:.0f}\n({row["ratio_to_baseline"]:.2f}x)', (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                  ha="center", va="bottom", fontsize=8)
-rate.set_title(f'Throughput, {results["concurrency"]} connections (x GET passthrough)')
+figure, (rate, latency) = plt.subplots(1, 2, figsize=(12, 4.4))
+for offset, (label, rows, color) in zip((-width / 2, width / 2), setups):
+    bars = rate.bar([p + offset for p in positions], [row["per_second"] for row in rows], width=width, label=label, color=color)
+    for bar, row in zip(bars, rows):
+        rate.annotate(f'{row["per_second"]:.0f}\n{row["ratio_to_baseline"]:.2f}x', (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                      ha="center", va="bottom", fontsize=7)
+rate.set_xticks(list(positions), kinds)
+rate.set_title(f'Throughput, {results["concurrency"]} connections (x GET passthrough of the same setup)', fontsize=9)
 rate.set_ylabel("requests per second")
-rate.margins(y=0.2)
+rate.margins(y=0.25)
+rate.legend(fontsize=8)
 
-positions = range(len(rows))
-latency.bar([p - 0.2 for p in positions], [row["p50_ms"] for row in rows], width=0.4, label="p50")
-latency.bar([p + 0.2 for p in positions], [row["p99_ms"] for row in rows], width=0.4, label="p99")
+for offset, (label, rows, color) in zip((-width / 2, width / 2), setups):
+    latency.bar([p + offset for p in positions], [row["p50_ms"] for row in rows], width=width, color=color, label=f"{label}: p50")
+    latency.scatter([p + offset for p in positions], [row["p99_ms"] for row in rows], color="black", marker="_", s=200, zorder=3)
 latency.set_xticks(list(positions), kinds)
-latency.set_title("Latency")
+latency.set_title("Latency: bars p50, ticks p99", fontsize=9)
 latency.set_ylabel("milliseconds")
-latency.legend()
 
-figure.suptitle("idemgate under wrangler dev (release wasm), one run on a 2-core machine", fontsize=10)
+figure.suptitle("idemgate (release wasm), one run on a 2-core machine, load client on the same machine", fontsize=10)
 figure.tight_layout()
 figure.savefig(results_dir / "throughput.png", dpi=110)
 print(f"wrote {results_dir / 'throughput.png'}")
