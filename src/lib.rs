@@ -16,6 +16,7 @@
 //! | [`origin`] | §5 | target URL, idempotency headers and their signature |
 //! | [`headers`] | §5 | hop-by-hop and `Idempotency-*` filtering |
 //! | [`decision_log`] | — | one structured log line per decision |
+//! | `log_sink` | — | writes those lines to the console from a microtask (adapter) |
 //! | [`problem`] | §6 | every edge error, rendered to problem+json once |
 //! | [`admin`] | §7 | operator API (adapter plus pure authorization) |
 //! | [`edge_cache`] | §2 | replays kept in the isolate, answered without an object round trip |
