@@ -21,6 +21,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 const CONCURRENCY: usize = 20;
+/// How long each kind of request runs, unmeasured, before it is measured.
+const WARM_UP: Duration = Duration::from_secs(3);
 /// Most connections a storm holds open at once: 10,000 simultaneous
 /// connects overflow the listen backlog of `wrangler dev` (the kernel's SYN
 /// retries then dominate), and 1,000 get connections reset. A 100 x 100 storm is 10,000 requests issued
@@ -47,12 +49,13 @@ fn percentile(sorted: &[f64], fraction: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * fraction).round() as usize]
 }
 
-async fn closed_loop<F>(duration: Duration, request: F) -> Load
+/// Request `n` of a run is built by `request(client, first_index + n)`.
+async fn closed_loop<F>(duration: Duration, first_index: u64, request: F) -> Load
 where
     F: Fn(&reqwest::Client, u64) -> reqwest::RequestBuilder + Send + Sync + 'static,
 {
     let request = Arc::new(request);
-    let counter = Arc::new(AtomicU64::new(0));
+    let counter = Arc::new(AtomicU64::new(first_index));
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let errors = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -134,7 +137,7 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
         .await;
     }
     let warm = base.clone();
-    closed_loop(Duration::from_secs(1), move |client, _| {
+    closed_loop(Duration::from_secs(1), 0, move |client, _| {
         client.get(format!("{warm}/__idemgate/health"))
     })
     .await;
@@ -173,8 +176,18 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
         }),
     ];
     for (name, make) in kinds {
+        // Unmeasured first: V8 tiers hot wasm up only after it has run a
+        // while, and each kind runs code the others do not (first
+        // deliveries measured cold were a third slower). The warm-up's
+        // indices come after the measured run's, so no key repeats.
+        let make = Arc::new(make);
+        let warm_make = make.clone();
+        closed_loop(WARM_UP, 1 << 40, move |client, index| {
+            warm_make(client, index)
+        })
+        .await;
         let before = stats(gateway).await;
-        let load = closed_loop(duration, make).await;
+        let load = closed_loop(duration, 0, move |client, index| make(client, index)).await;
         let after = stats(gateway).await;
         let requests = load.requests.max(1) as f64;
         rows.push(json!({
