@@ -28,16 +28,42 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The most recently modified file under `dir`, and when.
+fn newest_source(dir: &Path) -> Option<(std::time::SystemTime, PathBuf)> {
+    fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                newest_source(&path)
+            } else {
+                Some((entry.metadata().ok()?.modified().ok()?, path))
+            }
+        })
+        .max()
+}
+
 /// The config the tests run with: the repository's entry module,
 /// compatibility date and bindings, no build step (the test command builds
 /// once), and the variables of the test.
 fn write_config(dir: &Path, vars: &[(&str, &str)]) -> PathBuf {
-    let built = root().join("build/index.js");
-    assert!(
-        built.exists(),
-        "{} is missing: run scripts/test, which builds the worker first",
-        built.display()
-    );
+    let built = root().join("build/index_bg.wasm");
+    let built_at = fs::metadata(&built).and_then(|meta| meta.modified());
+    let Ok(built_at) = built_at else {
+        panic!(
+            "{} is missing: run scripts/test, which builds the worker first",
+            built.display()
+        );
+    };
+    // A failed build leaves the previous worker in place; testing it would
+    // pass or fail for code that is no longer the source.
+    if let Some(newer) = newest_source(&root().join("src")).filter(|(at, _)| *at > built_at) {
+        panic!(
+            "{} changed after the worker was built: run scripts/test (or scripts/build)",
+            newer.1.display()
+        );
+    }
     let repository_config = fs::read_to_string(root().join("wrangler.toml")).unwrap();
     let setting = |name: &str| {
         repository_config
