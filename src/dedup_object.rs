@@ -193,14 +193,18 @@ impl Backend for DurableBackend {
 
     fn load(&self) -> Result<Option<Receipt>, String> {
         StorageOps::bump(&self.ops, |ops| ops.reads += 1);
-        if !self.table_exists()? {
-            return Ok(None);
-        }
-        let cursor = self
+        let selected = self
             .storage
             .sql()
-            .exec("SELECT record, body FROM receipt WHERE id = 1", None)
-            .map_err(storage_error)?;
+            .exec("SELECT record, body FROM receipt WHERE id = 1", None);
+        // An object that exists pays one query; only a failed one asks
+        // whether the table is there (a new object creates it on first write).
+        let cursor = match selected {
+            Ok(cursor) => cursor,
+            Err(_) if !self.table_exists()? => return Ok(None),
+            Err(error) => return Err(storage_error(error)),
+        };
+        self.has_table.set(true);
         let Some(row) = cursor.raw().next() else {
             return Ok(None);
         };
