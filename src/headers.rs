@@ -7,7 +7,9 @@ pub type HeaderList = Vec<(String, String)>;
 
 /// Headers idemgate adds to a forward; a sender must not be able to forge them.
 pub const IDEMPOTENCY_PREFIX: &str = "idempotency-";
-/// Headers the gateway uses to hand a delivery to its Durable Object.
+/// idemgate's own namespace. Nothing internal travels in headers (the
+/// object is called over RPC), but inbound ones are still never forwarded,
+/// so the namespace stays free for idemgate.
 pub const INTERNAL_PREFIX: &str = "x-idemgate-";
 pub const REPLAYED: &str = "Idempotent-Replayed";
 pub const DECISION: &str = "Idemgate-Decision";
