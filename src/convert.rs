@@ -25,7 +25,7 @@ pub fn to_headers(list: &[(String, String)]) -> worker::Result<Headers> {
 }
 
 /// Statuses whose responses cannot carry a body in the Fetch API.
-fn is_null_body_status(status: u16) -> bool {
+pub fn is_null_body_status(status: u16) -> bool {
     matches!(status, 101 | 204 | 205 | 304)
 }
 

@@ -1,32 +1,39 @@
 //! The fetch handler: SPEC §1 in order, with the I/O the pure
 //! [`crate::pipeline`] leaves out (reading the body, calling the Durable
-//! Object, proxying passthrough requests).
+//! Object, proxying passthrough requests). Deliveries use the runtime's
+//! request and response directly ([`crate::edge_http`]); the operator API
+//! and passthrough, which are not on the hot path, use `worker::Request`.
 
 use futures::StreamExt;
-use worker::{Env, Request, RequestInit, RequestRedirect, Response};
+use worker::{web_sys, Env, Request, RequestInit, RequestRedirect, Response};
 
 use crate::admin;
 use crate::answer::render_problem;
 use crate::config::Config;
-use crate::convert::{header_list, to_headers, to_response};
+use crate::convert::{header_list, to_headers};
 use crate::decision_log::DecisionLog;
 use crate::edge_cache::{cache_key, with_replays};
+use crate::edge_http;
 use crate::env::config_from_env;
 use crate::headers;
 use crate::log_sink;
 use crate::object_call::ObjectOp;
 use crate::object_client;
 use crate::origin::target_url;
-use crate::pipeline::{admit, body_framing, route, BodyFraming, Inbound, Route};
+use crate::pipeline::{admit, body_framing, path_and_query, route, BodyFraming, Inbound, Route};
 use crate::problem::Problem;
 use crate::stats;
 
-pub async fn handle(request: Request, env: Env) -> worker::Result<Response> {
-    let url = request.url()?;
-    let method = request.method().to_string();
-    let route = route(&method, url.path());
+pub async fn handle(request: web_sys::Request, env: Env) -> worker::Result<web_sys::Response> {
+    let url = request.url();
+    let (path, query) = path_and_query(&url);
+    // Fetch leaves `patch` as sent; the origin gets the standard spelling.
+    let method = request.method().to_ascii_uppercase();
+    let route = route(&method, path);
     if route == Route::Operator {
-        return admin::handle(request, &env).await;
+        return admin::handle(Request::from(request), &env)
+            .await
+            .map(Into::into);
     }
     let config = match config_from_env(&env) {
         Ok(config) => config,
@@ -34,8 +41,10 @@ pub async fn handle(request: Request, env: Env) -> worker::Result<Response> {
     };
     let started = worker::Date::now().as_millis();
     let outcome = match route {
-        Route::Passthrough => passthrough(request, &config, &url).await?,
-        Route::Deduplicate => deduplicate(request, &config, &url, &env).await?,
+        Route::Passthrough => passthrough(Request::from(request), &config, path, query)
+            .await?
+            .map(Into::into),
+        Route::Deduplicate => deduplicate(request, &config, &method, path, query, &env).await?,
         Route::Reject(problem) => Err(problem),
         Route::Operator => unreachable!("handled above"),
     };
@@ -46,7 +55,7 @@ pub async fn handle(request: Request, env: Env) -> worker::Result<Response> {
             "rejected",
             worker::Date::now().as_millis().saturating_sub(started),
         );
-        line.path = Some(url.path().to_string());
+        line.path = Some(path.to_string());
         line.status = Some(problem.status());
         line.reason = Some(problem.name());
         log_sink::emit(&line);
@@ -54,8 +63,8 @@ pub async fn handle(request: Request, env: Env) -> worker::Result<Response> {
     })
 }
 
-fn problem_response(problem: &Problem) -> worker::Result<Response> {
-    to_response(render_problem(problem))
+fn problem_response(problem: &Problem) -> worker::Result<web_sys::Response> {
+    edge_http::response(&render_problem(problem))
 }
 
 /// GET, HEAD and OPTIONS go to the origin as they are, streamed, minus
@@ -63,9 +72,10 @@ fn problem_response(problem: &Problem) -> worker::Result<Response> {
 async fn passthrough(
     request: Request,
     config: &Config,
-    url: &worker::Url,
+    path: &str,
+    query: Option<&str>,
 ) -> worker::Result<Result<Response, Problem>> {
-    let target = target_url(&config.origin_url, url.path(), url.query());
+    let target = target_url(&config.origin_url, path, query);
     let mut init = RequestInit::new();
     init.with_method(request.method())
         .with_headers(to_headers(&headers::for_origin(&header_list(
@@ -83,31 +93,32 @@ async fn passthrough(
 }
 
 async fn deduplicate(
-    mut request: Request,
+    request: web_sys::Request,
     config: &Config,
-    url: &worker::Url,
+    method: &str,
+    path: &str,
+    query: Option<&str>,
     env: &Env,
-) -> worker::Result<Result<Response, Problem>> {
+) -> worker::Result<Result<web_sys::Response, Problem>> {
+    let list = edge_http::headers(&request);
     let framing = body_framing(
         config,
-        request.headers().get("content-length")?.as_deref(),
-        request.headers().get("transfer-encoding")?.as_deref(),
+        headers::get(&list, "content-length"),
+        headers::get(&list, "transfer-encoding"),
     );
     let framing = match framing {
         Ok(framing) => framing,
         Err(problem) => return Ok(Err(problem)),
     };
-    let Some(body) = read_body(&mut request, framing, config.max_body_bytes).await? else {
+    let Some(body) = read_body(request, framing, config.max_body_bytes).await? else {
         return Ok(Err(Problem::PayloadTooLarge {
             limit: config.max_body_bytes,
         }));
     };
-    let list = header_list(request.headers());
-    let method = request.method().to_string();
     let inbound = Inbound {
-        method: &method,
-        path: url.path(),
-        query: url.query(),
+        method,
+        path,
+        query,
         headers: &list,
         body: &body,
         now: worker::Date::now().as_millis() / 1000,
@@ -123,22 +134,23 @@ async fn deduplicate(
         stats::record(|stats| stats.cache_hits += 1);
         object_client::count_absorbed(&admitted.object_name);
         log_edge("replayed", &admitted.object_name, replay.status, started);
-        return Ok(Ok(to_response(replay)?));
+        return edge_http::response(&replay).map(Ok);
     }
     let object_name = admitted.object_name.clone();
-    let op = ObjectOp::deliver(admitted, method);
+    let op = ObjectOp::deliver(admitted, method.to_string());
     let answer = object_client::call(env, &object_name, op, &body).await;
     let response = match answer {
         Ok((response, Some(until))) => {
             // A stored, complete replay: this isolate may answer it alone.
             let now = worker::Date::now().as_millis();
-            with_replays(|cache| cache.put(key, response.clone(), until, now));
-            response
+            let answer = edge_http::response(&response);
+            with_replays(|cache| cache.put(key, response, until, now));
+            answer
         }
-        Ok((response, None)) => response,
+        Ok((response, None)) => edge_http::response(&response),
         Err(problem) => return Ok(Err(problem)),
     };
-    to_response(response).map(Ok)
+    response.map(Ok)
 }
 
 fn log_edge(decision: &'static str, scope: &str, status: u16, started: u64) {
@@ -156,18 +168,18 @@ fn log_edge(decision: &'static str, scope: &str, status: u16, started: u64) {
 /// chunk, stopping at the first byte over `limit`, so a chunked upload is
 /// never buffered whole. `None` means over the limit.
 async fn read_body(
-    request: &mut Request,
+    request: web_sys::Request,
     framing: BodyFraming,
     limit: u64,
 ) -> worker::Result<Option<Vec<u8>>> {
-    if request.inner().body().is_none() {
-        return Ok(Some(Vec::new()));
-    }
     if framing == BodyFraming::Declared {
         // One call instead of a JS round trip per chunk.
-        return request.bytes().await.map(Some);
+        return edge_http::whole_body(&request).await.map(Some);
     }
-    let mut chunks = request.stream()?;
+    if request.body().is_none() {
+        return Ok(Some(Vec::new()));
+    }
+    let mut chunks = Request::from(request).stream()?;
     let mut body = Vec::new();
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk?;

@@ -21,6 +21,7 @@
 //! | [`admin`] | §7 | operator API (adapter plus pure authorization) |
 //! | [`edge_cache`] | §2 | replays kept in the isolate, answered without an object round trip |
 //! | [`gateway`] | §1 | the fetch handler (adapter) |
+//! | `edge_http` | — | the runtime's request and response, one JS call per header list (adapter) |
 //! | [`object_call`] | — | what the gateway asks of a key's object over RPC, and the answer |
 //! | [`object_client`] | — | the gateway's RPC call to the key's object (adapter) |
 //! | [`dedup_object`] | §2 | the Durable Object (adapter: storage, alarms, RPC) |
@@ -33,6 +34,7 @@ mod convert;
 pub mod decision_log;
 pub mod dedup_object;
 pub mod edge_cache;
+mod edge_http;
 pub mod engine;
 mod env;
 pub mod gateway;
@@ -53,9 +55,15 @@ pub mod signature;
 mod simulation;
 pub mod stats;
 
-use worker::{event, Context, Env, Request, Response};
+use worker::{event, web_sys, Context, Env};
 
+// The runtime's request as it is: `worker::Request` would read `Request.cf`
+// and more on every delivery (see `edge_http`).
 #[event(fetch)]
-async fn fetch(request: Request, env: Env, _context: Context) -> worker::Result<Response> {
+async fn fetch(
+    request: web_sys::Request,
+    env: Env,
+    _context: Context,
+) -> worker::Result<web_sys::Response> {
     gateway::handle(request, env).await
 }

@@ -25,6 +25,22 @@ pub enum Route {
     Reject(Problem),
 }
 
+/// The path and query of a URL as the runtime serializes it (WHATWG), read
+/// without parsing it again: serialization always writes a path after the
+/// host, and percent-encodes every `?` and `#` inside the path and query.
+pub fn path_and_query(url: &str) -> (&str, Option<&str>) {
+    let after_scheme = url.find("://").map_or(0, |at| at + 3);
+    let rest = match url[after_scheme..].find('/') {
+        Some(at) => &url[after_scheme + at..],
+        None => "/",
+    };
+    let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
+    match rest.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rest, None),
+    }
+}
+
 pub fn route(method: &str, path: &str) -> Route {
     if path.starts_with(OPERATOR_PREFIX) {
         return Route::Operator;
@@ -150,6 +166,27 @@ pub fn admit(config: &Config, inbound: &Inbound) -> Result<Admitted, Problem> {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn path_and_query_agree_with_a_full_url_parser() {
+        for raw in [
+            "http://127.0.0.1:8787/payments",
+            "https://edge.example/v1/pay?x=1&y=%3F",
+            "https://edge.example/a%2Fb?",
+            "https://edge.example/",
+            "https://edge.example",
+            "https://user:pw@edge.example:443/p/q?k=v#frag",
+            "https://edge.example/p#frag?not-a-query",
+        ] {
+            let parsed = url::Url::parse(raw).unwrap();
+            let serialized = parsed.as_str();
+            assert_eq!(
+                path_and_query(serialized),
+                (parsed.path(), parsed.query()),
+                "{raw}"
+            );
+        }
+    }
 
     fn config(extra: &[(&str, &str)]) -> Config {
         let mut vars: HashMap<String, String> = [("ORIGIN_URL", "http://origin:9/base")]

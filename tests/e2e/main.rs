@@ -213,6 +213,7 @@ fn main() {
         demo_origin::the_ledger_refuses_the_stale_epoch_of_a_taken_over_forward,
         passthrough::get_passes_through_without_dedup_or_idempotency_headers,
         passthrough::operator_health_is_not_forwarded,
+        passthrough::unlisted_methods_are_405_problems_and_not_forwarded,
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     world().gateways.lock().unwrap().clear();

@@ -48,3 +48,26 @@ pub async fn operator_health_is_not_forwarded(world: &'static World) {
     assert_eq!(reply.json()["status"], "ok");
     assert_eq!(world.origin.count("/"), before);
 }
+
+/// A method the HTTP parser knows but SPEC §1 does not list is refused, not
+/// proxied: `worker::Request` once turned it into a GET, and the gateway
+/// answered a bare 500.
+pub async fn unlisted_methods_are_405_problems_and_not_forwarded(world: &'static World) {
+    let gateway = world.gateway(Profile::Wait).await;
+    let before = world.origin.count("/unlisted/");
+    for method in ["PROPFIND", "TRACE"] {
+        let response = client()
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                gateway.url("/unlisted/pay"),
+            )
+            .header("idempotency-key", format!("unlisted-{method}"))
+            .send()
+            .await
+            .unwrap();
+        Reply::read(response)
+            .await
+            .assert_problem(405, "method-not-allowed");
+    }
+    assert_eq!(world.origin.count("/unlisted/"), before);
+}

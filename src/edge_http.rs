@@ -1,0 +1,64 @@
+//! The runtime's own `Request` and `Response` on the delivery path
+//! (adapter). `worker::Request` reads `Request.cf`, the method, the URL and
+//! the headers object up front, and `worker::Headers` crosses into
+//! JavaScript once per header; on a replay that is most of the work. Here
+//! the headers cross as one string each way ([`crate::headers::encode_list`]),
+//! and nothing is read that the delivery does not use.
+
+use wasm_bindgen::prelude::*;
+use worker::js_sys::{ArrayBuffer, Uint8Array};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::web_sys;
+
+use crate::convert::is_null_body_status;
+use crate::headers::{decode_list, encode_list, HeaderList};
+use crate::receipt::HttpResponse;
+
+#[wasm_bindgen(inline_js = r#"
+export function header_text(headers) {
+  let text = "";
+  for (const [name, value] of headers) text += name + "\0" + value + "\0";
+  return text;
+}
+export function new_response(status, headers, body) {
+  const parts = headers.split("\0");
+  const list = [];
+  for (let i = 0; i + 1 < parts.length; i += 2) list.push([parts[i], parts[i + 1]]);
+  return new Response(body, { status, headers: list });
+}
+"#)]
+extern "C" {
+    fn header_text(headers: &web_sys::Headers) -> String;
+    #[wasm_bindgen(catch)]
+    fn new_response(
+        status: u16,
+        headers: &str,
+        body: Option<Uint8Array>,
+    ) -> Result<web_sys::Response, JsValue>;
+}
+
+/// The request's headers, names lowercase (the Fetch standard iterates
+/// them so).
+pub fn headers(request: &web_sys::Request) -> HeaderList {
+    decode_list(&header_text(&request.headers()))
+}
+
+/// The whole body in one call: for bodies whose declared length binds, so
+/// the runtime has already bounded them.
+pub async fn whole_body(request: &web_sys::Request) -> worker::Result<Vec<u8>> {
+    if request.body().is_none() {
+        return Ok(Vec::new());
+    }
+    let buffer: ArrayBuffer = JsFuture::from(request.array_buffer()?).await?.into();
+    Ok(Uint8Array::new(&buffer).to_vec())
+}
+
+pub fn response(response: &HttpResponse) -> worker::Result<web_sys::Response> {
+    let body =
+        (!is_null_body_status(response.status)).then(|| Uint8Array::from(response.body.as_slice()));
+    Ok(new_response(
+        response.status,
+        &encode_list(&response.headers),
+        body,
+    )?)
+}
