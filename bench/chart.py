@@ -1,7 +1,7 @@
 """Draws bench/results/throughput.png from bench/results/latest.json:
-throughput and p50/p99 latency per kind of request, under the wrangler dev
-command and on wrangler's dev server without the devtools inspector, from
-one run."""
+throughput, p50/p99 latency and the worker process's CPU time per kind of
+request, under the wrangler dev command and on wrangler's dev server without
+the devtools inspector, from one run."""
 import json
 import pathlib
 
@@ -20,7 +20,7 @@ kinds = [row["kind"].split(":")[0] for row in setups[0][1]]
 positions = range(len(kinds))
 width = 0.4
 
-figure, (rate, latency) = plt.subplots(1, 2, figsize=(12, 4.4))
+figure, (rate, latency, cpu) = plt.subplots(1, 3, figsize=(17, 4.4))
 for offset, (label, rows, color) in zip((-width / 2, width / 2), setups):
     bars = rate.bar([p + offset for p in positions], [row["per_second"] for row in rows], width=width, label=label, color=color)
     for bar, row in zip(bars, rows):
@@ -38,6 +38,18 @@ for offset, (label, rows, color) in zip((-width / 2, width / 2), setups):
 latency.set_xticks(list(positions), kinds)
 latency.set_title("Latency: bars p50, ticks p99", fontsize=9)
 latency.set_ylabel("milliseconds")
+
+for offset, (label, rows, color) in zip((-width / 2, width / 2), setups):
+    values = [row.get("worker_cpu_ms_per_request") or 0 for row in rows]
+    bars = cpu.bar([p + offset for p in positions], values, width=width, color=color, label=label)
+    for bar, row in zip(bars, rows):
+        if row.get("worker_cpu_ratio_to_floor"):
+            cpu.annotate(f'{row["worker_cpu_ratio_to_floor"]:.1f}x', (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                         ha="center", va="bottom", fontsize=7)
+cpu.set_xticks(list(positions), kinds)
+cpu.set_title("CPU of the worker's workerd process per request (x floor)", fontsize=9)
+cpu.set_ylabel("milliseconds")
+cpu.margins(y=0.15)
 
 figure.suptitle("idemgate (release wasm), one run on a 2-core machine, load client on the same machine", fontsize=10)
 figure.tight_layout()

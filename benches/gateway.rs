@@ -7,6 +7,8 @@
 //! `scripts/bench` is the one command (it builds, then runs this).
 //! `BENCH_SECONDS` sets each throughput run (default 5).
 
+#[path = "support/machine.rs"]
+mod machine;
 #[path = "../tests/e2e/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod support;
@@ -15,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use machine::WorkerProcess;
 use serde_json::{json, Value};
 use support::{client, Gateway, Reply, TestOrigin};
 use tokio::sync::Semaphore;
@@ -175,6 +178,8 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
             })
         }),
     ];
+    let worker = WorkerProcess::find(gateway.process_group());
+    let cpu = || worker.as_ref().and_then(WorkerProcess::cpu_seconds);
     for (name, make) in kinds {
         // Unmeasured first: V8 tiers hot wasm up only after it has run a
         // while, and each kind runs code the others do not (first
@@ -187,9 +192,15 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
         })
         .await;
         let before = stats(gateway).await;
+        let cpu_before = cpu();
         let load = closed_loop(duration, 0, move |client, index| make(client, index)).await;
+        let cpu_after = cpu();
         let after = stats(gateway).await;
         let requests = load.requests.max(1) as f64;
+        let worker_cpu_ms = match (cpu_before, cpu_after) {
+            (Some(before), Some(after)) => json!((after - before) * 1000.0 / requests),
+            _ => Value::Null,
+        };
         rows.push(json!({
             "kind": name,
             "requests": load.requests,
@@ -197,13 +208,18 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
             "per_second": load.per_second,
             "p50_ms": load.p50_ms,
             "p99_ms": load.p99_ms,
+            "worker_cpu_ms_per_request": worker_cpu_ms,
             "object_requests_per_request": counter(&before, &after, "object_requests") / requests,
             "cache_hits_per_request": counter(&before, &after, "cache_hits") / requests,
         }));
     }
     let baseline = rows[1]["per_second"].as_f64().unwrap();
+    let floor_cpu = rows[0]["worker_cpu_ms_per_request"].as_f64();
     for row in &mut rows {
         row["ratio_to_baseline"] = json!(row["per_second"].as_f64().unwrap() / baseline);
+        if let (Some(cpu), Some(floor)) = (row["worker_cpu_ms_per_request"].as_f64(), floor_cpu) {
+            row["worker_cpu_ratio_to_floor"] = json!(cpu / floor);
+        }
     }
     Value::Array(rows)
 }
@@ -373,21 +389,36 @@ fn core_cost() -> Value {
 fn print_setup(title: &str, setup: &Value) {
     println!("\n{title}");
     println!(
-        "\n{:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>7}",
-        "throughput", "req/s", "x base", "p50 ms", "p99 ms", "DO/req", "errors"
+        "\n{:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
+        "throughput", "req/s", "x base", "p50 ms", "p99 ms", "cpu ms", "x floor", "DO/req"
     );
     for row in setup["throughput"].as_array().unwrap() {
+        let cpu = |name: &str, digits: usize| {
+            row[name]
+                .as_f64()
+                .map_or("n/a".to_string(), |value| format!("{value:.digits$}"))
+        };
         println!(
-            "{:<28} {:>9.0} {:>8.2} {:>8.1} {:>8.1} {:>9.2} {:>7}",
+            "{:<28} {:>9.0} {:>8.2} {:>8.1} {:>8.1} {:>9} {:>9} {:>7.2}",
             row["kind"].as_str().unwrap(),
             row["per_second"].as_f64().unwrap(),
             row["ratio_to_baseline"].as_f64().unwrap(),
             row["p50_ms"].as_f64().unwrap(),
             row["p99_ms"].as_f64().unwrap(),
+            cpu("worker_cpu_ms_per_request", 3),
+            cpu("worker_cpu_ratio_to_floor", 2),
             row["object_requests_per_request"].as_f64().unwrap(),
-            row["errors"]
         );
     }
+    println!(
+        "(cpu ms: the worker's workerd process alone, per request; errors: {})",
+        setup["throughput"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["errors"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    );
     println!(
         "\n{:<14} {:>9} {:>8} {:>9} {:>10} {:>10} {:>10} {:>8}",
         "storm", "forwards", "per key", "wall s", "dup p50", "dup p99", "target s", "x target"
@@ -412,6 +443,16 @@ fn print_table(results: &Value) {
         "\nidemgate benchmark ({} connections, {} s per run)",
         CONCURRENCY, results["seconds"]
     );
+    if let Some(stolen) = results["cpu_stolen_share"].as_f64() {
+        println!(
+            "CPU time stolen by the hypervisor during the run: {:.1}%",
+            stolen * 100.0
+        );
+    }
+    let strays = results["stray_processes"].as_array().map_or(0, Vec::len);
+    if strays > 0 {
+        println!("WARNING: {strays} other dev-server processes ran during this benchmark");
+    }
     print_setup(
         "wrangler dev (the command; devtools bridge attached)",
         results,
@@ -468,11 +509,20 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
+    let strays = machine::strays();
+    if !strays.is_empty() {
+        eprintln!(
+            "bench: WARNING: {} dev-server processes were already running and will skew the figures:\n  {}",
+            strays.len(),
+            strays.join("\n  ")
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    let results = runtime.block_on(async {
+    let ticks_before = machine::cpu_ticks();
+    let mut results = runtime.block_on(async {
         let origin = TestOrigin::start().await;
         let gateway = Gateway::start_logging(
             tempfile::tempdir().unwrap(),
@@ -502,8 +552,10 @@ fn main() {
             "cost": cost,
             "wasm": wasm_size(),
             "core": core_cost(),
+            "stray_processes": strays,
         })
     });
+    results["cpu_stolen_share"] = json!(machine::stolen_share(ticks_before, machine::cpu_ticks()));
     print_table(&results);
     let folder = root().join("bench/results");
     std::fs::create_dir_all(&folder).unwrap();

@@ -176,6 +176,12 @@ impl Gateway {
         gateway
     }
 
+    /// The process group of the dev server and everything it started.
+    #[allow(dead_code)] // the benchmark's alone
+    pub fn process_group(&self) -> u32 {
+        self.child.id()
+    }
+
     async fn wait_until_ready(&self) {
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(120);
