@@ -128,6 +128,15 @@ impl Config {
         let retention_seconds = vars.number("RETENTION_SECONDS", 259_200, 1)?;
         let max_body_bytes = vars.number("MAX_BODY_BYTES", 1_048_576, 1)?;
         let max_stored_response_bytes = vars.number("MAX_STORED_RESPONSE_BYTES", 65_536, 0)?;
+        if max_stored_response_bytes > MAX_STORABLE_RESPONSE_BYTES {
+            return Err(misconfigured(
+                "MAX_STORED_RESPONSE_BYTES",
+                format!(
+                    "must be at most {MAX_STORABLE_RESPONSE_BYTES}: a Durable Object's SQLite row \
+                     holds at most 2 MB, and the receipt keeps the body beside its record"
+                ),
+            ));
+        }
         Ok(Config {
             origin_url,
             mode,
@@ -148,6 +157,12 @@ impl Config {
         })
     }
 }
+
+/// The largest replay body a receipt can hold. Durable Object SQLite stores
+/// at most 2 MB per row; the receipt row also holds its record (headers,
+/// attempts), so half of that is left to the body. A larger setting could
+/// only fail later, when an outcome is recorded.
+pub const MAX_STORABLE_RESPONSE_BYTES: u64 = 1_048_576;
 
 fn misconfigured(variable: &'static str, reason: impl Into<String>) -> Problem {
     Problem::Misconfigured {
@@ -276,6 +291,28 @@ mod tests {
         assert_eq!(config.max_body_bytes, 1_048_576);
         assert_eq!(config.max_stored_response_bytes, 65_536);
         assert_eq!(config.forward_secret, None);
+    }
+
+    #[test]
+    fn a_stored_response_limit_a_row_cannot_hold_is_misconfigured() {
+        let limit = MAX_STORABLE_RESPONSE_BYTES.to_string();
+        let config_at_limit = config(&[
+            ("ORIGIN_URL", "http://o"),
+            ("MAX_STORED_RESPONSE_BYTES", limit.as_str()),
+        ]);
+        assert_eq!(
+            config_at_limit.unwrap().max_stored_response_bytes,
+            MAX_STORABLE_RESPONSE_BYTES
+        );
+        let over = (MAX_STORABLE_RESPONSE_BYTES + 1).to_string();
+        let problem = config(&[
+            ("ORIGIN_URL", "http://o"),
+            ("MAX_STORED_RESPONSE_BYTES", over.as_str()),
+        ]);
+        assert_eq!(
+            variable_of(problem.unwrap_err()),
+            "MAX_STORED_RESPONSE_BYTES"
+        );
     }
 
     #[test]
