@@ -2,12 +2,12 @@
 //! purging one key's receipt. Never forwarded, never deduplicated.
 
 use subtle::ConstantTimeEq;
-use worker::{Env, Method, Request, Response};
+use worker::{web_sys, Env, Method, Request, Response};
 
 use crate::answer::render_problem;
 use crate::config::Config;
-use crate::convert::to_response;
 use crate::edge_cache::with_replays;
+use crate::edge_http;
 use crate::env::config_from_env;
 use crate::key::{IdempotencyKey, KeySource, Scope};
 use crate::object_call::ObjectOp;
@@ -56,11 +56,12 @@ pub fn receipt_object_name(config: &Config, query: &[(String, String)]) -> Resul
     Ok(scope.object_name(&key))
 }
 
-pub async fn handle(request: Request, env: &Env) -> worker::Result<Response> {
+pub async fn handle(request: Request, env: &Env) -> worker::Result<web_sys::Response> {
     let url = request.url()?;
     match url.path() {
         "/__idemgate/health" if request.method() == Method::Get => {
             Response::from_json(&serde_json::json!({ "status": "ok", "service": "idemgate" }))
+                .map(Into::into)
         }
         "/__idemgate/stats" if request.method() == Method::Get => {
             let authorized = config_from_env(env).and_then(|config| {
@@ -71,18 +72,18 @@ pub async fn handle(request: Request, env: &Env) -> worker::Result<Response> {
                 )
             });
             match authorized {
-                Ok(()) => Response::from_json(&stats::snapshot()),
-                Err(problem) => to_response(render_problem(&problem)),
+                Ok(()) => Response::from_json(&stats::snapshot()).map(Into::into),
+                Err(problem) => edge_http::response(&render_problem(&problem)),
             }
         }
         "/__idemgate/receipts" => {
             let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
             match receipts(&request, env, &query).await {
                 Ok(response) => Ok(response),
-                Err(problem) => to_response(render_problem(&problem)),
+                Err(problem) => edge_http::response(&render_problem(&problem)),
             }
         }
-        _ => to_response(render_problem(&Problem::NotFound)),
+        _ => edge_http::response(&render_problem(&Problem::NotFound)),
     }
 }
 
@@ -90,7 +91,7 @@ async fn receipts(
     request: &Request,
     env: &Env,
     query: &[(String, String)],
-) -> Result<Response, Problem> {
+) -> Result<web_sys::Response, Problem> {
     let config = config_from_env(env)?;
     let authorization = request.headers().get("authorization").ok().flatten();
     authorize(
@@ -111,7 +112,7 @@ async fn receipts(
         _ => ObjectOp::ReadReceipt,
     };
     let (response, _) = object_client::call(env, &object_name, op, &[]).await?;
-    to_response(response).map_err(|error| Problem::StorageUnavailable {
+    edge_http::response(&response).map_err(|error| Problem::StorageUnavailable {
         message: error.to_string(),
     })
 }

@@ -3,7 +3,7 @@
 //! panic outside a Workers runtime.
 
 use worker::js_sys::Uint8Array;
-use worker::{Headers, Method, Request, RequestInit, RequestRedirect, Response, ResponseBuilder};
+use worker::{Headers, Method, Request, RequestInit, RequestRedirect};
 
 use crate::headers::HeaderList;
 use crate::origin::OutboundRequest;
@@ -22,22 +22,6 @@ pub fn to_headers(list: &[(String, String)]) -> worker::Result<Headers> {
         headers.append(name, value)?;
     }
     Ok(headers)
-}
-
-/// Statuses whose responses cannot carry a body in the Fetch API.
-pub fn is_null_body_status(status: u16) -> bool {
-    matches!(status, 101 | 204 | 205 | 304)
-}
-
-pub fn to_response(response: HttpResponse) -> worker::Result<Response> {
-    let builder = ResponseBuilder::new()
-        .with_status(response.status)
-        .with_headers(to_headers(&response.headers)?);
-    Ok(if is_null_body_status(response.status) {
-        builder.empty()
-    } else {
-        builder.fixed(response.body)
-    })
 }
 
 /// A request that does not follow redirects: an origin's 3xx is its answer.

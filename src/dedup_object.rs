@@ -16,8 +16,9 @@ use worker::{
 };
 
 use crate::answer::{render_problem, Answer};
-use crate::convert::{from_response_parts, to_request, to_response};
+use crate::convert::{from_response_parts, to_request};
 use crate::decision_log::DecisionLog;
+use crate::edge_http;
 use crate::engine::{Backend, Engine, Policy, StorageOps};
 use crate::env::config_from_env;
 use crate::log_sink;
@@ -64,7 +65,7 @@ impl DurableObject for DedupObject {
     /// The gateway calls [`DedupObject::dispatch`] over RPC; nothing
     /// reaches the object by `fetch`.
     async fn fetch(&self, _request: Request) -> worker::Result<Response> {
-        to_response(render_problem(&Problem::NotFound))
+        edge_http::response(&render_problem(&Problem::NotFound)).map(Response::from)
     }
 
     async fn alarm(&self) -> worker::Result<Response> {

@@ -1,16 +1,16 @@
-//! The runtime's own `Request` and `Response` on the delivery path
-//! (adapter). `worker::Request` reads `Request.cf`, the method, the URL and
-//! the headers object up front, and `worker::Headers` crosses into
-//! JavaScript once per header; on a replay that is most of the work. Here
-//! the headers cross as one string each way ([`crate::headers::encode_list`]),
-//! and nothing is read that the delivery does not use.
+//! The runtime's own `Request` and `Response` (adapter): every answer the
+//! worker renders is built here, and deliveries read their request here.
+//! `worker::Request` reads `Request.cf`, the method, the URL and the headers
+//! object up front, and `worker::Headers` crosses into JavaScript once per
+//! header, on every delivery. Here a header list crosses as one string
+//! ([`crate::headers::encode_list`]), and nothing is read that the delivery
+//! does not use.
 
 use wasm_bindgen::prelude::*;
 use worker::js_sys::{ArrayBuffer, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
 
-use crate::convert::is_null_body_status;
 use crate::headers::{decode_list, encode_list, HeaderList};
 use crate::receipt::HttpResponse;
 
@@ -51,6 +51,11 @@ pub async fn whole_body(request: &web_sys::Request) -> worker::Result<Vec<u8>> {
     }
     let buffer: ArrayBuffer = JsFuture::from(request.array_buffer()?).await?.into();
     Ok(Uint8Array::new(&buffer).to_vec())
+}
+
+/// Statuses whose responses cannot carry a body in the Fetch API.
+fn is_null_body_status(status: u16) -> bool {
+    matches!(status, 101 | 204 | 205 | 304)
 }
 
 pub fn response(response: &HttpResponse) -> worker::Result<web_sys::Response> {

@@ -1,8 +1,8 @@
 //! The fetch handler: SPEC §1 in order, with the I/O the pure
 //! [`crate::pipeline`] leaves out (reading the body, calling the Durable
-//! Object, proxying passthrough requests). Deliveries use the runtime's
-//! request and response directly ([`crate::edge_http`]); the operator API
-//! and passthrough, which are not on the hot path, use `worker::Request`.
+//! Object, proxying passthrough requests). Deliveries read the runtime's
+//! request directly ([`crate::edge_http`]); the operator API and
+//! passthrough, which are not on the hot path, use `worker::Request`.
 
 use futures::StreamExt;
 use worker::{web_sys, Env, Request, RequestInit, RequestRedirect, Response};
@@ -31,9 +31,7 @@ pub async fn handle(request: web_sys::Request, env: Env) -> worker::Result<web_s
     let method = request.method().to_ascii_uppercase();
     let route = route(&method, path);
     if route == Route::Operator {
-        return admin::handle(Request::from(request), &env)
-            .await
-            .map(Into::into);
+        return admin::handle(Request::from(request), &env).await;
     }
     let config = match config_from_env(&env) {
         Ok(config) => config,

@@ -21,7 +21,7 @@
 //! | [`admin`] | §7 | operator API (adapter plus pure authorization) |
 //! | [`edge_cache`] | §2 | replays kept in the isolate, answered without an object round trip |
 //! | [`gateway`] | §1 | the fetch handler (adapter) |
-//! | `edge_http` | — | the runtime's request and response, one JS call per header list (adapter) |
+//! | `edge_http` | — | every answer the worker renders, and a delivery's request; one JS call per header list (adapter) |
 //! | [`object_call`] | — | what the gateway asks of a key's object over RPC, and the answer |
 //! | [`object_client`] | — | the gateway's RPC call to the key's object (adapter) |
 //! | [`dedup_object`] | §2 | the Durable Object (adapter: storage, alarms, RPC) |
