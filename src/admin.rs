@@ -2,7 +2,7 @@
 //! purging one key's receipt. Never forwarded, never deduplicated.
 
 use subtle::ConstantTimeEq;
-use worker::{web_sys, Env, Method, Request, Response};
+use worker::{web_sys, Env, Request, Response};
 
 use crate::answer::render_problem;
 use crate::config::Config;
@@ -56,14 +56,20 @@ pub fn receipt_object_name(config: &Config, query: &[(String, String)]) -> Resul
     Ok(scope.object_name(&key))
 }
 
+/// The method as sent: `worker::Method` reads any method it does not know
+/// as GET.
+fn is_get(request: &Request) -> bool {
+    request.inner().method() == "GET"
+}
+
 pub async fn handle(request: Request, env: &Env) -> worker::Result<web_sys::Response> {
     let url = request.url()?;
     match url.path() {
-        "/__idemgate/health" if request.method() == Method::Get => {
+        "/__idemgate/health" if is_get(&request) => {
             Response::from_json(&serde_json::json!({ "status": "ok", "service": "idemgate" }))
                 .map(Into::into)
         }
-        "/__idemgate/stats" if request.method() == Method::Get => {
+        "/__idemgate/stats" if is_get(&request) => {
             let authorized = config_from_env(env).and_then(|config| {
                 let authorization = request.headers().get("authorization").ok().flatten();
                 authorize(
@@ -98,17 +104,17 @@ async fn receipts(
         config.admin_token.as_ref().map(Secret::expose),
         authorization.as_deref(),
     )?;
-    let method = request.method();
-    if !matches!(method, Method::Get | Method::Delete) {
+    let method = request.inner().method();
+    if !matches!(method.as_str(), "GET" | "DELETE") {
         return Err(Problem::NotFound);
     }
     let object_name = receipt_object_name(&config, query)?;
-    if method == Method::Delete {
+    if method == "DELETE" {
         // This isolate forgets the key at once; others within REPLAY_TTL_MS.
         with_replays(|cache| cache.evict_object(&object_name));
     }
-    let op = match method {
-        Method::Delete => ObjectOp::Purge,
+    let op = match method.as_str() {
+        "DELETE" => ObjectOp::Purge,
         _ => ObjectOp::ReadReceipt,
     };
     let (response, _) = object_client::call(env, &object_name, op, &[]).await?;

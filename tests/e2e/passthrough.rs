@@ -51,7 +51,7 @@ pub async fn operator_health_is_not_forwarded(world: &'static World) {
 
 /// A method the HTTP parser knows but SPEC §1 does not list is refused, not
 /// proxied: `worker::Request` once turned it into a GET, and the gateway
-/// answered a bare 500.
+/// answered a bare 500 (or the operator API answered it as a GET).
 pub async fn unlisted_methods_are_405_problems_and_not_forwarded(world: &'static World) {
     let gateway = world.gateway(Profile::Wait).await;
     let before = world.origin.count("/unlisted/");
@@ -70,4 +70,14 @@ pub async fn unlisted_methods_are_405_problems_and_not_forwarded(world: &'static
             .assert_problem(405, "method-not-allowed");
     }
     assert_eq!(world.origin.count("/unlisted/"), before);
+    // The operator routes answer GET (and DELETE) only, not what reads as one.
+    let response = client()
+        .request(
+            reqwest::Method::from_bytes(b"PROPFIND").unwrap(),
+            gateway.url("/__idemgate/health"),
+        )
+        .send()
+        .await
+        .unwrap();
+    Reply::read(response).await.assert_problem(404, "not-found");
 }
