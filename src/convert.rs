@@ -5,30 +5,15 @@
 use worker::js_sys::Uint8Array;
 use worker::{Headers, Method, Request, RequestInit, RequestRedirect};
 
-use crate::headers::HeaderList;
+use crate::edge_http::{header_list, header_object};
 use crate::origin::OutboundRequest;
 use crate::receipt::HttpResponse;
-
-pub fn header_list(headers: &Headers) -> HeaderList {
-    headers
-        .entries()
-        .map(|(name, value)| (name.to_ascii_lowercase(), value))
-        .collect()
-}
-
-pub fn to_headers(list: &[(String, String)]) -> worker::Result<Headers> {
-    let headers = Headers::new();
-    for (name, value) in list {
-        headers.append(name, value)?;
-    }
-    Ok(headers)
-}
 
 /// A request that does not follow redirects: an origin's 3xx is its answer.
 pub fn to_request(request: &OutboundRequest) -> worker::Result<Request> {
     let mut init = RequestInit::new();
     init.with_method(Method::from(request.method.clone()))
-        .with_headers(to_headers(&request.headers)?)
+        .with_headers(Headers(header_object(&request.headers)?))
         .with_redirect(RequestRedirect::Manual);
     if !request.body.is_empty() {
         init.with_body(Some(Uint8Array::from(request.body.as_slice()).into()));
@@ -39,7 +24,7 @@ pub fn to_request(request: &OutboundRequest) -> worker::Result<Request> {
 pub fn from_response_parts(status: u16, headers: &Headers, body: Vec<u8>) -> HttpResponse {
     HttpResponse {
         status,
-        headers: header_list(headers),
+        headers: header_list(&headers.0),
         body,
     }
 }

@@ -3,7 +3,8 @@
 //! `worker::Request` reads `Request.cf`, the method, the URL and the headers
 //! object up front, and `worker::Headers` crosses into JavaScript once per
 //! header, on every delivery. Here a header list crosses as one string
-//! ([`crate::headers::encode_list`]), and nothing is read that the delivery
+//! each way ([`crate::headers::encode_list`]), for every request and
+//! response the worker reads or builds, and nothing is read that a delivery
 //! does not use.
 
 use wasm_bindgen::prelude::*;
@@ -20,15 +21,20 @@ export function header_text(headers) {
   for (const [name, value] of headers) text += name + "\0" + value + "\0";
   return text;
 }
+export function new_headers(text) {
+  const parts = text.split("\0");
+  const headers = new Headers();
+  for (let i = 0; i + 1 < parts.length; i += 2) headers.append(parts[i], parts[i + 1]);
+  return headers;
+}
 export function new_response(status, headers, body) {
-  const parts = headers.split("\0");
-  const list = [];
-  for (let i = 0; i + 1 < parts.length; i += 2) list.push([parts[i], parts[i + 1]]);
-  return new Response(body, { status, headers: list });
+  return new Response(body, { status, headers: new_headers(headers) });
 }
 "#)]
 extern "C" {
     fn header_text(headers: &web_sys::Headers) -> String;
+    #[wasm_bindgen(catch)]
+    fn new_headers(text: &str) -> Result<web_sys::Headers, JsValue>;
     #[wasm_bindgen(catch)]
     fn new_response(
         status: u16,
@@ -37,10 +43,16 @@ extern "C" {
     ) -> Result<web_sys::Response, JsValue>;
 }
 
-/// The request's headers, names lowercase (the Fetch standard iterates
-/// them so).
-pub fn headers(request: &web_sys::Request) -> HeaderList {
-    decode_list(&header_text(&request.headers()))
+/// A runtime `Headers` object as a list, names lowercase (the Fetch
+/// standard iterates them so).
+pub fn header_list(headers: &web_sys::Headers) -> HeaderList {
+    decode_list(&header_text(headers))
+}
+
+/// A list as a runtime `Headers` object; a name or value the runtime
+/// refuses is an error.
+pub fn header_object(list: &[(String, String)]) -> worker::Result<web_sys::Headers> {
+    Ok(new_headers(&encode_list(list))?)
 }
 
 /// The whole body in one call: for bodies whose declared length binds, so

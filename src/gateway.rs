@@ -5,12 +5,11 @@
 //! passthrough, which are not on the hot path, use `worker::Request`.
 
 use futures::StreamExt;
-use worker::{web_sys, Env, Request, RequestInit, RequestRedirect, Response};
+use worker::{web_sys, Env, Headers, Request, RequestInit, RequestRedirect, Response};
 
 use crate::admin;
 use crate::answer::render_problem;
 use crate::config::Config;
-use crate::convert::{header_list, to_headers};
 use crate::decision_log::DecisionLog;
 use crate::edge_cache::{cache_key, with_replays};
 use crate::edge_http;
@@ -76,9 +75,9 @@ async fn passthrough(
     let target = target_url(&config.origin_url, path, query);
     let mut init = RequestInit::new();
     init.with_method(request.method())
-        .with_headers(to_headers(&headers::for_origin(&header_list(
-            request.headers(),
-        )))?)
+        .with_headers(Headers(edge_http::header_object(&headers::for_origin(
+            &edge_http::header_list(&request.headers().0),
+        ))?))
         .with_redirect(RequestRedirect::Manual)
         .with_body(request.inner().body().map(Into::into));
     let outbound = Request::new_with_init(&target, &init)?;
@@ -98,7 +97,7 @@ async fn deduplicate(
     query: Option<&str>,
     env: &Env,
 ) -> worker::Result<Result<web_sys::Response, Problem>> {
-    let list = edge_http::headers(&request);
+    let list = edge_http::header_list(&request.headers());
     let framing = body_framing(
         config,
         headers::get(&list, "content-length"),
