@@ -1,7 +1,9 @@
 //! The built worker under a real `wrangler dev` (workerd, Durable Objects),
 //! with a fresh state directory, its own ports and its own variables.
 
+use std::collections::hash_map::RandomState;
 use std::fs;
+use std::hash::{BuildHasher, Hasher};
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -20,12 +22,16 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A port nothing listens on, below Linux's ephemeral range (32768 and up).
+/// A port the kernel hands out for `:0` is free only until the next
+/// outgoing connection takes it as its local port, and the tests make
+/// thousands: wrangler then fails to bind it ("Address already in use").
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let seed = RandomState::new().build_hasher().finish();
+    (0..1_000u64)
+        .map(|attempt| 20_000 + ((seed.wrapping_add(attempt * 7_919)) % 12_000) as u16)
+        .find(|port| TcpListener::bind(("127.0.0.1", *port)).is_ok())
+        .expect("a free port between 20000 and 32000")
 }
 
 /// The most recently modified file under `dir`, and when.
