@@ -1,60 +1,18 @@
 //! The operator API under `/__idemgate/` (SPEC §7): health, and reading or
 //! purging one key's receipt. Never forwarded, never deduplicated.
 
-use subtle::ConstantTimeEq;
 use worker::{web_sys, Env, Request, Response};
 
-use crate::answer::render_problem;
-use crate::config::Config;
 use crate::edge_cache::with_replays;
 use crate::edge_http;
 use crate::env::config_from_env;
-use crate::key::{IdempotencyKey, KeySource, Scope};
-use crate::object_call::ObjectOp;
 use crate::object_client;
-use crate::problem::Problem;
-use crate::signature::Secret;
 use crate::stats;
-
-/// `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant time. With
-/// no token configured the receipt routes do not exist (404).
-pub fn authorize(admin_token: Option<&str>, authorization: Option<&str>) -> Result<(), Problem> {
-    let Some(expected) = admin_token else {
-        return Err(Problem::NotFound);
-    };
-    let presented = authorization
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
-        Ok(())
-    } else {
-        Err(Problem::Unauthorized)
-    }
-}
-
-/// The Durable Object name a receipt query refers to: `key`, `path` (when
-/// keys are scoped by path) and `tenant` (the raw tenant header value, when
-/// `TENANT_HEADER` is set).
-pub fn receipt_object_name(config: &Config, query: &[(String, String)]) -> Result<String, Problem> {
-    let param = |name: &str| {
-        query
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    };
-    let key = IdempotencyKey::parse(param("key").unwrap_or(""), &KeySource::Header("key".into()))?;
-    let scope = Scope {
-        kind: config.key_scope,
-        path: param("path").unwrap_or("/"),
-        tenant: match &config.tenant_header {
-            Some(header) => Some(param("tenant").ok_or_else(|| Problem::MissingTenant {
-                header: header.clone(),
-            })?),
-            None => None,
-        },
-    };
-    Ok(scope.object_name(&key))
-}
+use idemgate_core::answer::render_problem;
+use idemgate_core::object_call::ObjectOp;
+use idemgate_core::operator::{authorize, receipt_object_name};
+use idemgate_core::problem::Problem;
+use idemgate_core::signature::Secret;
 
 /// The method as sent: `worker::Method` reads any method it does not know
 /// as GET.
@@ -121,28 +79,4 @@ async fn receipts(
     edge_http::response(&response).map_err(|error| Problem::StorageUnavailable {
         message: error.to_string(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn no_token_configured_hides_the_routes() {
-        assert_eq!(authorize(None, Some("Bearer x")), Err(Problem::NotFound));
-    }
-
-    #[test]
-    fn wrong_or_missing_token_is_401_and_right_one_passes() {
-        assert_eq!(authorize(Some("s3cret"), None), Err(Problem::Unauthorized));
-        assert_eq!(
-            authorize(Some("s3cret"), Some("Bearer nope")),
-            Err(Problem::Unauthorized)
-        );
-        assert_eq!(
-            authorize(Some("s3cret"), Some("s3cret")),
-            Err(Problem::Unauthorized)
-        );
-        assert_eq!(authorize(Some("s3cret"), Some("Bearer s3cret")), Ok(()));
-    }
 }

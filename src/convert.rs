@@ -6,8 +6,8 @@ use worker::js_sys::Uint8Array;
 use worker::{Headers, Method, Request, RequestInit, RequestRedirect};
 
 use crate::edge_http::{header_list, header_object};
-use crate::origin::OutboundRequest;
-use crate::receipt::HttpResponse;
+use idemgate_core::origin::OutboundRequest;
+use idemgate_core::receipt::HttpResponse;
 
 /// A request that does not follow redirects: an origin's 3xx is its answer.
 pub fn to_request(request: &OutboundRequest) -> worker::Result<Request> {

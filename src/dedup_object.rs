@@ -15,17 +15,17 @@ use worker::{
     ScheduledTime, SqlStorageValue, State, Storage,
 };
 
-use crate::answer::{render_problem, Answer};
 use crate::convert::{from_response_parts, to_request};
-use crate::decision_log::DecisionLog;
 use crate::edge_http;
-use crate::engine::{Backend, Engine, Policy, StorageOps};
 use crate::env::config_from_env;
 use crate::log_sink;
-use crate::object_call::{ObjectCall, ObjectOp, ObjectReply};
-use crate::origin::OutboundRequest;
-use crate::problem::Problem;
-use crate::receipt::{ForwardResult, HttpResponse, Receipt};
+use idemgate_core::answer::{render_problem, Answer};
+use idemgate_core::decision_log::DecisionLog;
+use idemgate_core::engine::{Backend, Engine, Policy, StorageOps};
+use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply};
+use idemgate_core::origin::OutboundRequest;
+use idemgate_core::problem::Problem;
+use idemgate_core::receipt::{ForwardResult, HttpResponse, Receipt};
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS receipt (
     id INTEGER PRIMARY KEY CHECK (id = 1),

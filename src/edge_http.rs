@@ -3,7 +3,7 @@
 //! `worker::Request` reads `Request.cf`, the method, the URL and the headers
 //! object up front, and `worker::Headers` crosses into JavaScript once per
 //! header, on every delivery. Here a header list crosses as one string
-//! each way ([`crate::headers::encode_list`]), for every request and
+//! each way ([`idemgate_core::headers::encode_list`]), for every request and
 //! response the worker reads or builds, and nothing is read that a delivery
 //! does not use.
 
@@ -12,8 +12,8 @@ use worker::js_sys::{ArrayBuffer, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
 
-use crate::headers::{decode_list, encode_list, HeaderList};
-use crate::receipt::HttpResponse;
+use idemgate_core::headers::{decode_list, encode_list, HeaderList};
+use idemgate_core::receipt::HttpResponse;
 
 #[wasm_bindgen(inline_js = r#"
 export function header_text(headers) {

@@ -8,8 +8,8 @@ use worker::js_sys::Reflect;
 use worker::wasm_bindgen::JsValue;
 use worker::Env;
 
-use crate::config::Config;
-use crate::problem::Problem;
+use idemgate_core::config::Config;
+use idemgate_core::problem::Problem;
 
 /// A var may arrive as a string, or as a number or boolean when
 /// `wrangler.toml` writes it unquoted; both are read as their text.

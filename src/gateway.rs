@@ -1,5 +1,5 @@
 //! The fetch handler: SPEC §1 in order, with the I/O the pure
-//! [`crate::pipeline`] leaves out (reading the body, calling the Durable
+//! [`idemgate_core::pipeline`] leaves out (reading the body, calling the Durable
 //! Object, proxying passthrough requests). Deliveries read the runtime's
 //! request directly ([`crate::edge_http`]); the operator API and
 //! passthrough, which are not on the hot path, use `worker::Request`.
@@ -8,20 +8,23 @@ use futures::StreamExt;
 use worker::{web_sys, Env, Headers, Request, RequestInit, RequestRedirect, Response};
 
 use crate::admin;
-use crate::answer::render_problem;
-use crate::config::Config;
-use crate::decision_log::DecisionLog;
-use crate::edge_cache::{cache_key, with_replays};
+use crate::edge_cache::with_replays;
 use crate::edge_http;
 use crate::env::config_from_env;
-use crate::headers;
 use crate::log_sink;
-use crate::object_call::ObjectOp;
 use crate::object_client;
-use crate::origin::target_url;
-use crate::pipeline::{admit, body_framing, path_and_query, route, BodyFraming, Inbound, Route};
-use crate::problem::Problem;
 use crate::stats;
+use idemgate_core::answer::render_problem;
+use idemgate_core::config::Config;
+use idemgate_core::decision_log::DecisionLog;
+use idemgate_core::headers;
+use idemgate_core::object_call::ObjectOp;
+use idemgate_core::origin::target_url;
+use idemgate_core::pipeline::{
+    admit, body_framing, path_and_query, route, BodyFraming, Inbound, Route,
+};
+use idemgate_core::problem::Problem;
+use idemgate_core::replay_cache::cache_key;
 
 pub async fn handle(request: web_sys::Request, env: Env) -> worker::Result<web_sys::Response> {
     let url = request.url();

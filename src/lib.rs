@@ -1,59 +1,31 @@
-//! idemgate: an edge gateway that makes payment deliveries idempotent.
+//! idemgate's deployable Worker: the adapters around the pure core
+//! ([`idemgate_core`]), which decides everything. Nothing here is tested
+//! natively (the `worker` types are JavaScript-backed); the end-to-end
+//! tests drive the built worker under `wrangler dev`.
 //!
-//! The modules follow `SPEC.md`; the pure ones have no `worker` types and
-//! are tested natively, the adapters are thin.
-//!
-//! | module | spec | role |
-//! | --- | --- | --- |
-//! | [`pipeline`] | §1 | routing, size, key, fingerprint, scope: one short pipeline |
-//! | [`config`] | §8 | typed configuration; invalid values are errors |
-//! | [`key`] | §3 | key sources, validation, Durable Object names |
-//! | [`canonical`] | §1.5 | RFC 8785 canonical JSON and the fingerprint |
-//! | [`receipt`] | §2 | receipt states, the decision table, outcome classification |
-//! | [`engine`] | §2 | the Durable Object's logic against a `Backend` trait |
-//! | [`answer`] | §2, §6 | what each decision renders to: status, headers, body |
-//! | [`signature`] | §4 | sender authentication: Stripe, Standard Webhooks |
-//! | [`origin`] | §5 | target URL, idempotency headers and their signature |
-//! | [`headers`] | §5 | hop-by-hop and `Idempotency-*` filtering |
-//! | [`decision_log`] | — | one structured log line per decision |
-//! | `log_sink` | — | writes those lines to the console from a microtask (adapter) |
-//! | [`problem`] | §6 | every edge error, rendered to problem+json once |
-//! | [`admin`] | §7 | operator API (adapter plus pure authorization) |
-//! | [`edge_cache`] | §2 | replays kept in the isolate, answered without an object round trip |
-//! | [`gateway`] | §1 | the fetch handler (adapter) |
-//! | `edge_http` | — | every answer the worker renders, and a delivery's request; one JS call per header list (adapter) |
-//! | [`object_call`] | — | what the gateway asks of a key's object over RPC, and the answer |
-//! | [`object_client`] | — | the gateway's RPC call to the key's object (adapter) |
-//! | [`dedup_object`] | §2 | the Durable Object (adapter: storage, alarms, RPC) |
+//! | module | role |
+//! | --- | --- |
+//! | [`gateway`] | the fetch handler: SPEC §1's I/O around the pure pipeline |
+//! | `admin` | the operator API's I/O (§7) |
+//! | `edge_http` | every answer the worker renders, and a delivery's request; one JS call per header list |
+//! | `edge_cache` | the isolate's replay cache |
+//! | `object_client` | the gateway's RPC call to the key's object |
+//! | [`dedup_object`] | the Durable Object: storage, alarms, timers, `fetch` to the origin, RPC |
+//! | `env` | the configuration, read once per isolate from `env` |
+//! | `log_sink` | writes decision log lines to the console, from a microtask |
+//! | `stats` | per-isolate counters (`/__idemgate/stats`) |
+//! | `convert` | plain requests and responses to and from `worker` types |
 
-pub mod admin;
-pub mod answer;
-pub mod canonical;
-pub mod config;
+mod admin;
 mod convert;
-pub mod decision_log;
 pub mod dedup_object;
-pub mod edge_cache;
+mod edge_cache;
 mod edge_http;
-pub mod engine;
 mod env;
 pub mod gateway;
-pub mod headers;
-pub mod key;
 mod log_sink;
-#[cfg(test)]
-mod memory_backend;
-mod mutation;
-pub mod object_call;
 mod object_client;
-pub mod origin;
-pub mod pipeline;
-pub mod problem;
-pub mod receipt;
-pub mod signature;
-#[cfg(test)]
-mod simulation;
-pub mod stats;
+mod stats;
 
 use worker::{event, web_sys, Context, Env};
 

@@ -7,7 +7,7 @@
 
 use wasm_bindgen::prelude::*;
 
-use crate::decision_log::DecisionLog;
+use idemgate_core::decision_log::DecisionLog;
 
 #[wasm_bindgen(
     inline_js = "export function log_line(line) { queueMicrotask(() => console.log(line)); }"

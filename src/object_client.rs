@@ -11,10 +11,10 @@ use worker::js_sys::{Array, Promise, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
-use crate::object_call::{ObjectCall, ObjectOp, ObjectReply};
-use crate::problem::Problem;
-use crate::receipt::HttpResponse;
 use crate::stats;
+use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply};
+use idemgate_core::problem::Problem;
+use idemgate_core::receipt::HttpResponse;
 
 pub const DEDUP_OBJECT_BINDING: &str = "DEDUP_OBJECT";
 

@@ -6,11 +6,11 @@
 //! --test properties` runs longer.
 
 use hmac::{Hmac, Mac};
-use idemgate::canonical::{canonical_json, parse_json, Fingerprint};
-use idemgate::config::Config;
-use idemgate::key::{derive_key, IdempotencyKey, KeyInput, KeySource};
-use idemgate::pipeline::{admit, Inbound};
-use idemgate::signature::{verify, Secret, SignatureScheme};
+use idemgate_core::canonical::{canonical_json, parse_json, Fingerprint};
+use idemgate_core::config::Config;
+use idemgate_core::key::{derive_key, IdempotencyKey, KeyInput, KeySource};
+use idemgate_core::pipeline::{admit, Inbound};
+use idemgate_core::signature::{verify, Secret, SignatureScheme};
 use proptest::prelude::*;
 use serde_json::Value;
 use sha2::Sha256;

@@ -1,5 +1,5 @@
 //! SPEC §1 as a sequence of small steps, each returning early with its
-//! problem. Everything here is pure; [`crate::gateway`] does the I/O around it.
+//! problem. Everything here is pure; the Worker's `gateway` does the I/O around it.
 
 use serde_json::Value;
 

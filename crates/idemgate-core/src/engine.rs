@@ -1,6 +1,6 @@
 //! The Durable Object's logic, written against a small [`Backend`] trait:
 //! the real backend wraps Durable Object storage, alarms, timers and fetch
-//! ([`crate::dedup_object`]); tests and simulations bring their own.
+//! (the Worker's `dedup_object`); tests and simulations bring their own.
 //!
 //! One engine serves one key. Storage calls are synchronous (SQLite-backed
 //! Durable Object storage), so a decision and the write that follows it run

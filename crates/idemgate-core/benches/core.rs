@@ -8,8 +8,8 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use idemgate::config::Config;
-use idemgate::pipeline::{admit, Inbound};
+use idemgate_core::config::Config;
+use idemgate_core::pipeline::{admit, Inbound};
 
 /// A payment-event-like JSON body of about `size` bytes.
 fn body_of(size: usize) -> Vec<u8> {

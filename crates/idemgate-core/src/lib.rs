@@ -1,0 +1,44 @@
+//! idemgate's pure core: everything that decides, with no `worker` types,
+//! so the compiler keeps the decision logic pure and `cargo test` runs it
+//! natively. The deployable Worker (the repository's root crate) only
+//! adapts it to the runtime.
+//!
+//! | module | spec | role |
+//! | --- | --- | --- |
+//! | [`pipeline`] | §1 | method, size, signature, key, fingerprint, scope: one short pipeline |
+//! | [`config`] | §8 | typed configuration; invalid values are errors |
+//! | [`key`] | §3 | key sources, validation, scope and Durable Object names |
+//! | [`canonical`] | §1.5 | RFC 8785 canonical JSON and the fingerprint |
+//! | [`receipt`] | §2 | receipt states, the decision table, outcome classification |
+//! | [`engine`] | §2 | the Durable Object's logic against a [`engine::Backend`] trait |
+//! | [`answer`] | §2, §6 | what each decision renders to: status, headers, body |
+//! | [`signature`] | §4 | sender authentication, one file per scheme |
+//! | [`origin`] | §5 | target URL, idempotency headers and their signature |
+//! | [`headers`] | §5 | hop-by-hop and `Idempotency-*` filtering |
+//! | [`problem`] | §6 | every edge error, rendered to problem+json once |
+//! | [`operator`] | §7 | operator authorization and receipt addressing |
+//! | [`decision_log`] | §9 | one structured log line per decision |
+//! | [`object_call`] | — | what the gateway asks of a key's object over RPC, and the answer |
+//! | [`replay_cache`] | §2 | replays an isolate answers without an object round trip |
+//! | `simulation` | §2 | deterministic simulation of the engine (tests only) |
+
+pub mod answer;
+pub mod canonical;
+pub mod config;
+pub mod decision_log;
+pub mod engine;
+pub mod headers;
+pub mod key;
+#[cfg(test)]
+mod memory_backend;
+mod mutation;
+pub mod object_call;
+pub mod operator;
+pub mod origin;
+pub mod pipeline;
+pub mod problem;
+pub mod receipt;
+pub mod replay_cache;
+pub mod signature;
+#[cfg(test)]
+mod simulation;
