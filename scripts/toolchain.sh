@@ -53,4 +53,12 @@ ensure_toolchain() {
 build_worker() {
   log "building the worker (release wasm)"
   (cd "$ROOT" && worker-build --release)
+  # The same features worker-build enables, so that no newer encoding
+  # reaches workerd; names stripped unless asked for.
+  local names="--strip-debug"
+  [ -n "${IDEMGATE_KEEP_NAMES:-}" ] && names="--debuginfo"
+  "$WASM_OPT_BIN" "$ROOT/build/index_bg.wasm" -o "$ROOT/build/index_bg.opt.wasm" -Os $names --strip-producers \
+    --enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int --enable-bulk-memory \
+    --enable-multivalue --enable-reference-types --enable-exception-handling
+  mv "$ROOT/build/index_bg.opt.wasm" "$ROOT/build/index_bg.wasm"
 }

@@ -1,33 +1,42 @@
 //! The Durable Object: one per key. A thin adapter that gives the
-//! [`Engine`] SQLite storage, alarms, timers and `fetch`, and answers the
-//! gateway's [`ObjectCall`]s over RPC.
+//! [`Engine`] SQLite storage, alarms, timers, `fetch`, the D1 index and the
+//! event sink, and answers the gateway's [`ObjectCall`]s over RPC.
 
 use std::cell::Cell;
 use std::future::Future;
-use std::pin::pin;
 use std::time::Duration;
 
-use futures::future::{select, Either};
 use wasm_bindgen::prelude::*;
 use worker::js_sys::{Array, Date as JsDate, Number, Uint8Array};
 use worker::{
-    durable_object, AbortController, Date, Delay, DurableObject, Env, Fetch, Request, Response,
-    ScheduledTime, SqlStorageValue, State, Storage,
+    durable_object, Date, Delay, DurableObject, Env, Request, Response, ScheduledTime,
+    SqlStorageValue, State, Storage,
 };
 
-use crate::convert::{from_response_parts, to_request};
-use crate::edge_http;
-use crate::env::config_from_env;
-use crate::log_sink;
 use idemgate_core::answer::{render_problem, Answer};
 use idemgate_core::decision_log::DecisionLog;
-use idemgate_core::engine::{Backend, Engine, Policy, StorageOps};
+use idemgate_core::engine::{Backend, Engine, Policy, StorageOps, StoredRequest};
+use idemgate_core::index::IndexUpdate;
 use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply};
 use idemgate_core::origin::OutboundRequest;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::{ForwardResult, HttpResponse, Receipt};
 
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS receipt (
+use crate::edge_http;
+use crate::env::config_from_env;
+use crate::events;
+use crate::receipt_index;
+
+/// The receipt and the stored response's body; `deletable_at` lets the
+/// alarm expire a receipt without parsing it.
+const RECEIPT_TABLE: &str = "CREATE TABLE IF NOT EXISTS receipt (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    record TEXT NOT NULL,
+    body BLOB,
+    deletable_at INTEGER
+)";
+/// An async delivery as accepted, until it completes.
+const REQUEST_TABLE: &str = "CREATE TABLE IF NOT EXISTS request (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     record TEXT NOT NULL,
     body BLOB
@@ -41,11 +50,12 @@ pub struct DedupObject {
 
 pub struct DurableBackend {
     storage: Storage,
-    /// Whether the receipt table is known to exist. A new object creates it
+    env: Env,
+    /// Whether the tables are known to exist. A new object creates them
     /// with its first write, in the same commit, rather than on start: a
     /// separate commit per key would cost an fsync, and most objects see
     /// one first delivery and then only replays.
-    has_table: Cell<bool>,
+    has_tables: Cell<bool>,
     /// Every storage operation of this object's lifetime, for the operator API.
     ops: Cell<StorageOps>,
 }
@@ -55,7 +65,8 @@ impl DurableObject for DedupObject {
         DedupObject {
             engine: Engine::new(DurableBackend {
                 storage: state.storage(),
-                has_table: Cell::new(false),
+                env: env.clone(),
+                has_tables: Cell::new(false),
                 ops: Cell::default(),
             }),
             env,
@@ -68,10 +79,24 @@ impl DurableObject for DedupObject {
         edge_http::response(&render_problem(&Problem::NotFound)).map(Response::from)
     }
 
+    /// Retention and async deliveries. A storage failure is an error, so
+    /// the runtime runs the alarm again (with backoff).
     async fn alarm(&self) -> worker::Result<Response> {
-        if let Err(message) = self.engine.on_alarm().await {
-            worker::console_error!("idemgate: retention alarm failed: {message}");
-        }
+        let config = config_from_env(&self.env);
+        let policy_for = |route: &str| {
+            let config = config.clone()?;
+            config
+                .route(route)
+                .map(Policy::from)
+                .ok_or_else(|| Problem::Misconfigured {
+                    variable: format!("ROUTES.{route}"),
+                    reason: "an async receipt names a route that no longer exists".into(),
+                })
+        };
+        self.engine
+            .on_alarm(policy_for)
+            .await
+            .map_err(worker::Error::RustError)?;
         Response::empty()
     }
 }
@@ -85,7 +110,9 @@ impl DedupObject {
     /// beside it; answers `[reply JSON, body]` (see [`ObjectReply`]).
     #[wasm_bindgen(js_name = dispatch)]
     pub async fn dispatch(&self, call: String, body: Uint8Array) -> Result<JsValue, JsValue> {
-        let (response, replayable_until) = self.answer(&call, body.to_vec()).await;
+        let bytes = body.to_vec();
+        drop(body);
+        let (response, replayable_until) = self.answer(&call, bytes).await;
         let (reply, body) = ObjectReply::encode(response, replayable_until);
         Ok(Array::of2(&reply.into(), &Uint8Array::from(body.as_slice())).into())
     }
@@ -93,19 +120,28 @@ impl DedupObject {
 
 impl DedupObject {
     async fn answer(&self, call: &str, body: Vec<u8>) -> (HttpResponse, Option<u64>) {
-        let config = ObjectCall::from_json(call)
+        let parsed = ObjectCall::from_json(call)
             .and_then(|call| config_from_env(&self.env).map(|config| (call, config)));
-        let (call, config) = match config {
+        let (call, config) = match parsed {
             Ok(parsed) => parsed,
             Err(problem) => return (render_problem(&problem), None),
         };
         self.engine.absorb(call.absorbed);
+        let Some(route) = config.route(&call.route) else {
+            let problem = Problem::Misconfigured {
+                variable: format!("ROUTES.{}", call.route),
+                reason: "the gateway named a route this object does not know".into(),
+            };
+            return (render_problem(&problem), None);
+        };
+        let object = call.object.clone();
         match call.op {
             ObjectOp::ReadReceipt => (self.read_receipt(), None),
-            ObjectOp::Purge => (self.purge(), None),
-            op => match op.into_delivery(body) {
+            ObjectOp::Purge => (self.purge(&object).await, None),
+            ObjectOp::Redrive => (self.redrive().await, None),
+            ObjectOp::Deliver { .. } => match call.into_delivery(body) {
                 Ok(delivery) => {
-                    let answer = self.engine.deliver(delivery, &Policy::from(&*config)).await;
+                    let answer = self.engine.deliver(delivery, &Policy::from(route)).await;
                     let replayable_until = match answer {
                         Answer::Replayed(_) => self.engine.replayable_until(),
                         _ => None,
@@ -117,8 +153,8 @@ impl DedupObject {
         }
     }
 
-    fn purge(&self) -> HttpResponse {
-        match self.engine.purge() {
+    async fn purge(&self, object: &str) -> HttpResponse {
+        match self.engine.purge(object).await {
             Ok(true) => HttpResponse {
                 status: 204,
                 headers: Vec::new(),
@@ -129,19 +165,30 @@ impl DedupObject {
         }
     }
 
+    async fn redrive(&self) -> HttpResponse {
+        match self.engine.redrive().await {
+            Ok(receipt) => self.receipt_view(202, &receipt),
+            Err(problem) => render_problem(&problem),
+        }
+    }
+
     fn read_receipt(&self) -> HttpResponse {
         match self.engine.receipt() {
-            Ok(Some(receipt)) => HttpResponse {
-                status: 200,
-                headers: vec![("content-type".into(), "application/json".into())],
-                body: serde_json::to_vec(&ReceiptView {
-                    receipt: &receipt,
-                    object_storage_ops: self.engine.backend().ops.get(),
-                })
-                .expect("a receipt serializes"),
-            },
+            Ok(Some(receipt)) => self.receipt_view(200, &receipt),
             Ok(None) => render_problem(&Problem::NotFound),
             Err(message) => render_problem(&Problem::StorageUnavailable { message }),
+        }
+    }
+
+    fn receipt_view(&self, status: u16, receipt: &Receipt) -> HttpResponse {
+        HttpResponse {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: serde_json::to_vec(&ReceiptView {
+                receipt,
+                object_storage_ops: self.engine.backend().ops.get(),
+            })
+            .expect("a receipt serializes"),
         }
     }
 }
@@ -160,31 +207,75 @@ fn storage_error(error: worker::Error) -> String {
 }
 
 impl DurableBackend {
-    fn table_exists(&self) -> Result<bool, String> {
-        if !self.has_table.get() {
-            let cursor = self
-                .storage
-                .sql()
-                .exec(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'receipt'",
-                    None,
-                )
-                .map_err(storage_error)?;
-            self.has_table.set(cursor.raw().next().is_some());
-        }
-        Ok(self.has_table.get())
+    fn exec(&self, query: &str, values: Vec<SqlStorageValue>) -> Result<worker::SqlCursor, String> {
+        self.storage
+            .sql()
+            .exec(query, Some(values))
+            .map_err(storage_error)
     }
 
-    fn create_table(&self) -> Result<(), String> {
-        if !self.has_table.get() {
-            self.storage
-                .sql()
-                .exec(SCHEMA, None)
-                .map_err(storage_error)?;
-            self.has_table.set(true);
+    fn tables_exist(&self) -> Result<bool, String> {
+        if !self.has_tables.get() {
+            let cursor = self.exec(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'receipt'",
+                Vec::new(),
+            )?;
+            self.has_tables.set(cursor.raw().next().is_some());
+        }
+        Ok(self.has_tables.get())
+    }
+
+    fn create_tables(&self) -> Result<(), String> {
+        if !self.has_tables.get() {
+            self.exec(RECEIPT_TABLE, Vec::new())?;
+            self.exec(REQUEST_TABLE, Vec::new())?;
+            // An object a first version created has no `deletable_at`.
+            let columns = self.exec("SELECT name FROM pragma_table_info('receipt')", Vec::new())?;
+            let has_column = columns.raw().flatten().any(|row| {
+                matches!(row.first(), Some(SqlStorageValue::String(name)) if name == "deletable_at")
+            });
+            if !has_column {
+                self.exec(
+                    "ALTER TABLE receipt ADD COLUMN deletable_at INTEGER",
+                    Vec::new(),
+                )?;
+            }
+            self.has_tables.set(true);
         }
         Ok(())
     }
+
+    /// A row's record and blob, if the row exists.
+    fn select(&self, query: &str) -> Result<Option<StoredRow>, String> {
+        let cursor = match self.exec(query, Vec::new()) {
+            Ok(cursor) => cursor,
+            // An object that exists pays one query; only a failed one asks
+            // whether the tables are there (a new object creates them on
+            // first write).
+            Err(_) if !self.tables_exist()? => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        self.has_tables.set(true);
+        let Some(row) = cursor.raw().next() else {
+            return Ok(None);
+        };
+        let row = row.map_err(storage_error)?;
+        match (row.first(), row.get(1)) {
+            (Some(SqlStorageValue::String(record)), Some(SqlStorageValue::Blob(body))) => {
+                Ok(Some((record.clone(), Some(body.clone()))))
+            }
+            (Some(SqlStorageValue::String(record)), _) => Ok(Some((record.clone(), None))),
+            _ => Err("the stored row has no record".into()),
+        }
+    }
+}
+
+/// A stored row: its JSON record and its blob.
+type StoredRow = (String, Option<Vec<u8>>);
+
+/// SQLite integers are signed 64-bit; idemgate's times are far below 2^63.
+fn integer(value: u64) -> SqlStorageValue {
+    SqlStorageValue::Integer(value as i64)
 }
 
 impl Backend for DurableBackend {
@@ -194,31 +285,14 @@ impl Backend for DurableBackend {
 
     fn load(&self) -> Result<Option<Receipt>, String> {
         StorageOps::bump(&self.ops, |ops| ops.reads += 1);
-        let selected = self
-            .storage
-            .sql()
-            .exec("SELECT record, body FROM receipt WHERE id = 1", None);
-        // An object that exists pays one query; only a failed one asks
-        // whether the table is there (a new object creates it on first write).
-        let cursor = match selected {
-            Ok(cursor) => cursor,
-            Err(_) if !self.table_exists()? => return Ok(None),
-            Err(error) => return Err(storage_error(error)),
-        };
-        self.has_table.set(true);
-        let Some(row) = cursor.raw().next() else {
+        let Some((record, body)) = self.select("SELECT record, body FROM receipt WHERE id = 1")?
+        else {
             return Ok(None);
         };
-        let row = row.map_err(storage_error)?;
-        let (Some(SqlStorageValue::String(record)), body) = (row.first(), row.get(1)) else {
-            return Err("the receipt row has no record".into());
-        };
-        let mut receipt: Receipt = serde_json::from_str(record)
+        let mut receipt: Receipt = serde_json::from_str(&record)
             .map_err(|error| format!("the stored receipt does not parse: {error}"))?;
-        if let (Some(stored), Some(SqlStorageValue::Blob(bytes))) =
-            (receipt.stored_response_mut(), body)
-        {
-            stored.response.body = bytes.clone();
+        if let (Some(stored), Some(body)) = (receipt.stored_response_mut(), body) {
+            stored.response.body = body;
         }
         Ok(Some(receipt))
     }
@@ -230,28 +304,79 @@ impl Backend for DurableBackend {
             Some(stored) => SqlStorageValue::Blob(stored.response.body.clone()),
             None => SqlStorageValue::Null,
         };
-        self.create_table()?;
-        self.storage
-            .sql()
-            .exec(
-                "INSERT INTO receipt (id, record, body) VALUES (1, ?, ?)
-                 ON CONFLICT (id) DO UPDATE SET record = excluded.record, body = excluded.body",
-                vec![SqlStorageValue::String(record), body],
-            )
-            .map(|_| ())
-            .map_err(storage_error)
+        let deletable_at = receipt
+            .deletable_at()
+            .map_or(SqlStorageValue::Null, integer);
+        self.create_tables()?;
+        self.exec(
+            "INSERT INTO receipt (id, record, body, deletable_at) VALUES (1, ?, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET record = excluded.record, body = excluded.body,
+             deletable_at = excluded.deletable_at",
+            vec![SqlStorageValue::String(record), body, deletable_at],
+        )
+        .map(|_| ())
     }
 
-    fn delete(&self) -> Result<(), String> {
+    fn save_request(&self, request: &StoredRequest) -> Result<(), String> {
         StorageOps::bump(&self.ops, |ops| ops.writes += 1);
-        if !self.table_exists()? {
+        let record = serde_json::to_string(request).map_err(|error| error.to_string())?;
+        self.create_tables()?;
+        self.exec(
+            "INSERT INTO request (id, record, body) VALUES (1, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET record = excluded.record, body = excluded.body",
+            vec![
+                SqlStorageValue::String(record),
+                SqlStorageValue::Blob(request.body.clone()),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    fn load_request(&self) -> Result<Option<StoredRequest>, String> {
+        StorageOps::bump(&self.ops, |ops| ops.reads += 1);
+        let Some((record, body)) = self.select("SELECT record, body FROM request WHERE id = 1")?
+        else {
+            return Ok(None);
+        };
+        let mut request: StoredRequest = serde_json::from_str(&record)
+            .map_err(|error| format!("the stored request does not parse: {error}"))?;
+        request.body = body.unwrap_or_default();
+        Ok(Some(request))
+    }
+
+    fn delete_request(&self) -> Result<(), String> {
+        StorageOps::bump(&self.ops, |ops| ops.writes += 1);
+        if !self.tables_exist()? {
             return Ok(());
         }
-        self.storage
-            .sql()
-            .exec("DELETE FROM receipt", None)
-            .map(|_| ())
-            .map_err(storage_error)
+        self.exec("DELETE FROM request", Vec::new()).map(|_| ())
+    }
+
+    async fn delete_all(&self) -> Result<bool, String> {
+        StorageOps::bump(&self.ops, |ops| ops.writes += 1);
+        let existed = self.tables_exist()?
+            && self
+                .exec("SELECT 1 FROM receipt WHERE id = 1", Vec::new())?
+                .raw()
+                .next()
+                .is_some();
+        // `deleteAll` frees every row, the tables and (at this
+        // compatibility date) the alarm.
+        self.has_tables.set(false);
+        self.storage.delete_all().await.map_err(storage_error)?;
+        Ok(existed)
+    }
+
+    fn stored_deletable_at(&self) -> Result<Option<u64>, String> {
+        if !self.tables_exist()? {
+            return Ok(None);
+        }
+        let cursor = self.exec("SELECT deletable_at FROM receipt WHERE id = 1", Vec::new())?;
+        let row = cursor.raw().next().transpose().map_err(storage_error)?;
+        Ok(match row.as_ref().and_then(|row| row.first()) {
+            Some(SqlStorageValue::Integer(at)) => Some(*at as u64),
+            _ => None,
+        })
     }
 
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String> {
@@ -263,50 +388,37 @@ impl Backend for DurableBackend {
             .map_err(storage_error)
     }
 
-    /// 53 random bits, so the token survives any JSON reader exactly.
-    fn new_owner(&self) -> u64 {
-        let mut bytes = [0u8; 8];
-        if let Err(error) = getrandom::getrandom(&mut bytes) {
-            // crypto.getRandomValues does not fail in workerd; if it ever
-            // did, time still separates forwards of different eras.
-            worker::console_error!("idemgate: no randomness for an owner token: {error}");
-            return Date::now().as_millis();
-        }
-        u64::from_le_bytes(bytes) & ((1 << 53) - 1)
-    }
-
     async fn forward(&self, request: OutboundRequest, timeout_ms: u64) -> ForwardResult {
-        let request = match to_request(&request) {
-            Ok(request) => request,
-            Err(error) => return ForwardResult::Unreachable(error.to_string()),
-        };
-        let controller = AbortController::default();
-        let signal = controller.signal();
-        let exchange = pin!(async {
-            let mut response = Fetch::Request(request).send_with_signal(&signal).await?;
-            let body = response.bytes().await?;
-            Ok::<_, worker::Error>(from_response_parts(
-                response.status_code(),
-                response.headers(),
-                body,
-            ))
-        });
-        let timer = pin!(Delay::from(Duration::from_millis(timeout_ms)));
-        match select(exchange, timer).await {
-            Either::Left((Ok(response), _)) => ForwardResult::Answered(response),
-            Either::Left((Err(error), _)) => ForwardResult::Unreachable(error.to_string()),
-            Either::Right(_) => {
-                controller.abort();
-                ForwardResult::TimedOut
-            }
-        }
+        edge_http::send_forward(request, timeout_ms).await
     }
 
     fn sleep(&self, ms: u64) -> impl Future<Output = ()> {
         Delay::from(Duration::from_millis(ms))
     }
 
-    fn log(&self, line: &DecisionLog) {
-        log_sink::emit(line);
+    fn random(&self) -> u64 {
+        let mut bytes = [0u8; 8];
+        // crypto.getRandomValues does not fail in workerd; if it ever did,
+        // retries would lose their jitter, nothing more.
+        let _ = getrandom::getrandom(&mut bytes);
+        u64::from_le_bytes(bytes)
+    }
+
+    fn new_receipt_id(&self, now_ms: u64) -> String {
+        let mut random = [0u8; 10];
+        let _ = getrandom::getrandom(&mut random);
+        uuid::Builder::from_unix_timestamp_millis(now_ms, &random)
+            .into_uuid()
+            .hyphenated()
+            .to_string()
+    }
+
+    fn emit(&self, event: &DecisionLog, logged: bool) {
+        events::emit(&self.env, event, logged);
+    }
+
+    async fn index(&self, update: IndexUpdate) -> Result<(), String> {
+        StorageOps::bump(&self.ops, |ops| ops.index_writes += 1);
+        receipt_index::write(&self.env, update).await
     }
 }

@@ -4,15 +4,19 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use worker::js_sys::Reflect;
+use worker::js_sys::{Reflect, JSON};
 use worker::wasm_bindgen::JsValue;
 use worker::Env;
 
 use idemgate_core::config::Config;
 use idemgate_core::problem::Problem;
 
-/// A var may arrive as a string, or as a number or boolean when
-/// `wrangler.toml` writes it unquoted; both are read as their text.
+/// A var may arrive as a string, as a number or boolean when
+/// `wrangler.toml` writes it unquoted, or as an object when it is a TOML
+/// table (`[vars.ROUTES.stripe]`); each is read as its text, the way
+/// `JSON.stringify` writes it (an object as JSON, which is also what
+/// `--var ROUTES:'{...}'` passes). Formatting numbers in JavaScript keeps
+/// Rust's float formatting out of the wasm.
 fn lookup(env: &Env, name: &str) -> Option<String> {
     let value = Reflect::get(env, &JsValue::from_str(name)).ok()?;
     if value.is_undefined() || value.is_null() {
@@ -21,10 +25,7 @@ fn lookup(env: &Env, name: &str) -> Option<String> {
     if let Some(text) = value.as_string() {
         return Some(text);
     }
-    if let Some(number) = value.as_f64() {
-        return Some(number.to_string());
-    }
-    value.as_bool().map(|flag| flag.to_string())
+    JSON::stringify(&value).ok()?.as_string()
 }
 
 /// The configuration, parsed once per isolate: an isolate's `env` never

@@ -1,108 +1,122 @@
 //! The fetch handler: SPEC §1 in order, with the I/O the pure
-//! [`idemgate_core::pipeline`] leaves out (reading the body, calling the Durable
-//! Object, proxying passthrough requests). Deliveries read the runtime's
-//! request directly ([`crate::edge_http`]); the operator API and
-//! passthrough, which are not on the hot path, use `worker::Request`.
+//! `idemgate_core::pipeline` leaves out (reading the body, calling the
+//! Durable Object, proxying passthrough requests), on the runtime's own
+//! request ([`crate::edge_http`]).
 
-use futures::StreamExt;
-use worker::{web_sys, Env, Headers, Request, RequestInit, RequestRedirect, Response};
+use worker::{web_sys, Env};
+
+use idemgate_core::answer::render_problem;
+use idemgate_core::config::RouteConfig;
+use idemgate_core::decision_log::DecisionLog;
+use idemgate_core::headers::{self, RECEIPT_ID};
+use idemgate_core::object_call::ObjectCall;
+use idemgate_core::origin::target;
+use idemgate_core::pipeline::{
+    admit_authenticated, authenticate, body_framing, fast_replay_key, over_limit, path_and_query,
+    route_request, BodyFraming, Inbound, Kind,
+};
+use idemgate_core::problem::Problem;
+use idemgate_core::replay_cache::cache_key;
+use idemgate_core::routes::{is_operator, normalize_path};
 
 use crate::admin;
 use crate::edge_cache::with_replays;
 use crate::edge_http;
 use crate::env::config_from_env;
-use crate::log_sink;
+use crate::events;
 use crate::object_client;
 use crate::stats;
-use idemgate_core::answer::render_problem;
-use idemgate_core::config::Config;
-use idemgate_core::decision_log::DecisionLog;
-use idemgate_core::headers;
-use idemgate_core::object_call::ObjectOp;
-use idemgate_core::origin::target_url;
-use idemgate_core::pipeline::{
-    admit, body_framing, path_and_query, route, BodyFraming, Inbound, Route,
-};
-use idemgate_core::problem::Problem;
-use idemgate_core::replay_cache::cache_key;
 
 pub async fn handle(request: web_sys::Request, env: Env) -> worker::Result<web_sys::Response> {
     let url = request.url();
     let (path, query) = path_and_query(&url);
     // Fetch leaves `patch` as sent; the origin gets the standard spelling.
     let method = request.method().to_ascii_uppercase();
-    let route = route(&method, path);
-    if route == Route::Operator {
-        return admin::handle(Request::from(request), &env).await;
+    let started = worker::Date::now().as_millis();
+    let normalized = match normalize_path(path) {
+        Ok(normalized) => normalized,
+        Err(problem) => return reject(&env, None, path, problem, started),
+    };
+    if is_operator(&normalized) {
+        return admin::handle(&request, &method, &normalized, query, &env).await;
     }
     let config = match config_from_env(&env) {
         Ok(config) => config,
-        Err(problem) => return problem_response(&problem),
+        Err(problem) => return reject(&env, None, path, problem, started),
     };
-    let started = worker::Date::now().as_millis();
-    let outcome = match route {
-        Route::Passthrough => passthrough(Request::from(request), &config, path, query)
-            .await?
-            .map(Into::into),
-        Route::Deduplicate => deduplicate(request, &config, &method, path, query, &env).await?,
-        Route::Reject(problem) => Err(problem),
-        Route::Operator => unreachable!("handled above"),
+    let (route, kind) = match route_request(&config, &method, &normalized) {
+        Ok(routed) => routed,
+        Err(problem) => return reject(&env, None, path, problem, started),
     };
-    outcome.or_else(|problem| {
-        // Decisions of the Durable Object are logged there; these are the
-        // rejections made before it (and failed passthroughs).
-        let mut line = DecisionLog::new(
-            "rejected",
-            worker::Date::now().as_millis().saturating_sub(started),
-        );
-        line.path = Some(path.to_string());
-        line.status = Some(problem.status());
-        line.reason = Some(problem.name());
-        log_sink::emit(&line);
-        problem_response(&problem)
-    })
+    let outcome = match kind {
+        Kind::Passthrough => passthrough(&request, route, path, query).await,
+        Kind::Deduplicate => {
+            let inbound = RequestLine {
+                method: &method,
+                path,
+                normalized_path: &normalized,
+                query,
+            };
+            deduplicate(request, route, &inbound, &env, started).await?
+        }
+    };
+    outcome.or_else(|problem| reject(&env, Some(&route.name), path, problem, started))
 }
 
-fn problem_response(problem: &Problem) -> worker::Result<web_sys::Response> {
-    edge_http::response(&render_problem(problem))
+/// A rejection made before the Durable Object (bad input, a bad signature,
+/// misconfiguration) or a failed passthrough: one event, and the problem.
+fn reject(
+    env: &Env,
+    route: Option<&str>,
+    path: &str,
+    problem: Problem,
+    started: u64,
+) -> worker::Result<web_sys::Response> {
+    let mut event = DecisionLog::new(
+        "rejected",
+        worker::Date::now().as_millis().saturating_sub(started),
+    );
+    event.route = route.map(str::to_string);
+    event.path = Some(path.to_string());
+    event.status = Some(problem.status());
+    event.reason = Some(problem.name());
+    events::emit(env, &event, true);
+    edge_http::response(&render_problem(&problem))
 }
 
-/// GET, HEAD and OPTIONS go to the origin as they are, streamed, minus
-/// hop-by-hop and `Idempotency-*` headers (so no one can forge those).
+/// GET, HEAD and OPTIONS go to the route's origin as they are, streamed,
+/// minus hop-by-hop and forbidden headers (so no one can forge them).
 async fn passthrough(
-    request: Request,
-    config: &Config,
+    request: &web_sys::Request,
+    route: &RouteConfig,
     path: &str,
     query: Option<&str>,
-) -> worker::Result<Result<Response, Problem>> {
-    let target = target_url(&config.origin_url, path, query);
-    let mut init = RequestInit::new();
-    init.with_method(request.method())
-        .with_headers(Headers(edge_http::header_object(&headers::for_origin(
-            &edge_http::header_list(&request.headers().0),
-        ))?))
-        .with_redirect(RequestRedirect::Manual)
-        .with_body(request.inner().body().map(Into::into));
-    let outbound = Request::new_with_init(&target, &init)?;
-    Ok(worker::Fetch::Request(outbound)
-        .send()
+) -> Result<web_sys::Response, Problem> {
+    let target = target(&route.origin_url, path, query);
+    let headers = headers::for_origin(&edge_http::header_list(&request.headers()));
+    edge_http::proxy_to(request, &target.url, &headers)
         .await
-        .map_err(|error| Problem::OriginUnreachable {
-            message: error.to_string(),
-        }))
+        .map_err(|message| Problem::OriginUnreachable { message })
+}
+
+/// What `deduplicate` needs of the request line.
+struct RequestLine<'a> {
+    method: &'a str,
+    path: &'a str,
+    normalized_path: &'a str,
+    query: Option<&'a str>,
 }
 
 async fn deduplicate(
     request: web_sys::Request,
-    config: &Config,
-    method: &str,
-    path: &str,
-    query: Option<&str>,
+    route: &RouteConfig,
+    line: &RequestLine<'_>,
     env: &Env,
+    started: u64,
 ) -> worker::Result<Result<web_sys::Response, Problem>> {
     let list = edge_http::header_list(&request.headers());
     let framing = body_framing(
-        config,
+        route.max_body_bytes,
         headers::get(&list, "content-length"),
         headers::get(&list, "transfer-encoding"),
     );
@@ -110,41 +124,64 @@ async fn deduplicate(
         Ok(framing) => framing,
         Err(problem) => return Ok(Err(problem)),
     };
-    let Some(body) = read_body(request, framing, config.max_body_bytes).await? else {
+    let Some(body) = read_body(request, framing, route.max_body_bytes).await? else {
         return Ok(Err(Problem::PayloadTooLarge {
-            limit: config.max_body_bytes,
+            limit: route.max_body_bytes,
         }));
     };
     let inbound = Inbound {
-        method,
-        path,
-        query,
+        method: line.method,
+        path: line.path,
+        normalized_path: line.normalized_path,
+        query: line.query,
         headers: &list,
         body: &body,
         now: worker::Date::now().as_millis() / 1000,
     };
-    let admitted = match admit(config, &inbound) {
+    if over_limit(body.len() as u64, route.max_body_bytes) {
+        return Ok(Err(Problem::PayloadTooLarge {
+            limit: route.max_body_bytes,
+        }));
+    }
+    if let Err(problem) = authenticate(route, &inbound) {
+        return Ok(Err(problem));
+    }
+    stats::record(|stats| stats.deliveries += 1);
+    // A byte-identical retry is found before its body is parsed; any
+    // other one after, by its object and fingerprint.
+    let fast_key = fast_replay_key(route, &inbound);
+    let now = worker::Date::now().as_millis();
+    if let Some((key, replay)) = with_replays(|cache| cache.get_fast(&fast_key, now)) {
+        stats::record(|stats| stats.fast_cache_hits += 1);
+        return edge_replay(
+            env,
+            route,
+            key.split('/').next().unwrap_or(""),
+            replay,
+            started,
+        )
+        .map(Ok);
+    }
+    let admitted = match admit_authenticated(route, &inbound) {
         Ok(admitted) => admitted,
         Err(problem) => return Ok(Err(problem)),
     };
-    stats::record(|stats| stats.deliveries += 1);
-    let started = worker::Date::now().as_millis();
     let key = cache_key(&admitted.object_name, admitted.fingerprint.as_str());
-    if let Some(replay) = with_replays(|cache| cache.get(&key, started)) {
-        stats::record(|stats| stats.cache_hits += 1);
-        object_client::count_absorbed(&admitted.object_name);
-        log_edge("replayed", &admitted.object_name, replay.status, started);
-        return edge_http::response(&replay).map(Ok);
+    if let Some(replay) = with_replays(|cache| cache.get(&key, now)) {
+        with_replays(|cache| cache.alias(fast_key, &key));
+        return edge_replay(env, route, &admitted.object_name, replay, started).map(Ok);
     }
-    let object_name = admitted.object_name.clone();
-    let op = ObjectOp::deliver(admitted, method.to_string());
-    let answer = object_client::call(env, &object_name, op, &body).await;
+    let call = ObjectCall::deliver(admitted, 0);
+    let answer = object_client::call(env, call, body).await;
     let response = match answer {
         Ok((response, Some(until))) => {
             // A stored, complete replay: this isolate may answer it alone.
             let now = worker::Date::now().as_millis();
             let answer = edge_http::response(&response);
-            with_replays(|cache| cache.put(key, response, until, now));
+            with_replays(|cache| {
+                cache.put(key.clone(), response, until, now);
+                cache.alias(fast_key, &key);
+            });
             answer
         }
         Ok((response, None)) => edge_http::response(&response),
@@ -153,15 +190,29 @@ async fn deduplicate(
     response.map(Ok)
 }
 
-fn log_edge(decision: &'static str, scope: &str, status: u16, started: u64) {
-    let mut line = DecisionLog::new(
-        decision,
+/// A replay this isolate answers alone: counted for the key's object, and
+/// one event.
+fn edge_replay(
+    env: &Env,
+    route: &RouteConfig,
+    object_name: &str,
+    replay: idemgate_core::receipt::HttpResponse,
+    started: u64,
+) -> worker::Result<web_sys::Response> {
+    stats::record(|stats| stats.cache_hits += 1);
+    object_client::count_absorbed(object_name);
+    let mut event = DecisionLog::new(
+        "replayed",
         worker::Date::now().as_millis().saturating_sub(started),
     );
-    line.scope = Some(scope.to_string());
-    line.status = Some(status);
-    line.edge = true;
-    log_sink::emit(&line);
+    event.route = Some(route.name.clone());
+    event.receipt_id = headers::get(&replay.headers, RECEIPT_ID).map(str::to_string);
+    event.status = Some(replay.status);
+    event.origin_status = Some(replay.status);
+    event.edge = true;
+    event.absorbed = true;
+    events::emit(env, &event, event.is_logged(route.log_duplicates));
+    edge_http::response(&replay)
 }
 
 /// Reads the body: whole when its declared length binds, else chunk by
@@ -176,17 +227,5 @@ async fn read_body(
         // One call instead of a JS round trip per chunk.
         return edge_http::whole_body(&request).await.map(Some);
     }
-    if request.body().is_none() {
-        return Ok(Some(Vec::new()));
-    }
-    let mut chunks = Request::from(request).stream()?;
-    let mut body = Vec::new();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk?;
-        if (body.len() + chunk.len()) as u64 > limit {
-            return Ok(None);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(Some(body))
+    edge_http::bounded_body(&request, limit).await
 }

@@ -7,24 +7,26 @@
 //! | --- | --- |
 //! | [`gateway`] | the fetch handler: SPEC §1's I/O around the pure pipeline |
 //! | `admin` | the operator API's I/O (§7) |
-//! | `edge_http` | every answer the worker renders, and a delivery's request; one JS call per header list |
+//! | `edge_http` | every answer the worker renders, every request it reads or sends (fetch, proxy); one JS call per header list |
 //! | `edge_cache` | the isolate's replay cache |
+//! | `events` | decision events (SPEC §9): stats, Analytics Engine, log lines |
+//! | `receipt_index` | the D1 receipt index: writes and listings (§7) |
 //! | `object_client` | the gateway's RPC call to the key's object |
 //! | [`dedup_object`] | the Durable Object: storage, alarms, timers, `fetch` to the origin, RPC |
 //! | `env` | the configuration, read once per isolate from `env` |
 //! | `log_sink` | writes decision log lines to the console, from a microtask |
 //! | `stats` | per-isolate counters (`/__idemgate/stats`) |
-//! | `convert` | plain requests and responses to and from `worker` types |
 
 mod admin;
-mod convert;
 pub mod dedup_object;
 mod edge_cache;
 mod edge_http;
 mod env;
+mod events;
 pub mod gateway;
 mod log_sink;
 mod object_client;
+mod receipt_index;
 mod stats;
 
 use worker::{event, web_sys, Context, Env};

@@ -11,10 +11,11 @@ use worker::js_sys::{Array, Promise, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
-use crate::stats;
 use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply};
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::HttpResponse;
+
+use crate::stats;
 
 pub const DEDUP_OBJECT_BINDING: &str = "DEDUP_OBJECT";
 
@@ -28,29 +29,45 @@ extern "C" {
     fn dispatch(this: &DedupObjectStub, call: &str, body: &Uint8Array) -> Result<Promise, JsValue>;
 }
 
-/// Sends `op` (with `body`) to the object named `object_name`; answers its
-/// response and, for a stored complete replay, how long it may be replayed.
+/// Sends `call` (with `body`) to the object it names; answers its response
+/// and, for a stored complete replay, how long it may be replayed.
+///
+/// A failure before the call leaves is `storage-unavailable` (nothing was
+/// forwarded); a delivery whose call fails after it left is
+/// `outcome-unknown` (the object may have forwarded it: SPEC §6).
 pub async fn call(
     env: &Env,
-    object_name: &str,
-    op: ObjectOp,
-    body: &[u8],
+    mut call: ObjectCall,
+    body: Vec<u8>,
 ) -> Result<(HttpResponse, Option<u64>), Problem> {
-    let unavailable = |message: String| Problem::StorageUnavailable {
-        message: format!("the key's Durable Object did not answer: {message}"),
+    let before_sending = |message: String| Problem::StorageUnavailable {
+        message: format!("the key's Durable Object could not be reached: {message}"),
+    };
+    let delivery = matches!(call.op, ObjectOp::Deliver { .. });
+    let after_sending = move |message: String| {
+        let message = format!("the call to the key's Durable Object failed: {message}");
+        if delivery {
+            Problem::OutcomeUnknown { message }
+        } else {
+            Problem::StorageUnavailable { message }
+        }
     };
     stats::record(|stats| stats.object_requests += 1);
-    let call = ObjectCall {
-        absorbed: take_absorbed(object_name),
-        op,
-    };
+    call.absorbed = take_absorbed(&call.object);
     let stub: DedupObjectStub = env
         .durable_object(DEDUP_OBJECT_BINDING)
-        .and_then(|namespace| namespace.get_by_name(object_name))
-        .map_err(|error| unavailable(error.to_string()))?
+        .and_then(|namespace| namespace.get_by_name(&call.object))
+        .map_err(|error| before_sending(error.to_string()))?
         .into_rpc();
+    // The body crosses into JavaScript once; the Rust copy goes before
+    // the call is awaited.
+    let js_body = Uint8Array::from(body.as_slice());
+    drop(body);
+    let promise = stub
+        .dispatch(&call.to_json(), &js_body)
+        .map_err(|error| before_sending(worker::Error::from(error).to_string()))?;
+    drop(js_body);
     let exchange = async {
-        let promise = stub.dispatch(&call.to_json(), &Uint8Array::from(body))?;
         let reply: Array = JsFuture::from(promise).await?.dyn_into()?;
         let json = reply.get(0).as_string().unwrap_or_default();
         let body = reply.get(1).dyn_into::<Uint8Array>()?.to_vec();
@@ -58,8 +75,8 @@ pub async fn call(
     };
     let (json, body) = exchange
         .await
-        .map_err(|error| unavailable(worker::Error::from(error).to_string()))?;
-    ObjectReply::decode(&json, body).map_err(unavailable)
+        .map_err(|error| after_sending(worker::Error::from(error).to_string()))?;
+    ObjectReply::decode(&json, body).map_err(after_sending)
 }
 
 /// Counts a duplicate this isolate absorbed for `object_name`.

@@ -1,13 +1,14 @@
-//! Counters the gateway keeps per isolate, so benchmarks count what a
-//! delivery costs instead of estimating it. `GET /__idemgate/stats` (with
-//! the admin token) shows them; under `wrangler dev` there is one isolate,
-//! so they cover every request.
+//! Counters the isolate keeps, so benchmarks count what a delivery costs
+//! instead of estimating it, and an operator sees decisions per route
+//! (SPEC §9). `GET /__idemgate/stats` (with the admin token) shows them;
+//! under `wrangler dev` there is one isolate, so they cover every request.
 
-use std::cell::Cell;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct GatewayStats {
     /// Deduplicated requests that passed every check.
     pub deliveries: u64,
@@ -15,20 +16,24 @@ pub struct GatewayStats {
     pub object_requests: u64,
     /// Replays answered from this isolate's cache, with no object request.
     pub cache_hits: u64,
+    /// Of those, byte-identical retries found before their body was parsed.
+    pub fast_cache_hits: u64,
+    /// Decision events (SPEC §9) by route, then decision.
+    pub decisions: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Decision events written as log lines.
+    pub log_lines: u64,
+    /// Data points written to Analytics Engine.
+    pub metric_points: u64,
 }
 
 thread_local! {
-    static STATS: Cell<GatewayStats> = Cell::new(GatewayStats::default());
+    static STATS: RefCell<GatewayStats> = RefCell::new(GatewayStats::default());
 }
 
 pub fn record(bump: impl FnOnce(&mut GatewayStats)) {
-    STATS.with(|stats| {
-        let mut current = stats.get();
-        bump(&mut current);
-        stats.set(current);
-    });
+    STATS.with(|stats| bump(&mut stats.borrow_mut()));
 }
 
 pub fn snapshot() -> GatewayStats {
-    STATS.with(Cell::get)
+    STATS.with(|stats| stats.borrow().clone())
 }

@@ -2,7 +2,6 @@
 //! SQLite ledger with one payment per key, and fencing by epoch.
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use tokio::task::JoinSet;
 
@@ -51,6 +50,14 @@ pub async fn storm_charges_once_per_key_and_every_forward_verifies(_world: &'sta
             String::from_utf8_lossy(&reply.body)
         );
     }
+    // The ledger would answer a repeat with the first result: count what
+    // reached it, not only what it charged.
+    assert_eq!(
+        origin.forwards(),
+        20,
+        "one forward per key reached the origin"
+    );
+    assert_eq!(replies.iter().filter(|reply| !reply.replayed()).count(), 20);
     let payments = origin.payments().await;
     assert_eq!(payments.len(), 20, "one payment per key in the ledger");
     let keys: HashSet<&str> = payments
@@ -60,41 +67,78 @@ pub async fn storm_charges_once_per_key_and_every_forward_verifies(_world: &'sta
     assert_eq!(keys.len(), 20);
 }
 
-pub async fn the_ledger_refuses_the_stale_epoch_of_a_taken_over_forward(_world: &'static World) {
+/// A forward that hangs at the origin past the gateway's timeout is failed;
+/// the sender's retry is forwarded with a higher epoch and charged, and
+/// when the hung forward finally reaches the ledger, the fence refuses it.
+pub async fn the_ledger_refuses_the_stale_epoch_of_an_overtaken_forward(_world: &'static World) {
     let origin = DemoOrigin::start(FORWARD_SECRET).await;
     let gateway = Gateway::start(&[
         ("ORIGIN_URL", origin.url.as_str()),
         ("FORWARD_SECRET", FORWARD_SECRET),
-        ("ORIGIN_TIMEOUT_MS", "6000"),
-        ("LEASE_MS", "1000"),
+        ("ORIGIN_TIMEOUT_MS", "1000"),
+        ("LEASE_MS", "2000"),
     ])
     .await;
     let client = client();
-    // Only the epoch-1 forward is slow: it is still running when its lease ends.
-    let url = gateway.url("/payments?delay_ms=3000&slow_epoch=1");
-    let slow = {
-        let (client, url) = (client.clone(), url.clone());
-        tokio::spawn(async move { charge(&client, &url, "fenced-1", 900).await })
-    };
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let takeover = charge(&client, &url, "fenced-1", 900).await;
-    assert_eq!(takeover.status, 201);
-    assert_eq!(takeover.json()["epoch"], 2);
-
-    let stale = slow.await.unwrap();
+    // Only the first forward of the key is slow: it is still running at
+    // the origin when the retry is charged.
+    let url = gateway.url("/payments?delay_ms=3000&slow=first");
+    let hung = charge(&client, &url, "fenced-1", 900).await;
+    hung.assert_problem(504, "origin-timeout");
+    let retry = charge(&client, &url, "fenced-1", 900).await;
     assert_eq!(
-        stale.status, 409,
-        "the ledger refuses epoch 1 after accepting epoch 2"
+        retry.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&retry.body)
     );
-    assert_eq!(stale.json()["error"], "stale-epoch");
+    let epoch = retry.json()["epoch"].as_u64().unwrap();
 
+    crate::support::eventually(10, "the hung forward reaches the ledger", || {
+        let refused = origin.printed("refused stale epoch").len();
+        async move { refused == 1 }
+    })
+    .await;
     let payments = origin.payments().await;
     assert_eq!(payments.len(), 1);
-    assert_eq!(payments[0]["epoch"], 2);
+    assert_eq!(payments[0]["epoch"], epoch);
     let replay = charge(&client, &url, "fenced-1", 900).await;
     assert!(replay.replayed());
     assert_eq!(
-        replay.body, takeover.body,
-        "the stale answer never replaced the real one"
+        replay.body, retry.body,
+        "the stale forward never replaced the real one"
     );
+}
+
+/// Two tenants' payments under one key are two payments: the demo ledger
+/// is unique on scope and key, and refuses a different body under one key.
+pub async fn the_ledger_keeps_tenants_apart_and_refuses_a_changed_body(_world: &'static World) {
+    let origin = DemoOrigin::start(FORWARD_SECRET).await;
+    let gateway = Gateway::start(&[
+        ("ORIGIN_URL", origin.url.as_str()),
+        ("FORWARD_SECRET", FORWARD_SECRET),
+        ("TENANT_HEADER", "Authorization"),
+    ])
+    .await;
+    let client = client();
+    let pay = |tenant: &'static str, amount: u64| {
+        let request = client
+            .post(gateway.url("/payments"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", "order-1")
+            .header("authorization", format!("Bearer {tenant}"))
+            .body(format!(r#"{{"amount":{amount},"currency":"eur"}}"#));
+        async move { Reply::read(request.send().await.unwrap()).await }
+    };
+    let alice = pay("alice", 100).await;
+    let bob = pay("bob", 999).await;
+    assert_eq!((alice.status, bob.status), (201, 201));
+    assert_ne!(alice.json()["payment_id"], bob.json()["payment_id"]);
+    assert_eq!(
+        bob.json()["amount"],
+        999,
+        "bob is charged his own amount, not alice's"
+    );
+    assert_ne!(alice.json()["scope"], bob.json()["scope"]);
+    assert_eq!(origin.payments().await.len(), 2);
 }

@@ -7,12 +7,16 @@
 //! every `wrangler dev` when the run ends. `cargo test --test e2e -- NAME`
 //! filters as usual.
 
+mod asynchronous;
 mod dedup;
 mod demo_origin;
 mod failures;
 mod inputs;
+mod money;
 mod operator;
 mod passthrough;
+mod providers;
+mod routes;
 mod senders;
 mod support;
 
@@ -27,7 +31,8 @@ pub const FORWARD_SECRET: &str = "test-forward-secret";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
-    /// Defaults (`IN_FLIGHT=wait`), a 64 KiB body limit, a forward secret.
+    /// Defaults (`IN_FLIGHT=wait`), a 64 KiB body limit, a forward secret,
+    /// an admin token.
     Wait,
     /// `IN_FLIGHT=conflict`.
     Conflict,
@@ -37,9 +42,7 @@ pub enum Profile {
     Failing,
     /// `ORIGIN_URL` points at a closed port.
     Unreachable,
-    /// A 1 s lease under a 5 s origin timeout, so a hung forward is taken over.
-    ShortLease,
-    /// `RETENTION_SECONDS=3`.
+    /// The shortest retention (60 s) and a 2 s lease.
     ShortRetention,
     /// `SIGNATURE_SCHEME=stripe`.
     Stripe,
@@ -47,8 +50,14 @@ pub enum Profile {
     StandardWebhooks,
     /// `DEDUP_MODE=api`, `TENANT_HEADER=Authorization`.
     Tenants,
-    /// `KEY_SCOPE=global`.
+    /// `KEY_SCOPE=global`, `TENANT_HEADER=Authorization`.
     GlobalScope,
+    /// `RETRYABLE_STATUSES` with 401 and 404, `MAX_WAITERS=2`.
+    Strict,
+    /// Every provider and an API route, as `ROUTES` (providers.rs).
+    Routes,
+    /// `DELIVERY=async` with a compressed retry schedule.
+    Async,
 }
 
 pub const STRIPE_SECRET: &str = "whsec_e2e_stripe_secret";
@@ -80,11 +89,13 @@ impl World {
         }
         let origin = self.origin.url();
         let closed = format!("http://127.0.0.1:{}", support::closed_port());
+        let routes = providers::routes_json(&origin);
         let vars: Vec<(&str, &str)> = match profile {
             Profile::Wait => vec![
                 ("ORIGIN_URL", &origin),
                 ("MAX_BODY_BYTES", "65536"),
                 ("FORWARD_SECRET", FORWARD_SECRET),
+                ("ADMIN_TOKEN", ADMIN_TOKEN),
             ],
             Profile::Conflict => vec![("ORIGIN_URL", &origin), ("IN_FLIGHT", "conflict")],
             Profile::Unconfigured => vec![],
@@ -95,14 +106,13 @@ impl World {
                 ("ADMIN_TOKEN", ADMIN_TOKEN),
             ],
             Profile::Unreachable => vec![("ORIGIN_URL", &closed), ("ADMIN_TOKEN", ADMIN_TOKEN)],
-            Profile::ShortLease => vec![
+            Profile::ShortRetention => vec![
                 ("ORIGIN_URL", &origin),
-                ("ORIGIN_TIMEOUT_MS", "5000"),
-                ("LEASE_MS", "1000"),
+                ("ORIGIN_TIMEOUT_MS", "1000"),
+                ("LEASE_MS", "2000"),
+                ("RETENTION_SECONDS", "60"),
+                ("FORWARD_SECRET", FORWARD_SECRET),
             ],
-            Profile::ShortRetention => {
-                vec![("ORIGIN_URL", &origin), ("RETENTION_SECONDS", "3")]
-            }
             Profile::Stripe => vec![
                 ("ORIGIN_URL", &origin),
                 ("SIGNATURE_SCHEME", "stripe"),
@@ -120,8 +130,32 @@ impl World {
                 ("ORIGIN_URL", &origin),
                 ("DEDUP_MODE", "api"),
                 ("TENANT_HEADER", "Authorization"),
+                ("FORWARD_SECRET", FORWARD_SECRET),
+                ("ADMIN_TOKEN", ADMIN_TOKEN),
             ],
-            Profile::GlobalScope => vec![("ORIGIN_URL", &origin), ("KEY_SCOPE", "global")],
+            Profile::GlobalScope => vec![
+                ("ORIGIN_URL", &origin),
+                ("KEY_SCOPE", "global"),
+                ("DEDUP_MODE", "api"),
+                ("TENANT_HEADER", "Authorization"),
+            ],
+            Profile::Strict => vec![
+                ("ORIGIN_URL", &origin),
+                ("RETRYABLE_STATUSES", "401,404,408,425,429,500-599"),
+                ("MAX_WAITERS", "2"),
+                ("ADMIN_TOKEN", ADMIN_TOKEN),
+            ],
+            Profile::Routes => providers::route_vars(&routes, &origin),
+            Profile::Async => vec![
+                ("ORIGIN_URL", &origin),
+                ("DELIVERY", "async"),
+                ("RETRY_SCHEDULE", "1s,1s,2s"),
+                // Long enough that a burst's forwards never time out on
+                // two busy cores (a timeout is retried: a second forward).
+                ("ORIGIN_TIMEOUT_MS", "8000"),
+                ("FORWARD_SECRET", FORWARD_SECRET),
+                ("ADMIN_TOKEN", ADMIN_TOKEN),
+            ],
         };
         let gateway = Arc::new(Gateway::start(&vars).await);
         let mut gateways = self.gateways.lock().unwrap();
@@ -178,44 +212,63 @@ fn main() {
         dedup::replay_matches_the_first_answer_and_ignores_json_layout,
         dedup::changed_payload_is_422_and_not_forwarded,
         dedup::forward_carries_idempotency_headers_and_drops_forged_ones,
+        money::the_scope_reaches_the_origin_signed,
+        money::set_cookie_stays_with_its_caller,
+        money::fingerprints_cover_method_query_and_exact_numbers,
         inputs::invalid_json_is_400_and_stores_nothing,
         inputs::oversized_body_is_413,
         inputs::missing_key_is_400,
         inputs::invalid_keys_are_400,
         inputs::json_key_source_on_a_non_json_body_is_415,
         inputs::missing_origin_url_is_500_misconfigured,
-        failures::origin_500_then_200_forwards_again_with_the_next_epoch,
-        failures::retryable_statuses_are_not_cached_and_final_ones_are,
-        failures::origin_timeout_is_504_and_the_next_delivery_has_epoch_2,
-        failures::unreachable_origin_is_502_and_the_receipt_is_failed_not_stuck,
-        failures::waiting_duplicates_get_the_same_failure,
-        failures::lease_takeover_wins_over_the_late_answer_of_a_hung_forward,
-        failures::crash_keeps_completed_keys_and_takes_over_in_flight_ones,
-        failures::retention_makes_a_key_new_again,
-        failures::large_responses_reach_the_first_caller_whole,
-        failures::storage_writes_per_delivery_kind,
         inputs::hostile_bodies_and_keys_are_rejected,
         inputs::duplicate_idempotency_key_headers_are_400,
         inputs::chunked_body_over_the_limit_is_413_without_content_length,
         inputs::conflicting_length_and_chunked_framing_forward_nothing,
-        senders::stripe_delivery_is_forwarded_once_with_its_signature_and_raw_body,
-        senders::stripe_forgeries_are_401_and_store_nothing,
-        operator::logs_never_contain_secrets_or_bodies,
-        senders::standard_webhooks_delivery_is_forwarded_once,
-        senders::standard_webhooks_forgeries_are_401_and_store_nothing,
-        senders::tenants_never_share_a_receipt,
-        senders::path_scope_separates_paths_and_global_scope_shares_them,
+        passthrough::get_passes_through_without_dedup_or_idempotency_headers,
+        passthrough::operator_health_is_not_forwarded,
+        passthrough::unlisted_methods_are_405_problems_and_not_forwarded,
+        failures::origin_500_then_200_forwards_again_with_a_higher_epoch,
+        failures::retryable_statuses_are_not_cached_and_final_ones_are,
+        failures::origin_timeout_is_504_and_the_next_delivery_has_a_higher_epoch,
+        failures::waiting_duplicates_get_the_same_failure,
+        failures::large_responses_reach_the_first_caller_whole,
+        failures::storage_writes_per_delivery_kind,
         operator::receipt_routes_need_the_admin_token,
         operator::receipt_after_a_storm_shows_duplicates_and_attempts,
         operator::purge_makes_the_key_new_and_unknown_keys_are_404,
         operator::edge_replays_match_the_objects_and_are_counted,
+        failures::unreachable_origin_is_502_and_the_receipt_is_failed_not_stuck,
+        money::retryable_statuses_are_configurable,
+        money::waiters_are_bounded,
+        senders::stripe_delivery_is_forwarded_once_with_its_signature_and_raw_body,
+        senders::stripe_forgeries_are_401_and_store_nothing,
+        senders::standard_webhooks_delivery_is_forwarded_once,
+        senders::standard_webhooks_forgeries_are_401_and_store_nothing,
+        senders::tenants_never_share_a_receipt,
+        senders::path_scope_separates_paths_and_route_scope_shares_them,
+        providers::every_provider_is_verified_forwarded_once_and_replayed,
+        providers::a_signed_delivery_is_one_key_however_its_path_is_spelt,
+        routes::an_unrouted_path_is_404_whatever_the_method,
+        routes::a_path_that_cannot_be_normalised_is_400,
+        routes::an_api_route_beside_webhook_routes,
+        routes::routes_given_as_a_toml_table,
+        routes::a_broken_route_names_itself_and_its_field,
+        asynchronous::a_delivery_is_acknowledged_durable_then_delivered_once,
+        asynchronous::an_origin_that_fails_first_gets_the_delivery_once_it_recovers,
+        asynchronous::an_origin_that_always_fails_leaves_a_dead_letter_to_redrive,
+        asynchronous::a_burst_of_a_thousand_is_delivered_once_per_key,
+        asynchronous::a_crash_loses_no_delivery_and_doubles_none,
+        operator::logs_have_state_changes_and_rejections_but_no_secrets,
         demo_origin::storm_charges_once_per_key_and_every_forward_verifies,
-        demo_origin::the_ledger_refuses_the_stale_epoch_of_a_taken_over_forward,
-        passthrough::get_passes_through_without_dedup_or_idempotency_headers,
-        passthrough::operator_health_is_not_forwarded,
-        passthrough::unlisted_methods_are_405_problems_and_not_forwarded,
+        demo_origin::the_ledger_refuses_the_stale_epoch_of_an_overtaken_forward,
+        demo_origin::the_ledger_keeps_tenants_apart_and_refuses_a_changed_body,
+        failures::crash_keeps_completed_keys_and_takes_over_in_flight_ones,
+        failures::retention_makes_a_key_new_again_with_a_higher_epoch,
+        money::an_interleaved_storm_over_a_thousand_connections,
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     world().gateways.lock().unwrap().clear();
+    support::gateway::remove_snapshot();
     conclusion.exit();
 }

@@ -219,18 +219,89 @@ pub async fn standard_webhooks_forgeries_are_401_and_store_nothing(world: &'stat
     receipt.assert_problem(404, "not-found");
 }
 
+/// Two tenants using one key get separate receipts, separate forwards and
+/// separate scopes at the origin, under both key scopes; the origin can
+/// tell them apart because the scope is forwarded and signed.
 pub async fn tenants_never_share_a_receipt(world: &'static World) {
-    let gateway = world.gateway(Profile::Tenants).await;
-    let url = gateway.url("/tenants/payments");
-    let body = r#"{"amount":300}"#;
-    let as_tenant = |token: &'static str| {
-        let url = url.clone();
+    for (profile, prefix) in [
+        (Profile::Tenants, "/tenants-path/"),
+        (Profile::GlobalScope, "/tenants-route/"),
+    ] {
+        let gateway = world.gateway(profile).await;
+        let url = gateway.url(&format!("{prefix}payments"));
+        let body = r#"{"amount":300}"#;
+        let as_tenant = |token: &'static str| {
+            let url = url.clone();
+            async move {
+                let response = client()
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("idempotency-key", "shared-key")
+                    .header("authorization", format!("Bearer {token}"))
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                Reply::read(response).await
+            }
+        };
+        let alice = as_tenant("alice").await;
+        let bob = as_tenant("bob").await;
+        assert_eq!((alice.status, bob.status), (201, 201), "{profile:?}");
+        assert!(!alice.replayed() && !bob.replayed(), "{profile:?}");
+        assert_ne!(
+            alice.body, bob.body,
+            "{profile:?}: bob never sees alice's answer"
+        );
+        let again = as_tenant("alice").await;
+        assert_eq!(again.status, 201);
+        assert!(again.replayed());
+        assert_eq!(again.body, alice.body);
+        let received = world.origin.received(prefix);
+        assert_eq!(received.len(), 2, "{profile:?}");
+        let scopes: Vec<&str> = received
+            .iter()
+            .map(|request| request.header("idempotency-scope").unwrap())
+            .collect();
+        assert_ne!(
+            scopes[0], scopes[1],
+            "{profile:?}: the origin can tell the tenants apart"
+        );
+        assert_eq!(
+            received[0].header("idempotency-key"),
+            received[1].header("idempotency-key")
+        );
+        let anonymous = post_json(&client(), &url, Some("shared-key"), body).await;
+        anonymous.assert_problem(400, "missing-tenant");
+    }
+}
+
+pub async fn path_scope_separates_paths_and_route_scope_shares_them(world: &'static World) {
+    let body = r#"{"amount":10}"#;
+    let path_scoped = world.gateway(Profile::Wait).await;
+    for path in ["/scope-path/a", "/scope-path/b"] {
+        let reply = post_json(&client(), &path_scoped.url(path), Some("scope-1"), body).await;
+        assert_eq!(reply.status, 201);
+        assert!(!reply.replayed(), "{path}");
+    }
+    assert_eq!(world.origin.count("/scope-path/"), 2);
+    // One path however it is spelt.
+    for spelling in ["/scope-path/a/", "//scope-path/a", "/scope-path/%61"] {
+        let reply = post_json(&client(), &path_scoped.url(spelling), Some("scope-1"), body).await;
+        assert_eq!(reply.status, 201, "{spelling}");
+        assert!(reply.replayed(), "{spelling}");
+    }
+    assert_eq!(world.origin.count("/scope-path/"), 2);
+
+    let global = world.gateway(Profile::GlobalScope).await;
+    let post = |path: &'static str| {
+        let url = global.url(path);
         async move {
             let response = client()
                 .post(&url)
                 .header("content-type", "application/json")
-                .header("idempotency-key", "shared-key")
-                .header("authorization", format!("Bearer {token}"))
+                .header("idempotency-key", "scope-1")
+                .header("authorization", "Bearer carol")
                 .body(body)
                 .send()
                 .await
@@ -238,40 +309,9 @@ pub async fn tenants_never_share_a_receipt(world: &'static World) {
             Reply::read(response).await
         }
     };
-    let alice = as_tenant("alice").await;
-    let bob = as_tenant("bob").await;
-    assert!(!alice.replayed() && !bob.replayed());
-    assert_ne!(alice.body, bob.body, "bob never sees alice's answer");
-    assert!(as_tenant("alice").await.replayed());
-    assert_eq!(world.origin.count("/tenants/"), 2);
-    let anonymous = post_json(&client(), &url, Some("shared-key"), body).await;
-    anonymous.assert_problem(400, "missing-tenant");
-}
-
-pub async fn path_scope_separates_paths_and_global_scope_shares_them(world: &'static World) {
-    let body = r#"{"amount":10}"#;
-    let path_scoped = world.gateway(Profile::Wait).await;
-    for path in ["/scope-path/a", "/scope-path/b"] {
-        let reply = post_json(&client(), &path_scoped.url(path), Some("scope-1"), body).await;
-        assert!(!reply.replayed(), "{path}");
-    }
-    assert_eq!(world.origin.count("/scope-path/"), 2);
-
-    let global = world.gateway(Profile::GlobalScope).await;
-    let first = post_json(
-        &client(),
-        &global.url("/scope-global/a"),
-        Some("scope-1"),
-        body,
-    )
-    .await;
-    let second = post_json(
-        &client(),
-        &global.url("/scope-global/b"),
-        Some("scope-1"),
-        body,
-    )
-    .await;
+    let first = post("/scope-global/a").await;
+    let second = post("/scope-global/b").await;
+    assert_eq!((first.status, second.status), (201, 201));
     assert!(!first.replayed());
     assert!(second.replayed());
     assert_eq!(world.origin.count("/scope-global/"), 1);

@@ -1,15 +1,17 @@
 //! A small payments API to run behind idemgate (`scripts/dev` starts it).
 //!
-//! `POST /payments` charges once per idempotency key into a SQLite ledger
-//! ([`ledger`]): a second request with the same key gets the first result,
-//! and a forward whose epoch is lower than one already accepted for its key
-//! is refused with 409. With `FORWARD_SECRET` set it accepts only requests
-//! whose idemgate headers verify (the `idemgate-origin` crate); without it,
-//! it trusts the headers, as an origin behind no gateway must not.
+//! `POST /payments` charges once per scope and idempotency key into a
+//! SQLite ledger ([`ledger`]): a second request with the same key gets the
+//! first result, a forward whose epoch is lower than one already accepted
+//! for its key is refused with 409, and one whose body differs from the
+//! key's first is refused with 422. With `FORWARD_SECRET` set it accepts
+//! only requests whose idemgate headers verify (the `idemgate-origin`
+//! crate); without it, it trusts the headers, as an origin behind no
+//! gateway must not.
 //!
 //! `?delay_ms=N` makes a charge slow, to watch duplicates wait; with
-//! `&slow_epoch=E` only the forward at epoch E is slow. `GET /payments`
-//! lists the ledger.
+//! `&slow=first` only the first forward of each key is slow (a forward that
+//! hangs while its lease is taken over). `GET /payments` lists the ledger.
 //!
 //! Usage: `demo-origin [--port PORT] [--db PATH]` (defaults: 9090,
 //! `demo-origin.sqlite`); listens on 127.0.0.1.
@@ -22,19 +24,22 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{OriginalUri, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::routing::get;
 use axum::{Json, Router};
-use idemgate_origin::{ForwardedHeaders, Verifier};
+use idemgate_origin::{ForwardedHeaders, ForwardedRequest, Verifier};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 
-use ledger::{Charge, Ledger};
+use ledger::{Charge, Forward, Ledger};
 
 #[derive(Clone)]
 struct App {
     ledger: Arc<Mutex<Ledger>>,
     verifier: Option<Verifier>,
+    /// Keys seen, for `?slow=first`.
+    seen: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 type Reply = (StatusCode, Json<Value>);
@@ -43,9 +48,9 @@ fn error(status: StatusCode, error: &str, detail: String) -> Reply {
     (status, Json(json!({ "error": error, "detail": detail })))
 }
 
-/// The key and epoch idemgate forwarded: verified with a secret, read as
-/// they are without one.
-fn forwarded(app: &App, headers: &HeaderMap, body: &[u8]) -> Result<(String, u64), Reply> {
+/// The scope, key and epoch idemgate forwarded: verified with a secret,
+/// read as they are without one.
+fn forwarded(app: &App, headers: &HeaderMap, request: &ForwardedRequest) -> Result<Forward, Reply> {
     let forwarded = ForwardedHeaders::from_lookup(|name| {
         headers.get(name).and_then(|value| value.to_str().ok())
     });
@@ -55,14 +60,24 @@ fn forwarded(app: &App, headers: &HeaderMap, body: &[u8]) -> Result<(String, u64
             .map(|elapsed| elapsed.as_secs())
             .unwrap_or(0);
         return verifier
-            .verify(&forwarded, body, now)
-            .map(|verified| (verified.key, verified.epoch))
+            .verify(&forwarded, request, now)
+            .map(|verified| Forward {
+                scope: verified.scope,
+                key: verified.key,
+                epoch: verified.epoch,
+                body_sha256: verified.body_sha256,
+            })
             .map_err(|reason| error(StatusCode::UNAUTHORIZED, "unverified", reason.to_string()));
     }
     let key = forwarded.key.map(|key| key.trim_matches('"').to_string());
     let epoch = forwarded.epoch.and_then(|epoch| epoch.parse().ok());
-    match (key, epoch) {
-        (Some(key), Some(epoch)) if !key.is_empty() => Ok((key, epoch)),
+    match (key, forwarded.scope, epoch) {
+        (Some(key), Some(scope), Some(epoch)) if !key.is_empty() => Ok(Forward {
+            scope: scope.to_string(),
+            key,
+            epoch,
+            body_sha256: hex::encode(Sha256::digest(request.body)),
+        }),
         _ => Err(error(
             StatusCode::BAD_REQUEST,
             "no-idempotency",
@@ -73,11 +88,19 @@ fn forwarded(app: &App, headers: &HeaderMap, body: &[u8]) -> Result<(String, u64
 
 async fn charge(
     State(app): State<App>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Reply {
-    let (key, epoch) = match forwarded(&app, &headers, &body) {
+    let path_and_query = uri.path_and_query().map_or("/", |line| line.as_str());
+    let request = ForwardedRequest {
+        method: method.as_str(),
+        path_and_query,
+        body: &body,
+    };
+    let forward = match forwarded(&app, &headers, &request) {
         Ok(forwarded) => forwarded,
         Err(reply) => {
             println!(
@@ -87,14 +110,34 @@ async fn charge(
             return reply;
         }
     };
-    let slow_epoch = query.get("slow_epoch").and_then(|e| e.parse::<u64>().ok());
-    if let Some(delay) = query.get("delay_ms").and_then(|ms| ms.parse().ok()) {
-        if slow_epoch.is_none_or(|slow| slow == epoch) {
+    // `slow=first`: only the first forward of a key is slow (a hung forward).
+    let first_of_key = app.seen.lock().unwrap().insert(forward.key.clone());
+    let delay = query
+        .get("delay_ms")
+        .and_then(|ms| ms.parse().ok())
+        .filter(|_| query.get("slow").is_none_or(|which| which != "first") || first_of_key);
+    // Like most payment backends, the charge runs to its end even when the
+    // caller hangs up (idemgate gave up on a forward that timed out): it
+    // runs apart from the connection.
+    let charging = tokio::spawn(async move {
+        if let Some(delay) = delay {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
-    }
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let outcome = app.ledger.lock().unwrap().charge(&key, epoch, &request);
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let outcome = app.ledger.lock().unwrap().charge(&forward, &request);
+        answer(&forward, outcome)
+    });
+    charging.await.unwrap_or_else(|failure| {
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ledger",
+            failure.to_string(),
+        )
+    })
+}
+
+fn answer(forward: &Forward, outcome: rusqlite::Result<Charge>) -> Reply {
+    let (key, epoch) = (&forward.key, forward.epoch);
     match outcome {
         Ok(Charge::Created(payment)) => {
             println!(
@@ -106,6 +149,14 @@ async fn charge(
         Ok(Charge::Repeated(payment)) => {
             println!("demo-origin: repeat of key={key} epoch={epoch}: first result, no charge");
             (StatusCode::CREATED, Json(payment))
+        }
+        Ok(Charge::BodyMismatch) => {
+            println!("demo-origin: refused key={key}: its first request had another body");
+            error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "body-mismatch",
+                "this idempotency key was first used with another body".into(),
+            )
         }
         Ok(Charge::StaleEpoch { highest }) => {
             println!("demo-origin: refused stale epoch {epoch} of key={key} (highest {highest})");
@@ -156,6 +207,7 @@ async fn main() {
     let app = App {
         ledger: Arc::new(Mutex::new(ledger)),
         verifier,
+        seen: Arc::default(),
     };
     let verifying = app.verifier.is_some();
     let router = Router::new()
@@ -164,6 +216,8 @@ async fn main() {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .unwrap_or_else(|failure| panic!("cannot listen on 127.0.0.1:{port}: {failure}"));
+    // With --port 0 the kernel picks the port; the line says which.
+    let port = listener.local_addr().map_or(port, |address| address.port());
     println!(
         "demo-origin: listening on http://127.0.0.1:{port}, ledger {}, {}",
         db.display(),

@@ -1,13 +1,20 @@
-//! Typed configuration from the environment (SPEC §8).
+//! Typed configuration (SPEC §0 and §8): the routes of a deployment, each
+//! with every setting resolved from the route's own table, then the
+//! top-level variable, then the default.
 //!
-//! [`Config::from_lookup`] takes any `name -> value` function, so the parsing
-//! rules are tested natively; the Workers adapter passes `Env` vars and
-//! secrets. An invalid value is a [`Problem::Misconfigured`] that names the
-//! variable: never a silent default.
+//! [`Config::from_lookup`] takes any `name -> value` function, so the rules
+//! are tested natively; the Workers adapter passes `env` (vars, secrets,
+//! and `ROUTES` as JSON text). An invalid value is a
+//! [`Problem::Misconfigured`] naming the variable (`WAIT_MS`) or the
+//! route's field (`ROUTES.stripe.signature`): never a silent default, and
+//! never a secret's value or a URL's credentials in the detail.
 
+use crate::json::{self, Json};
 use crate::key::{KeyScope, KeySource};
 use crate::problem::Problem;
-use crate::signature::{decode_standard_webhooks_secret, Secret, SignatureScheme};
+use crate::receipt::RetryableStatuses;
+use crate::routes::{is_operator, is_route_name, normalize_path};
+use crate::signature::{SchemeSettings, Secret, SignatureScheme, SCHEME_NAMES};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DedupMode {
@@ -23,226 +30,700 @@ pub enum InFlightPolicy {
     Ack,
 }
 
+/// SPEC §2b: forward while the sender waits, or acknowledge at once and
+/// deliver with retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
+pub enum Delivery {
+    Sync,
+    Async(AsyncDelivery),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AsyncDelivery {
+    /// Delays before each retry, in milliseconds (before jitter).
+    pub retry_schedule_ms: Vec<u64>,
+    pub ack_status: u16,
+    /// `ACK_BODY` verbatim, or `None` for the JSON acknowledgement.
+    pub ack_body: Option<String>,
+}
+
+/// One route: where its deliveries go and how they are deduplicated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteConfig {
+    pub name: String,
+    /// The normalised path prefix this route covers.
+    pub path: String,
+    /// Base URL the request path and query are appended to; no trailing slash.
     pub origin_url: String,
     pub mode: DedupMode,
     pub key_sources: Vec<KeySource>,
     pub key_scope: KeyScope,
     pub tenant_header: Option<String>,
+    pub delivery: Delivery,
     pub in_flight: InFlightPolicy,
     pub wait_ms: u64,
+    pub max_waiters: usize,
     pub origin_timeout_ms: u64,
     pub lease_ms: u64,
     pub retention_seconds: u64,
+    pub retryable_statuses: RetryableStatuses,
     pub max_body_bytes: u64,
     pub max_stored_response_bytes: u64,
     pub signature_scheme: SignatureScheme,
     pub signature_tolerance_seconds: u64,
+    pub log_duplicates: bool,
     pub forward_secret: Option<Secret>,
     pub admin_token: Option<Secret>,
 }
 
-const WEBHOOK_KEY_SOURCES: &str =
-    "header:Idempotency-Key,header:webhook-id,json:/transaction_id,json:/id";
-const API_KEY_SOURCES: &str = "header:Idempotency-Key";
-/// A signed sender's key must come from what the signature covers: Stripe
-/// signs only the body (its event id), Standard Webhooks signs `webhook-id`.
-/// An unsigned header could otherwise replay one signed event under many keys.
-const STRIPE_KEY_SOURCES: &str = "json:/id";
-const STANDARD_WEBHOOKS_KEY_SOURCES: &str = "header:webhook-id";
-
-#[derive(Clone, Copy)]
-enum SchemeName {
-    None,
-    Stripe,
-    StandardWebhooks,
-}
-
-impl Config {
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, Problem> {
-        let vars = Vars(&lookup);
-        let origin_url = parse_origin_url(vars.required("ORIGIN_URL")?)?;
-        let mode = vars.choice(
-            "DEDUP_MODE",
-            DedupMode::Webhook,
-            &[("webhook", DedupMode::Webhook), ("api", DedupMode::Api)],
-        )?;
-        let scheme_name = vars.choice(
-            "SIGNATURE_SCHEME",
-            SchemeName::None,
-            &[
-                ("none", SchemeName::None),
-                ("stripe", SchemeName::Stripe),
-                ("standard-webhooks", SchemeName::StandardWebhooks),
-            ],
-        )?;
-        let signature_scheme = match scheme_name {
-            SchemeName::None => SignatureScheme::None,
-            SchemeName::Stripe => SignatureScheme::Stripe {
-                secret: Secret::new(
-                    vars.required_for("SIGNING_SECRET", "SIGNATURE_SCHEME=stripe")?,
-                ),
-            },
-            SchemeName::StandardWebhooks => SignatureScheme::StandardWebhooks {
-                key: decode_standard_webhooks_secret(
-                    &vars.required_for("SIGNING_SECRET", "SIGNATURE_SCHEME=standard-webhooks")?,
-                )
-                .map_err(|reason| misconfigured("SIGNING_SECRET", reason))?,
-            },
-        };
-        let signature_tolerance_seconds = vars.number("SIGNATURE_TOLERANCE_SECONDS", 300, 1)?;
-        let key_sources = match vars.get("KEY_SOURCES")? {
-            Some(list) => KeySource::parse_list(&list),
-            None => KeySource::parse_list(match (scheme_name, mode) {
-                (SchemeName::Stripe, _) => STRIPE_KEY_SOURCES,
-                (SchemeName::StandardWebhooks, _) => STANDARD_WEBHOOKS_KEY_SOURCES,
-                (SchemeName::None, DedupMode::Webhook) => WEBHOOK_KEY_SOURCES,
-                (SchemeName::None, DedupMode::Api) => API_KEY_SOURCES,
-            }),
-        }
-        .map_err(|reason| misconfigured("KEY_SOURCES", reason))?;
-        let key_scope = vars.choice(
-            "KEY_SCOPE",
-            KeyScope::Path,
-            &[("path", KeyScope::Path), ("global", KeyScope::Global)],
-        )?;
-        let tenant_header = vars.get("TENANT_HEADER")?;
-        if let Some(name) = &tenant_header {
-            if !is_header_name(name) {
-                return Err(misconfigured("TENANT_HEADER", "is not a header name"));
-            }
-        }
-        let in_flight = vars.choice(
-            "IN_FLIGHT",
-            InFlightPolicy::Wait,
-            &[
-                ("wait", InFlightPolicy::Wait),
-                ("conflict", InFlightPolicy::Conflict),
-                ("ack", InFlightPolicy::Ack),
-            ],
-        )?;
-        let wait_ms = vars.number("WAIT_MS", 10_000, 0)?;
-        let origin_timeout_ms = vars.number("ORIGIN_TIMEOUT_MS", 10_000, 1)?;
-        let lease_ms = vars.number("LEASE_MS", origin_timeout_ms + 5_000, 1)?;
-        let retention_seconds = vars.number("RETENTION_SECONDS", 259_200, 1)?;
-        let max_body_bytes = vars.number("MAX_BODY_BYTES", 1_048_576, 1)?;
-        let max_stored_response_bytes = vars.number("MAX_STORED_RESPONSE_BYTES", 65_536, 0)?;
-        if max_stored_response_bytes > MAX_STORABLE_RESPONSE_BYTES {
-            return Err(misconfigured(
-                "MAX_STORED_RESPONSE_BYTES",
-                format!(
-                    "must be at most {MAX_STORABLE_RESPONSE_BYTES}: a Durable Object's SQLite row \
-                     holds at most 2 MB, and the receipt keeps the body beside its record"
-                ),
-            ));
-        }
-        Ok(Config {
-            origin_url,
-            mode,
-            key_sources,
-            key_scope,
-            tenant_header,
-            in_flight,
-            wait_ms,
-            origin_timeout_ms,
-            lease_ms,
-            retention_seconds,
-            max_body_bytes,
-            max_stored_response_bytes,
-            signature_scheme,
-            signature_tolerance_seconds,
-            forward_secret: vars.get("FORWARD_SECRET")?.map(Secret::new),
-            admin_token: vars.get("ADMIN_TOKEN")?.map(Secret::new),
-        })
-    }
+/// A deployment: its routes, and the top-level admin token (which guards
+/// the operator routes that name no route, such as `/__idemgate/stats`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub routes: Vec<RouteConfig>,
+    /// Whether `ROUTES` is set (otherwise one route, `default`, at `/`).
+    pub explicit_routes: bool,
+    pub admin_token: Option<Secret>,
 }
 
 /// The largest replay body a receipt can hold. Durable Object SQLite stores
 /// at most 2 MB per row; the receipt row also holds its record (headers,
-/// attempts), so half of that is left to the body. A larger setting could
-/// only fail later, when an outcome is recorded.
+/// attempts), so half of that is left to the body.
 pub const MAX_STORABLE_RESPONSE_BYTES: u64 = 1_048_576;
+/// The largest body an async route accepts: it is stored whole in one row.
+pub const MAX_ASYNC_BODY_BYTES: u64 = 1_048_576;
+/// Workers refuse request bodies over 100 MB on most plans.
+pub const MAX_BODY_BYTES_LIMIT: u64 = 104_857_600;
 
-fn misconfigured(variable: &'static str, reason: impl Into<String>) -> Problem {
+const WEBHOOK_KEY_SOURCES: &str =
+    "header:Idempotency-Key,header:webhook-id,json:/transaction_id,json:/id";
+const API_KEY_SOURCES: &str = "header:Idempotency-Key";
+const DEFAULT_RETRY_SCHEDULE: &str = "10s,1m,5m,30m,2h,6h,12h,24h,24h";
+
+impl Config {
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, Problem> {
+        let top = Settings {
+            env: &lookup,
+            route: None,
+        };
+        let admin_token = top.secret("ADMIN_TOKEN")?;
+        let Some(routes_text) = top.get("ROUTES")? else {
+            let route = route_config("default", "/", &top)?;
+            return Ok(Config {
+                routes: vec![route],
+                explicit_routes: false,
+                admin_token,
+            });
+        };
+        let parsed = json::parse(routes_text.value.as_bytes())
+            .map_err(|error| misconfigured("ROUTES", format!("is not JSON: {error}")))?;
+        let Json::Object(entries) = parsed else {
+            return Err(misconfigured(
+                "ROUTES",
+                "must be a table (an object) of routes by name",
+            ));
+        };
+        if entries.is_empty() {
+            return Err(misconfigured("ROUTES", "names no route"));
+        }
+        let mut routes: Vec<RouteConfig> = Vec::with_capacity(entries.len());
+        for (name, table) in &entries {
+            if !is_route_name(name) {
+                return Err(misconfigured(
+                    format!("ROUTES.{}", printable(name)),
+                    "a route name is 1 to 32 characters of a-z, 0-9 and -",
+                ));
+            }
+            let Json::Object(fields) = table else {
+                return Err(misconfigured(
+                    format!("ROUTES.{name}"),
+                    "must be a table of settings",
+                ));
+            };
+            let settings = Settings {
+                env: &lookup,
+                route: Some((name, fields)),
+            };
+            settings.check_fields()?;
+            let path = settings
+                .get("PATH")?
+                .ok_or_else(|| misconfigured(format!("ROUTES.{name}.path"), "is required"))?;
+            let route = route_config(name, &path.value, &settings)?;
+            if let Some(other) = routes.iter().find(|other| other.path == route.path) {
+                return Err(misconfigured(
+                    format!("ROUTES.{name}.path"),
+                    format!("{:?} is also the path of route {}", route.path, other.name),
+                ));
+            }
+            routes.push(route);
+        }
+        Ok(Config {
+            routes,
+            explicit_routes: true,
+            admin_token,
+        })
+    }
+
+    /// The route named `name`.
+    pub fn route(&self, name: &str) -> Option<&RouteConfig> {
+        self.routes.iter().find(|route| route.name == name)
+    }
+
+    /// The route whose path covers the normalised `path` most closely.
+    pub fn route_for(&self, path: &str) -> Result<&RouteConfig, Problem> {
+        crate::routes::longest_match(
+            self.routes
+                .iter()
+                .enumerate()
+                .map(|(index, route)| (index, route.path.as_str())),
+            path,
+        )
+        .map(|index| &self.routes[index])
+        .ok_or(Problem::NoRoute)
+    }
+}
+
+impl RouteConfig {
+    /// Whether this route acknowledges at once and delivers later.
+    pub fn is_async(&self) -> bool {
+        matches!(self.delivery, Delivery::Async(_))
+    }
+}
+
+fn route_config(name: &str, raw_path: &str, settings: &Settings) -> Result<RouteConfig, Problem> {
+    let path = route_path(raw_path, settings)?;
+    let origin = settings.get("ORIGIN_URL")?.ok_or_else(|| {
+        misconfigured(
+            settings.label("ORIGIN_URL"),
+            if settings.route.is_some() {
+                "is required (or set the top-level ORIGIN_URL)"
+            } else {
+                "is required and not set"
+            },
+        )
+    })?;
+    let origin_url = parse_origin_url(&origin)?;
+    let mode = settings.choice(
+        "DEDUP_MODE",
+        DedupMode::Webhook,
+        &[("webhook", DedupMode::Webhook), ("api", DedupMode::Api)],
+    )?;
+    let signature_scheme = signature_scheme(settings)?;
+    let signature_tolerance_seconds =
+        settings.number("SIGNATURE_TOLERANCE_SECONDS", 300, 1, 86_400)?;
+    let key_sources = match settings.get("KEY_SOURCES")? {
+        Some(list) => KeySource::parse_list(&list.value)
+            .map_err(|reason| misconfigured(list.label, reason))?,
+        None => KeySource::parse_list(match (signature_scheme.default_key_sources(), mode) {
+            (Some(signed), _) => signed,
+            (None, DedupMode::Webhook) => WEBHOOK_KEY_SOURCES,
+            (None, DedupMode::Api) => API_KEY_SOURCES,
+        })
+        .expect("the default key sources parse"),
+    };
+    // A signature covers the body (and perhaps an id header), not the path:
+    // by default a signed route is one key space, so a genuine delivery
+    // replayed to another path under the route is the same key.
+    let default_scope = if signature_scheme.is_none() {
+        KeyScope::Path
+    } else {
+        KeyScope::Route
+    };
+    let key_scope = settings.choice(
+        "KEY_SCOPE",
+        default_scope,
+        &[
+            ("route", KeyScope::Route),
+            ("path", KeyScope::Path),
+            ("global", KeyScope::Route),
+        ],
+    )?;
+    let tenant_header = match settings.get("TENANT_HEADER")? {
+        Some(header) if !is_header_name(&header.value) => {
+            return Err(misconfigured(header.label, "is not a header name"))
+        }
+        Some(header) => Some(header.value.to_ascii_lowercase()),
+        None => None,
+    };
+    let delivery_async = settings.choice("DELIVERY", false, &[("sync", false), ("async", true)])?;
+    let in_flight = settings.choice(
+        "IN_FLIGHT",
+        InFlightPolicy::Wait,
+        &[
+            ("wait", InFlightPolicy::Wait),
+            ("conflict", InFlightPolicy::Conflict),
+            ("ack", InFlightPolicy::Ack),
+        ],
+    )?;
+    let wait_ms = settings.number("WAIT_MS", 10_000, 0, 60_000)?;
+    let max_waiters = settings.number("MAX_WAITERS", 256, 0, 4_096)? as usize;
+    let origin_timeout_ms = settings.number("ORIGIN_TIMEOUT_MS", 10_000, 100, 300_000)?;
+    let lease_ms = settings.number("LEASE_MS", origin_timeout_ms + 5_000, 1, 3_600_000)?;
+    if lease_ms <= origin_timeout_ms {
+        return Err(misconfigured(
+            settings.label("LEASE_MS"),
+            format!(
+                "must exceed ORIGIN_TIMEOUT_MS ({origin_timeout_ms}): a lease must outlive the forward it guards"
+            ),
+        ));
+    }
+    let retention_seconds = settings.number("RETENTION_SECONDS", 259_200, 60, 31_536_000)?;
+    if retention_seconds * 1_000 <= lease_ms {
+        return Err(misconfigured(
+            settings.label("RETENTION_SECONDS"),
+            format!("must be longer than LEASE_MS ({lease_ms} ms)"),
+        ));
+    }
+    let retryable_statuses = match settings.get("RETRYABLE_STATUSES")? {
+        Some(list) => RetryableStatuses::parse(&list.value)
+            .map_err(|reason| misconfigured(list.label, reason))?,
+        None => RetryableStatuses::default(),
+    };
+    let body_limit = if delivery_async {
+        MAX_ASYNC_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES_LIMIT
+    };
+    let max_body_bytes = settings.number("MAX_BODY_BYTES", 1_048_576, 1, body_limit)?;
+    let max_stored_response_bytes = settings.number(
+        "MAX_STORED_RESPONSE_BYTES",
+        65_536,
+        0,
+        MAX_STORABLE_RESPONSE_BYTES,
+    )?;
+    let delivery = if delivery_async {
+        let schedule = settings
+            .get("RETRY_SCHEDULE")?
+            .unwrap_or_else(|| Setting::default_of(DEFAULT_RETRY_SCHEDULE));
+        let retry_schedule_ms = parse_schedule(&schedule.value)
+            .map_err(|reason| misconfigured(schedule.label, reason))?;
+        let ack_status = settings.number("ACK_STATUS", 202, 200, 299)? as u16;
+        let ack_body = match settings.get("ACK_BODY")? {
+            Some(body) if body.value.len() > 4_096 => {
+                return Err(misconfigured(body.label, "must be at most 4096 bytes"))
+            }
+            Some(body) => Some(body.value),
+            None => None,
+        };
+        Delivery::Async(AsyncDelivery {
+            retry_schedule_ms,
+            ack_status,
+            ack_body,
+        })
+    } else {
+        Delivery::Sync
+    };
+    Ok(RouteConfig {
+        name: name.to_string(),
+        path,
+        origin_url,
+        mode,
+        key_sources,
+        key_scope,
+        tenant_header,
+        delivery,
+        in_flight,
+        wait_ms,
+        max_waiters,
+        origin_timeout_ms,
+        lease_ms,
+        retention_seconds,
+        retryable_statuses,
+        max_body_bytes,
+        max_stored_response_bytes,
+        signature_scheme,
+        signature_tolerance_seconds,
+        log_duplicates: settings.choice(
+            "LOG_DUPLICATES",
+            false,
+            &[("true", true), ("false", false)],
+        )?,
+        forward_secret: settings.secret("FORWARD_SECRET")?,
+        admin_token: settings.secret("ADMIN_TOKEN")?,
+    })
+}
+
+fn route_path(raw: &str, settings: &Settings) -> Result<String, Problem> {
+    let label = settings.label("PATH");
+    if !raw.starts_with('/') {
+        return Err(misconfigured(label, "must start with /"));
+    }
+    let path =
+        normalize_path(raw).map_err(|problem| misconfigured(label.clone(), problem.detail()))?;
+    if is_operator(&path) {
+        return Err(misconfigured(label, "/__idemgate is the operator API's"));
+    }
+    Ok(path)
+}
+
+fn signature_scheme(settings: &Settings) -> Result<SignatureScheme, Problem> {
+    let Some(scheme) = settings.get("SIGNATURE_SCHEME")? else {
+        return Ok(SignatureScheme::None);
+    };
+    let name = scheme.value.to_ascii_lowercase();
+    if !SCHEME_NAMES.contains(&name.as_str()) {
+        return Err(misconfigured(
+            scheme.label,
+            format!(
+                "unknown scheme {:?}; one of {}",
+                printable(&scheme.value),
+                SCHEME_NAMES.join(", ")
+            ),
+        ));
+    }
+    let value = |name: &'static str| {
+        settings
+            .get(name)
+            .map(|found| found.map(|setting| setting.value))
+    };
+    let scheme_settings = SchemeSettings {
+        secret: settings
+            .secret("SIGNING_SECRET")?
+            .map(|secret| secret.expose().to_string()),
+        header: value("SIGNATURE_HEADER")?,
+        encoding: value("SIGNATURE_ENCODING")?,
+        prefix: value("SIGNATURE_PREFIX")?,
+        url: value("SIGNATURE_URL")?,
+    };
+    SignatureScheme::configure(&name, &scheme_settings)
+        .map_err(|error| misconfigured(settings.label(error.setting), error.reason))
+}
+
+/// `10s,1m,5m,...`: each delay a whole number of `s`, `m`, `h` or `d`,
+/// from 1 s to 7 days; 1 to 20 of them.
+pub fn parse_schedule(text: &str) -> Result<Vec<u64>, String> {
+    let delays = text
+        .split(',')
+        .map(|entry| {
+            let entry = entry.trim();
+            let (digits, unit) = entry.split_at(
+                entry
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(entry.len()),
+            );
+            let scale = match unit {
+                "s" => 1_000,
+                "m" => 60_000,
+                "h" => 3_600_000,
+                "d" => 86_400_000,
+                _ => {
+                    return Err(format!(
+                        "{entry:?} is not a delay such as 10s, 5m, 2h or 1d"
+                    ))
+                }
+            };
+            let count: u64 = digits
+                .parse()
+                .map_err(|_| format!("{entry:?} is not a delay such as 10s, 5m, 2h or 1d"))?;
+            let ms = count
+                .checked_mul(scale)
+                .filter(|ms| (1_000..=7 * 86_400_000).contains(ms));
+            ms.ok_or_else(|| format!("{entry:?} is not between 1s and 7d"))
+        })
+        .collect::<Result<Vec<u64>, String>>()?;
+    if delays.len() > 20 {
+        return Err("lists more than 20 delays".into());
+    }
+    Ok(delays)
+}
+
+fn misconfigured(variable: impl Into<String>, reason: impl Into<String>) -> Problem {
     Problem::Misconfigured {
-        variable,
+        variable: variable.into(),
         reason: reason.into(),
     }
 }
 
-struct Vars<'a, F: Fn(&str) -> Option<String>>(&'a F);
+/// A name from configuration, safe to print (no control characters).
+fn printable(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control()).take(64).collect()
+}
 
-impl<F: Fn(&str) -> Option<String>> Vars<'_, F> {
-    /// A set variable; an empty or blank value is an error, not "unset".
-    fn get(&self, name: &'static str) -> Result<Option<String>, Problem> {
-        match (self.0)(name) {
-            None => Ok(None),
-            Some(value) if value.trim().is_empty() => Err(misconfigured(name, "is set but empty")),
-            Some(value) => Ok(Some(value.trim().to_string())),
+/// A setting's value and the name to blame when it is wrong.
+struct Setting {
+    value: String,
+    label: String,
+}
+
+impl Setting {
+    fn default_of(value: &str) -> Setting {
+        Setting {
+            value: value.to_string(),
+            label: "default".to_string(),
+        }
+    }
+}
+
+/// Where a route's settings come from: its own table, then the top level.
+struct Settings<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+    route: Option<(&'a str, &'a [(String, Json)])>,
+}
+
+/// The route-table field names of a variable: its lowercase name, and the
+/// shorter names SPEC §0's example uses.
+fn field_names(variable: &str) -> Vec<String> {
+    let mut names = vec![variable.to_ascii_lowercase()];
+    match variable {
+        "ORIGIN_URL" => names.push("origin".into()),
+        "DEDUP_MODE" => names.push("mode".into()),
+        "SIGNATURE_SCHEME" => names.push("signature".into()),
+        _ => {}
+    }
+    names
+}
+
+/// Every variable a route may set.
+const ROUTE_VARIABLES: &[&str] = &[
+    "PATH",
+    "ORIGIN_URL",
+    "DEDUP_MODE",
+    "KEY_SOURCES",
+    "KEY_SCOPE",
+    "TENANT_HEADER",
+    "DELIVERY",
+    "IN_FLIGHT",
+    "WAIT_MS",
+    "MAX_WAITERS",
+    "ORIGIN_TIMEOUT_MS",
+    "LEASE_MS",
+    "RETENTION_SECONDS",
+    "RETRYABLE_STATUSES",
+    "RETRY_SCHEDULE",
+    "ACK_STATUS",
+    "ACK_BODY",
+    "MAX_BODY_BYTES",
+    "MAX_STORED_RESPONSE_BYTES",
+    "SIGNATURE_SCHEME",
+    "SIGNATURE_TOLERANCE_SECONDS",
+    "SIGNATURE_HEADER",
+    "SIGNATURE_ENCODING",
+    "SIGNATURE_PREFIX",
+    "SIGNATURE_URL",
+    "LOG_DUPLICATES",
+    "SIGNING_SECRET",
+    "FORWARD_SECRET",
+    "ADMIN_TOKEN",
+];
+
+impl Settings<'_> {
+    fn label(&self, variable: &str) -> String {
+        match self.route {
+            Some((route, fields)) => {
+                let names = field_names(variable);
+                let used = names
+                    .iter()
+                    .find(|name| fields.iter().any(|(field, _)| field == *name))
+                    .unwrap_or(&names[0]);
+                format!("ROUTES.{route}.{used}")
+            }
+            None => variable.to_string(),
         }
     }
 
-    fn required(&self, name: &'static str) -> Result<String, Problem> {
-        self.get(name)?
-            .ok_or_else(|| misconfigured(name, "is required and not set"))
+    /// A misspelt setting would otherwise be silently ignored.
+    fn check_fields(&self) -> Result<(), Problem> {
+        let Some((route, fields)) = self.route else {
+            return Ok(());
+        };
+        for (field, _) in fields {
+            let known = ROUTE_VARIABLES
+                .iter()
+                .any(|variable| field_names(variable).contains(field));
+            if !known {
+                return Err(misconfigured(
+                    format!("ROUTES.{route}.{}", printable(field)),
+                    "is not a setting (SPEC §8 names them; lowercase)",
+                ));
+            }
+        }
+        Ok(())
     }
 
-    fn required_for(&self, name: &'static str, because: &str) -> Result<String, Problem> {
-        self.get(name)?
-            .ok_or_else(|| misconfigured(name, format!("is required by {because}")))
+    /// The route's own field, if any (a value as text, and its label).
+    fn own(&self, variable: &str) -> Result<Option<Setting>, Problem> {
+        let Some((route, fields)) = self.route else {
+            return Ok(None);
+        };
+        for name in field_names(variable) {
+            let Some((_, value)) = fields.iter().find(|(field, _)| *field == name) else {
+                continue;
+            };
+            let label = format!("ROUTES.{route}.{name}");
+            let text = match value {
+                Json::String(text) => text.clone(),
+                Json::Number(text) => text.clone(),
+                Json::Bool(flag) => flag.to_string(),
+                _ => {
+                    return Err(misconfigured(
+                        label,
+                        "must be a string, a number or a boolean",
+                    ))
+                }
+            };
+            if text.trim().is_empty() {
+                return Err(misconfigured(label, "is set but empty"));
+            }
+            return Ok(Some(Setting {
+                value: text.trim().to_string(),
+                label,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// The top-level variable, if set.
+    fn top(&self, variable: &str) -> Result<Option<Setting>, Problem> {
+        match (self.env)(variable) {
+            None => Ok(None),
+            Some(value) if value.trim().is_empty() => {
+                Err(misconfigured(variable, "is set but empty"))
+            }
+            Some(value) => Ok(Some(Setting {
+                value: value.trim().to_string(),
+                label: variable.to_string(),
+            })),
+        }
+    }
+
+    fn get(&self, variable: &str) -> Result<Option<Setting>, Problem> {
+        match self.own(variable)? {
+            Some(setting) => Ok(Some(setting)),
+            None if variable == "PATH" => Ok(None),
+            None => self.top(variable),
+        }
+    }
+
+    /// A secret: a route names it (the Worker secret, or locally the
+    /// `.dev.vars` entry or `--var`, of that name); the top level holds it.
+    fn secret(&self, variable: &str) -> Result<Option<Secret>, Problem> {
+        if let Some(named) = self.own(variable)? {
+            let value = (self.env)(&named.value).filter(|value| !value.is_empty());
+            return match value {
+                Some(value) => Ok(Some(Secret::new(value))),
+                None => Err(misconfigured(
+                    named.label,
+                    format!(
+                        "names the secret {}, which is not set (wrangler secret put {})",
+                        printable(&named.value),
+                        printable(&named.value)
+                    ),
+                )),
+            };
+        }
+        match (self.env)(variable) {
+            None => Ok(None),
+            Some(value) if value.is_empty() => Err(misconfigured(variable, "is set but empty")),
+            Some(value) => Ok(Some(Secret::new(value))),
+        }
     }
 
     fn choice<T: Copy>(
         &self,
-        name: &'static str,
+        variable: &str,
         default: T,
         options: &[(&str, T)],
     ) -> Result<T, Problem> {
-        let Some(value) = self.get(name)? else {
+        let Some(setting) = self.get(variable)? else {
             return Ok(default);
         };
         options
             .iter()
-            .find(|(label, _)| label.eq_ignore_ascii_case(&value))
+            .find(|(label, _)| label.eq_ignore_ascii_case(&setting.value))
             .map(|(_, choice)| *choice)
             .ok_or_else(|| {
                 let labels: Vec<&str> = options.iter().map(|(label, _)| *label).collect();
                 misconfigured(
-                    name,
-                    format!("{value:?} is not one of {}", labels.join(", ")),
+                    setting.label,
+                    format!(
+                        "{:?} is not one of {}",
+                        printable(&setting.value),
+                        labels.join(", ")
+                    ),
                 )
             })
     }
 
-    fn number(&self, name: &'static str, default: u64, minimum: u64) -> Result<u64, Problem> {
-        let Some(value) = self.get(name)? else {
+    fn number(
+        &self,
+        variable: &str,
+        default: u64,
+        minimum: u64,
+        maximum: u64,
+    ) -> Result<u64, Problem> {
+        let Some(setting) = self.get(variable)? else {
             return Ok(default);
         };
-        match value.parse::<u64>() {
-            Ok(number) if number >= minimum => Ok(number),
-            Ok(_) => Err(misconfigured(name, format!("must be at least {minimum}"))),
+        match setting.value.parse::<u64>() {
+            Ok(number) if (minimum..=maximum).contains(&number) => Ok(number),
+            Ok(_) => Err(misconfigured(
+                setting.label,
+                format!("must be from {minimum} to {maximum}"),
+            )),
             Err(_) => Err(misconfigured(
-                name,
-                format!("{value:?} is not a whole number"),
+                setting.label,
+                format!("{:?} is not a whole number", printable(&setting.value)),
             )),
         }
     }
 }
 
-fn parse_origin_url(value: String) -> Result<String, Problem> {
-    let url = url::Url::parse(&value)
-        .map_err(|error| misconfigured("ORIGIN_URL", format!("{value:?} is not a URL: {error}")))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+/// `http(s)://host[:port][/base]`, no query, fragment or credentials. The
+/// detail never echoes the value: it may hold credentials. Checked by hand
+/// rather than with the `url` crate, whose IDNA tables would cost the wasm
+/// about 20 KiB gzipped; the runtime parses the URL again on every fetch.
+fn parse_origin_url(setting: &Setting) -> Result<String, Problem> {
+    let label = setting.label.clone();
+    let value = setting.value.as_str();
+    let rest = value
+        .strip_prefix("https://")
+        .or_else(|| value.strip_prefix("http://"))
+        .ok_or_else(|| misconfigured(label.clone(), "is not an http(s) URL with a host"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
         return Err(misconfigured(
-            "ORIGIN_URL",
-            format!("{value:?} is not an http(s) URL with a host"),
+            label,
+            "must not hold credentials: send them as a header the origin checks",
         ));
     }
-    if url.query().is_some() || url.fragment().is_some() {
+    let (host, port) = match authority.find(']') {
+        Some(end) if authority.starts_with('[') => {
+            (&authority[..=end], authority[end + 1..].strip_prefix(':'))
+        }
+        _ => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    if port.is_some_and(|port| {
+        port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || port.parse::<u16>().is_err()
+    }) {
         return Err(misconfigured(
-            "ORIGIN_URL",
+            label,
+            "has a port that is not a number from 0 to 65535",
+        ));
+    }
+    let valid_host = !host.is_empty()
+        && (host.starts_with('[') && host.ends_with(']')
+            || host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_')));
+    if !valid_host {
+        return Err(misconfigured(label, "is not an http(s) URL with a host"));
+    }
+    if rest.contains(['?', '#']) {
+        return Err(misconfigured(
+            label,
             "must not carry a query or fragment: the request's own are appended",
+        ));
+    }
+    if value
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || !b.is_ascii())
+    {
+        return Err(misconfigured(
+            label,
+            "holds spaces, control or non-ASCII characters",
         ));
     }
     Ok(value.trim_end_matches('/').to_string())
@@ -269,7 +750,13 @@ mod tests {
         Config::from_lookup(|name| map.get(name).cloned())
     }
 
-    fn variable_of(problem: Problem) -> &'static str {
+    fn route(pairs: &[(&str, &str)]) -> Result<RouteConfig, Problem> {
+        let mut all = vec![("ORIGIN_URL", "http://o")];
+        all.extend_from_slice(pairs);
+        config(&all).map(|config| config.routes[0].clone())
+    }
+
+    fn variable_of(problem: Problem) -> String {
         match problem {
             Problem::Misconfigured { variable, .. } => variable,
             other => panic!("expected misconfigured, got {other:?}"),
@@ -277,127 +764,315 @@ mod tests {
     }
 
     #[test]
-    fn defaults_follow_the_spec() {
+    fn without_routes_there_is_one_default_route_at_the_root() {
         let config = config(&[("ORIGIN_URL", "https://api.example.com/")]).unwrap();
-        assert_eq!(config.origin_url, "https://api.example.com");
-        assert_eq!(config.mode, DedupMode::Webhook);
-        assert_eq!(config.key_sources.len(), 4);
-        assert_eq!(config.key_scope, KeyScope::Path);
-        assert_eq!(config.in_flight, InFlightPolicy::Wait);
-        assert_eq!(config.wait_ms, 10_000);
-        assert_eq!(config.origin_timeout_ms, 10_000);
-        assert_eq!(config.lease_ms, 15_000);
-        assert_eq!(config.retention_seconds, 259_200);
-        assert_eq!(config.max_body_bytes, 1_048_576);
-        assert_eq!(config.max_stored_response_bytes, 65_536);
-        assert_eq!(config.forward_secret, None);
+        assert!(!config.explicit_routes);
+        let route = &config.routes[0];
+        assert_eq!((route.name.as_str(), route.path.as_str()), ("default", "/"));
+        assert_eq!(route.origin_url, "https://api.example.com");
+        assert_eq!(route.mode, DedupMode::Webhook);
+        assert_eq!(route.key_sources.len(), 4);
+        assert_eq!(route.key_scope, KeyScope::Path);
+        assert_eq!(route.delivery, Delivery::Sync);
+        assert_eq!(route.in_flight, InFlightPolicy::Wait);
+        assert_eq!(route.wait_ms, 10_000);
+        assert_eq!(route.max_waiters, 256);
+        assert_eq!(route.origin_timeout_ms, 10_000);
+        assert_eq!(route.lease_ms, 15_000);
+        assert_eq!(route.retention_seconds, 259_200);
+        assert_eq!(route.max_body_bytes, 1_048_576);
+        assert_eq!(route.max_stored_response_bytes, 65_536);
+        assert_eq!(route.signature_tolerance_seconds, 300);
+        assert!(!route.log_duplicates);
+        assert_eq!(route.forward_secret, None);
+        assert!(route.retryable_statuses.contains(503));
+        assert!(!route.retryable_statuses.contains(404));
     }
 
     #[test]
-    fn a_stored_response_limit_a_row_cannot_hold_is_misconfigured() {
-        let limit = MAX_STORABLE_RESPONSE_BYTES.to_string();
-        let config_at_limit = config(&[
-            ("ORIGIN_URL", "http://o"),
-            ("MAX_STORED_RESPONSE_BYTES", limit.as_str()),
-        ]);
-        assert_eq!(
-            config_at_limit.unwrap().max_stored_response_bytes,
-            MAX_STORABLE_RESPONSE_BYTES
-        );
-        let over = (MAX_STORABLE_RESPONSE_BYTES + 1).to_string();
-        let problem = config(&[
-            ("ORIGIN_URL", "http://o"),
-            ("MAX_STORED_RESPONSE_BYTES", over.as_str()),
-        ]);
-        assert_eq!(
-            variable_of(problem.unwrap_err()),
-            "MAX_STORED_RESPONSE_BYTES"
-        );
-    }
-
-    #[test]
-    fn lease_defaults_to_timeout_plus_five_seconds() {
-        let config = config(&[("ORIGIN_URL", "http://o"), ("ORIGIN_TIMEOUT_MS", "2000")]).unwrap();
-        assert_eq!(config.lease_ms, 7_000);
-    }
-
-    #[test]
-    fn api_mode_uses_only_the_idempotency_key_header() {
-        let config = config(&[("ORIGIN_URL", "http://o"), ("DEDUP_MODE", "api")]).unwrap();
-        assert_eq!(
-            config.key_sources,
-            vec![KeySource::Header("idempotency-key".into())]
-        );
-    }
-
-    #[test]
-    fn signed_schemes_need_a_secret_and_default_to_signed_keys() {
-        for scheme in ["stripe", "standard-webhooks"] {
-            let problem = config(&[("ORIGIN_URL", "http://o"), ("SIGNATURE_SCHEME", scheme)]);
-            assert_eq!(variable_of(problem.unwrap_err()), "SIGNING_SECRET");
+    fn numbers_have_ranges_and_the_lease_outlives_the_timeout() {
+        for (name, value) in [
+            ("WAIT_MS", "60001"),
+            ("MAX_WAITERS", "4097"),
+            ("ORIGIN_TIMEOUT_MS", "99"),
+            ("ORIGIN_TIMEOUT_MS", "300001"),
+            ("ORIGIN_TIMEOUT_MS", "2147483648"),
+            ("LEASE_MS", "18446744073709551615"),
+            ("LEASE_MS", "10000"),
+            ("RETENTION_SECONDS", "59"),
+            ("RETENTION_SECONDS", "31536001"),
+            ("RETENTION_SECONDS", "18446744073709551615"),
+            ("MAX_BODY_BYTES", "0"),
+            ("MAX_BODY_BYTES", "104857601"),
+            ("MAX_STORED_RESPONSE_BYTES", "1048577"),
+            ("SIGNATURE_TOLERANCE_SECONDS", "0"),
+            ("WAIT_MS", "-1"),
+            ("WAIT_MS", "1e3"),
+        ] {
+            assert_eq!(
+                variable_of(route(&[(name, value)]).unwrap_err()),
+                name,
+                "{name}={value}"
+            );
         }
-        let stripe = config(&[
-            ("ORIGIN_URL", "http://o"),
+        assert_eq!(
+            route(&[("ORIGIN_TIMEOUT_MS", "2000")]).unwrap().lease_ms,
+            7_000
+        );
+        assert_eq!(route(&[("LEASE_MS", "10001")]).unwrap().lease_ms, 10_001);
+        let problem = route(&[
+            ("ORIGIN_TIMEOUT_MS", "100"),
+            ("LEASE_MS", "59000"),
+            ("RETENTION_SECONDS", "60"),
+        ]);
+        assert_eq!(problem.unwrap().retention_seconds, 60);
+        let problem = route(&[
+            ("ORIGIN_TIMEOUT_MS", "100"),
+            ("LEASE_MS", "60000"),
+            ("RETENTION_SECONDS", "60"),
+        ]);
+        assert_eq!(variable_of(problem.unwrap_err()), "RETENTION_SECONDS");
+    }
+
+    #[test]
+    fn unknown_choices_are_errors_not_defaults() {
+        for (name, value) in [
+            ("DEDUP_MODE", "batch"),
+            ("IN_FLIGHT", "drop"),
+            ("KEY_SCOPE", "tenant"),
+            ("DELIVERY", "later"),
+            ("KEY_SOURCES", "cookie:x"),
+            ("KEY_SOURCES", "header:a,,json:/b"),
+            ("SIGNATURE_SCHEME", "md5"),
+            ("TENANT_HEADER", "bad header"),
+            ("RETRYABLE_STATUSES", "5xx"),
+            ("LOG_DUPLICATES", "yes"),
+            ("ADMIN_TOKEN", ""),
+        ] {
+            assert_eq!(
+                variable_of(route(&[(name, value)]).unwrap_err()),
+                name,
+                "{name}={value}"
+            );
+        }
+        assert_eq!(
+            route(&[("KEY_SCOPE", "global")]).unwrap().key_scope,
+            KeyScope::Route
+        );
+    }
+
+    #[test]
+    fn signed_routes_default_to_signed_keys_and_route_scope() {
+        let stripe = route(&[
             ("SIGNATURE_SCHEME", "stripe"),
             ("SIGNING_SECRET", "whsec_x"),
         ])
         .unwrap();
         assert_eq!(
             stripe.key_sources,
-            vec![KeySource::JsonPointer("/id".into())]
+            KeySource::parse_list("json:/id").unwrap()
         );
-        let standard = config(&[
-            ("ORIGIN_URL", "http://o"),
-            ("SIGNATURE_SCHEME", "standard-webhooks"),
-            ("SIGNING_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+        assert_eq!(stripe.key_scope, KeyScope::Route);
+        assert_eq!(
+            variable_of(route(&[("SIGNATURE_SCHEME", "stripe")]).unwrap_err()),
+            "SIGNING_SECRET"
+        );
+        let api = route(&[("DEDUP_MODE", "api")]).unwrap();
+        assert_eq!(api.key_sources, vec![KeySource::header("Idempotency-Key")]);
+    }
+
+    #[test]
+    fn async_routes_bound_their_bodies_and_read_their_schedule() {
+        let route = route(&[
+            ("DELIVERY", "async"),
+            ("RETRY_SCHEDULE", "1s,1m,2h,1d"),
+            ("ACK_STATUS", "200"),
+            ("ACK_BODY", "[accepted]"),
         ])
         .unwrap();
+        let Delivery::Async(settings) = &route.delivery else {
+            panic!()
+        };
         assert_eq!(
-            standard.key_sources,
-            vec![KeySource::Header("webhook-id".into())]
+            settings.retry_schedule_ms,
+            [1_000, 60_000, 7_200_000, 86_400_000]
         );
-        let bad_secret = config(&[
-            ("ORIGIN_URL", "http://o"),
-            ("SIGNATURE_SCHEME", "standard-webhooks"),
-            ("SIGNING_SECRET", "whsec_not base64!"),
-        ]);
-        assert_eq!(variable_of(bad_secret.unwrap_err()), "SIGNING_SECRET");
+        assert_eq!(settings.ack_status, 200);
+        assert_eq!(settings.ack_body.as_deref(), Some("[accepted]"));
+        let default = super::parse_schedule(DEFAULT_RETRY_SCHEDULE).unwrap();
+        assert_eq!(default.len(), 9);
+        for bad in [
+            "0s",
+            "10",
+            "1w",
+            "8d",
+            "1s,,1s",
+            "-1s",
+            "18446744073709551615d",
+        ] {
+            assert!(super::parse_schedule(bad).is_err(), "{bad}");
+        }
+        for (name, value) in [
+            ("MAX_BODY_BYTES", "1048577"),
+            ("ACK_STATUS", "302"),
+            ("RETRY_SCHEDULE", "soon"),
+        ] {
+            let problem = super::tests::route(&[("DELIVERY", "async"), (name, value)]).unwrap_err();
+            assert_eq!(variable_of(problem), name);
+        }
     }
 
     #[test]
-    fn missing_origin_url_names_the_variable() {
-        assert_eq!(variable_of(config(&[]).unwrap_err()), "ORIGIN_URL");
-    }
-
-    #[test]
-    fn invalid_origin_urls_are_rejected() {
-        for bad in ["not a url", "ftp://x", "http://o/?q=1", "   "] {
-            assert_eq!(
-                variable_of(config(&[("ORIGIN_URL", bad)]).unwrap_err()),
-                "ORIGIN_URL",
-                "{bad}"
+    fn origin_urls_are_checked_without_echoing_them() {
+        for bad in [
+            "not a url",
+            "ftp://x",
+            "http://o/?q=1",
+            "https://user:hunter2@o.example",
+        ] {
+            let problem = config(&[("ORIGIN_URL", bad)]).unwrap_err();
+            assert!(
+                !problem.detail().contains("hunter2"),
+                "{}",
+                problem.detail()
             );
+            assert_eq!(variable_of(problem), "ORIGIN_URL");
         }
+        assert_eq!(variable_of(config(&[]).unwrap_err()), "ORIGIN_URL");
+        for good in [
+            "http://127.0.0.1:9090",
+            "https://pay.internal.example/hooks/",
+            "http://[::1]:8080/x",
+            "http://[::1]/x",
+            "https://a-b.c_d",
+        ] {
+            assert!(config(&[("ORIGIN_URL", good)]).is_ok(), "{good}");
+        }
+        assert_eq!(
+            config(&[("ORIGIN_URL", "https://o.example/base/")])
+                .unwrap()
+                .routes[0]
+                .origin_url,
+            "https://o.example/base"
+        );
+    }
+
+    const ROUTES: &str = r#"{
+        "stripe": {"path": "/webhooks/stripe", "origin": "https://pay.internal/hooks", "signature": "stripe", "signing_secret": "STRIPE_WEBHOOK_SECRET"},
+        "api": {"path": "/v1", "mode": "api", "tenant_header": "Authorization", "wait_ms": 5000, "log_duplicates": true},
+        "adyen": {"path": "/webhooks/adyen", "delivery": "async", "signature_scheme": "adyen", "signing_secret": "ADYEN_HMAC_KEY", "ack_body": "[accepted]"}
+    }"#;
+
+    fn routes(extra: &[(&str, &str)]) -> Result<Config, Problem> {
+        let mut pairs = vec![
+            ("ROUTES", ROUTES),
+            ("ORIGIN_URL", "https://pay.internal"),
+            ("STRIPE_WEBHOOK_SECRET", "whsec_stripe"),
+            (
+                "ADYEN_HMAC_KEY",
+                "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
+            ),
+            ("WAIT_MS", "2000"),
+        ];
+        pairs.extend_from_slice(extra);
+        config(&pairs)
     }
 
     #[test]
-    fn unknown_choices_and_non_numbers_are_errors_not_defaults() {
+    fn routes_take_their_own_settings_then_the_top_level_then_defaults() {
+        let config = routes(&[]).unwrap();
+        assert!(config.explicit_routes);
+        let stripe = config.route("stripe").unwrap();
+        assert_eq!(stripe.origin_url, "https://pay.internal/hooks");
+        assert_eq!(stripe.wait_ms, 2_000, "the top-level WAIT_MS");
+        assert!(
+            matches!(&stripe.signature_scheme, SignatureScheme::Stripe { secret } if secret.expose() == "whsec_stripe")
+        );
+        let api = config.route("api").unwrap();
+        assert_eq!(
+            api.origin_url, "https://pay.internal",
+            "the top-level ORIGIN_URL"
+        );
+        assert_eq!(api.wait_ms, 5_000, "its own, a TOML number");
+        assert!(api.log_duplicates, "its own, a TOML boolean");
+        assert_eq!(api.tenant_header.as_deref(), Some("authorization"));
+        assert!(config.route("adyen").unwrap().is_async());
+        assert_eq!(
+            config.route_for("/webhooks/stripe/evt").unwrap().name,
+            "stripe"
+        );
+        assert_eq!(config.route_for("/v1/charges").unwrap().name, "api");
+        assert_eq!(
+            config.route_for("/v2/charges").unwrap_err(),
+            Problem::NoRoute
+        );
+        assert_eq!(
+            config.route_for("/webhooks/stripex").unwrap_err(),
+            Problem::NoRoute
+        );
+    }
+
+    #[test]
+    fn a_bad_route_names_itself_and_its_field() {
         let cases = [
-            ("DEDUP_MODE", "batch"),
-            ("IN_FLIGHT", "drop"),
-            ("KEY_SCOPE", "tenant"),
-            ("WAIT_MS", "ten"),
-            ("ORIGIN_TIMEOUT_MS", "0"),
-            ("MAX_BODY_BYTES", "-1"),
-            ("KEY_SOURCES", "cookie:x"),
-            ("SIGNATURE_SCHEME", "md5"),
-            ("SIGNATURE_TOLERANCE_SECONDS", "5m"),
-            ("TENANT_HEADER", "bad header"),
-            ("ADMIN_TOKEN", ""),
+            (
+                r#"{"stripe":{"path":"/s","signature":"strip","signing_secret":"S"}}"#,
+                "ROUTES.stripe.signature",
+            ),
+            (
+                r#"{"stripe":{"path":"/s","signature":"stripe"}}"#,
+                "ROUTES.stripe.signing_secret",
+            ),
+            (
+                r#"{"stripe":{"path":"/s","signature":"stripe","signing_secret":"UNSET"}}"#,
+                "ROUTES.stripe.signing_secret",
+            ),
+            (
+                r#"{"a":{"path":"/a","singing_secret":"S"}}"#,
+                "ROUTES.a.singing_secret",
+            ),
+            (r#"{"a":{"origin":"http://o"}}"#, "ROUTES.a.path"),
+            (r#"{"a":{"path":"a"}}"#, "ROUTES.a.path"),
+            (r#"{"a":{"path":"/__idemgate/x"}}"#, "ROUTES.a.path"),
+            (r#"{"a":{"path":"/a%2Fb"}}"#, "ROUTES.a.path"),
+            (r#"{"a":{"path":"/a"},"b":{"path":"/a/"}}"#, "ROUTES.b.path"),
+            (r#"{"A":{"path":"/a"}}"#, "ROUTES.A"),
+            (r#"{"a":{"path":"/a","wait_ms":[1]}}"#, "ROUTES.a.wait_ms"),
+            (r#"{"a":{"path":"/a","lease_ms":10}}"#, "ROUTES.a.lease_ms"),
+            (r#"{"a":"/a"}"#, "ROUTES.a"),
+            (r#"["/a"]"#, "ROUTES"),
+            (r#"{}"#, "ROUTES"),
+            ("{not json", "ROUTES"),
         ];
-        for (name, value) in cases {
-            let problem = config(&[("ORIGIN_URL", "http://o"), (name, value)]).unwrap_err();
-            assert_eq!(variable_of(problem), name, "{name}={value}");
+        for (routes, variable) in cases {
+            let problem = config(&[
+                ("ROUTES", routes),
+                ("ORIGIN_URL", "http://o"),
+                ("S", "whsec_s"),
+            ])
+            .unwrap_err();
+            assert_eq!(variable_of(problem), variable, "{routes}");
         }
+        let problem = config(&[("ROUTES", r#"{"a":{"path":"/a"}}"#)]).unwrap_err();
+        assert_eq!(variable_of(problem), "ROUTES.a.origin_url");
+    }
+
+    #[test]
+    fn a_named_secret_is_never_echoed() {
+        let problem = config(&[
+            (
+                "ROUTES",
+                r#"{"s":{"path":"/s","signature":"standard-webhooks","signing_secret":"SW"}}"#,
+            ),
+            ("ORIGIN_URL", "http://o"),
+            ("SW", "whsec_not base64 but secret!"),
+        ])
+        .unwrap_err();
+        assert_eq!(variable_of(problem.clone()), "ROUTES.s.signing_secret");
+        assert!(
+            !problem.detail().contains("secret!"),
+            "{}",
+            problem.detail()
+        );
     }
 }

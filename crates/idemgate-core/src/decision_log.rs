@@ -1,7 +1,10 @@
-//! One structured log line per decision (for `wrangler tail` and Workers
-//! Logs). Built from data that is safe to print: the scope hash (never the
-//! key itself), epochs, statuses, durations and problem names. No body,
-//! header value or secret ever goes into a line.
+//! One structured event per decision (SPEC §9). Every event is counted
+//! (per-isolate stats, and Analytics Engine when bound); it becomes a log
+//! line when it changes a receipt's state or rejects a delivery, and for an
+//! absorbed duplicate only with `LOG_DUPLICATES=true`. Built from data
+//! that is safe to print: route names, the scope hash and receipt id
+//! (never the key), epochs, statuses, durations and problem names. No
+//! body, header value or secret ever goes into an event.
 
 use serde::Serialize;
 
@@ -12,10 +15,15 @@ pub const EVENT: &str = "idemgate.decision";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DecisionLog {
     pub event: &'static str,
-    /// forwarded, taken_over, failed, replayed, waited, conflict, mismatch,
-    /// ack, rejected, expired, purged.
+    /// forwarded, taken_over, failed, queued, dead, redriven, expired,
+    /// purged, mismatch, rejected (state changes and rejections); replayed,
+    /// waited, conflict, ack, duplicate (absorbed duplicates).
     pub decision: &'static str,
-    /// Hash of path scope, tenant and key: the Durable Object's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt_id: Option<String>,
+    /// The key's scope id (never the key itself).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
     /// Request path, for rejections made before a key is known.
@@ -37,11 +45,15 @@ pub struct DecisionLog {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub edge: bool,
     pub duration_ms: u64,
+    /// An absorbed duplicate: counted, logged only on request.
+    #[serde(skip)]
+    pub absorbed: bool,
 }
 
 /// What the engine learned while answering one delivery.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Trace {
+    pub receipt_id: Option<String>,
     pub epoch: Option<u64>,
     pub takeover: bool,
     pub origin_ms: Option<u64>,
@@ -52,6 +64,8 @@ impl DecisionLog {
         DecisionLog {
             event: EVENT,
             decision,
+            route: None,
+            receipt_id: None,
             scope: None,
             path: None,
             epoch: None,
@@ -61,11 +75,12 @@ impl DecisionLog {
             origin_ms: None,
             edge: false,
             duration_ms,
+            absorbed: false,
         }
     }
 
-    /// The line for an answer of the Durable Object.
-    pub fn of_answer(answer: &Answer, scope: &str, trace: Trace, duration_ms: u64) -> DecisionLog {
+    /// The event of an answer of the Durable Object.
+    pub fn of_answer(answer: &Answer, trace: Trace, duration_ms: u64) -> DecisionLog {
         let decision = match answer {
             Answer::Forwarded(_) if trace.takeover => "taken_over",
             _ => answer.decision(),
@@ -75,7 +90,7 @@ impl DecisionLog {
             _ => None,
         };
         let origin_status = match (settled, answer) {
-            (Some(Settled::Response(response)), _) => Some(response.status),
+            (Some(Settled::Response { response, .. }), _) => Some(response.status),
             (_, Answer::Replayed(stored)) => Some(stored.response.status),
             _ => None,
         };
@@ -86,14 +101,19 @@ impl DecisionLog {
             _ => None,
         };
         DecisionLog {
-            scope: Some(scope.to_string()),
             epoch: trace.epoch,
             status: Some(answer.render_status()),
             origin_status,
             reason,
             origin_ms: trace.origin_ms,
+            absorbed: answer.is_absorbed(),
             ..DecisionLog::new(decision, duration_ms)
         }
+    }
+
+    /// Whether the event becomes a log line (SPEC §9).
+    pub fn is_logged(&self, log_duplicates: bool) -> bool {
+        !self.absorbed || log_duplicates
     }
 
     pub fn to_json(&self) -> String {
@@ -105,35 +125,54 @@ impl DecisionLog {
 mod tests {
     use super::*;
     use crate::problem::Problem;
+    use crate::receipt::{HttpResponse, StoredResponse};
 
     #[test]
     fn a_takeover_is_logged_as_such() {
         let answer = Answer::Forwarded(Settled::Problem(Problem::OriginTimeout { after_ms: 5 }));
         let trace = Trace {
+            receipt_id: None,
             epoch: Some(3),
             takeover: true,
             origin_ms: Some(5),
         };
-        let line = DecisionLog::of_answer(&answer, "abc", trace, 7);
+        let mut line = DecisionLog::of_answer(&answer, trace, 7);
+        line.scope = Some("abc".into());
         assert_eq!(line.decision, "taken_over");
         assert_eq!(line.reason, Some("origin-timeout"));
         assert_eq!(line.status, Some(504));
+        assert!(line.is_logged(false));
         let json: serde_json::Value = serde_json::from_str(&line.to_json()).unwrap();
         assert_eq!(json["event"], EVENT);
         assert_eq!(json["epoch"], 3);
         assert!(json.get("path").is_none());
+        assert!(json.get("absorbed").is_none());
     }
 
     #[test]
-    fn rejections_carry_their_problem_name() {
-        let line = DecisionLog::of_answer(
+    fn rejections_are_logged_and_duplicates_only_on_request() {
+        let mismatch = DecisionLog::of_answer(
             &Answer::Rejected(Problem::FingerprintMismatch),
-            "abc",
             Trace::default(),
             1,
         );
-        assert_eq!(line.decision, "mismatch");
-        assert_eq!(line.reason, Some("fingerprint-mismatch"));
-        assert_eq!(line.status, Some(422));
+        assert_eq!(mismatch.decision, "mismatch");
+        assert_eq!(mismatch.reason, Some("fingerprint-mismatch"));
+        assert!(mismatch.is_logged(false));
+        let replay = DecisionLog::of_answer(
+            &Answer::Replayed(StoredResponse::keep(
+                &HttpResponse {
+                    status: 201,
+                    headers: vec![],
+                    body: vec![],
+                },
+                10,
+            )),
+            Trace::default(),
+            0,
+        );
+        assert_eq!(replay.origin_status, Some(201));
+        assert!(!replay.is_logged(false));
+        assert!(replay.is_logged(true));
     }
 }

@@ -5,14 +5,39 @@
 
 pub type HeaderList = Vec<(String, String)>;
 
-/// Headers idemgate adds to a forward; a sender must not be able to forge them.
-pub const IDEMPOTENCY_PREFIX: &str = "idempotency-";
-/// idemgate's own namespace. Nothing internal travels in headers (the
-/// object is called over RPC), but inbound ones are still never forwarded,
-/// so the namespace stays free for idemgate.
-pub const INTERNAL_PREFIX: &str = "x-idemgate-";
+/// Inbound headers never forwarded (SPEC §5), in any case: idemgate sets
+/// `Idempotency-*` itself, and `x-idemgate-*` is its own namespace. The
+/// underscore spellings go too, because many servers (CGI, nginx with
+/// `underscores_in_headers`, Rails) read `Idempotency_Key` as
+/// `Idempotency-Key`.
+pub const FORBIDDEN_PREFIXES: &[&str] =
+    &["idempotency-", "idempotency_", "x-idemgate-", "x-idemgate_"];
 pub const REPLAYED: &str = "Idempotent-Replayed";
 pub const DECISION: &str = "Idemgate-Decision";
+pub const RECEIPT_ID: &str = "Idemgate-Receipt-Id";
+
+/// Whether a sender may have set this header to impersonate idemgate.
+pub fn is_forbidden(name: &str) -> bool {
+    let name = name.as_bytes();
+    FORBIDDEN_PREFIXES.iter().any(|prefix| {
+        name.len() >= prefix.len() && name[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+    })
+}
+
+/// `Set-Cookie` belongs to the one caller whose delivery was forwarded
+/// (SPEC §2): it is never stored, replayed or given to a waiting duplicate.
+pub fn is_set_cookie(name: &str) -> bool {
+    name.eq_ignore_ascii_case("set-cookie") || name.eq_ignore_ascii_case("set-cookie2")
+}
+
+/// A response's headers for anyone but the caller it was made for.
+pub fn without_set_cookie(headers: &[(String, String)]) -> HeaderList {
+    headers
+        .iter()
+        .filter(|(name, _)| !is_set_cookie(name))
+        .cloned()
+        .collect()
+}
 
 /// RFC 9110 §7.6.1 connection-specific headers, never forwarded or stored.
 const HOP_BY_HOP: &[&str] = &[
@@ -91,8 +116,7 @@ pub fn for_origin(headers: &[(String, String)]) -> HeaderList {
         .filter(|(name, _)| {
             let name = name.to_ascii_lowercase();
             !is_hop_by_hop(&name, &connection)
-                && !name.starts_with(IDEMPOTENCY_PREFIX)
-                && !name.starts_with(INTERNAL_PREFIX)
+                && !is_forbidden(&name)
                 && name != "content-length"
                 && name != "host"
         })
@@ -101,14 +125,14 @@ pub fn for_origin(headers: &[(String, String)]) -> HeaderList {
 }
 
 /// What of an origin response is kept for replay: everything but hop-by-hop
-/// headers and `content-length`, which the runtime recomputes.
+/// headers, `content-length` (the runtime recomputes it) and `Set-Cookie`.
 pub fn for_replay(headers: &[(String, String)]) -> HeaderList {
     let connection = connection_tokens(headers);
     headers
         .iter()
         .filter(|(name, _)| {
             let name = name.to_ascii_lowercase();
-            !is_hop_by_hop(&name, &connection) && name != "content-length"
+            !is_hop_by_hop(&name, &connection) && name != "content-length" && !is_set_cookie(&name)
         })
         .map(|(name, value)| (name.to_ascii_lowercase(), value.clone()))
         .collect()
@@ -136,6 +160,10 @@ mod tests {
             ("idempotency-epoch", "99"),
             ("idempotency-signature", "t=1,v1=00"),
             ("x-idemgate-key", "forged"),
+            ("Idempotency_Key", "forged"),
+            ("IDEMPOTENCY_EPOCH", "99"),
+            ("X-Idemgate_Scope", "forged"),
+            ("idempotencykey", "kept: not the prefix"),
             ("stripe-signature", "t=1,v1=ab"),
             ("content-length", "12"),
         ]);
@@ -143,6 +171,7 @@ mod tests {
             for_origin(&inbound),
             list(&[
                 ("content-type", "application/json"),
+                ("idempotencykey", "kept: not the prefix"),
                 ("stripe-signature", "t=1,v1=ab"),
             ])
         );
@@ -155,6 +184,8 @@ mod tests {
             ("x-payment-id", "pay_1"),
             ("content-length", "10"),
             ("connection", "close"),
+            ("Set-Cookie", "session=abc"),
+            ("set-cookie2", "old=1"),
         ]);
         assert_eq!(
             for_replay(&response),
@@ -163,6 +194,12 @@ mod tests {
                 ("x-payment-id", "pay_1"),
             ])
         );
+    }
+
+    #[test]
+    fn set_cookie_is_kept_only_for_its_caller() {
+        let response = list(&[("set-cookie", "s=1"), ("x-a", "1"), ("SET-COOKIE", "t=2")]);
+        assert_eq!(without_set_cookie(&response), list(&[("x-a", "1")]));
     }
 
     #[test]

@@ -1,30 +1,38 @@
-//! Idempotency keys: where they come from, what a valid one is, and which
-//! Durable Object a key lives in (SPEC §3).
+//! Idempotency keys: where they come from, what a valid one is, the scope a
+//! key lives in, and which Durable Object holds it (SPEC §3).
 
-use serde_json::Value;
-
-use crate::canonical::{sha256_hex, Fingerprint};
+use crate::canonical::sha256_hex;
 use crate::config::is_header_name;
 use crate::headers;
+use crate::json::Json;
 use crate::problem::Problem;
 
-/// One entry of `KEY_SOURCES`.
+/// One part of a key source: a header, a JSON pointer, or the body hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeySource {
+pub enum KeyPart {
     /// `header:NAME`; the name is kept lowercase.
     Header(String),
     /// `json:POINTER`, an RFC 6901 pointer into the JSON body.
     JsonPointer(String),
-    /// `body-sha256`: the fingerprint itself is the key.
+    /// `body-sha256`: the hash of the canonical body.
     BodySha256,
 }
 
+/// One entry of `KEY_SOURCES`: a part, or several joined by `+`, whose
+/// values make one key joined by `:` (e.g. Adyen's
+/// `json:/pspReference+json:/eventCode`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySource {
+    pub parts: Vec<KeyPart>,
+}
+
+/// How much of a request, besides the route, separates one key from another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyScope {
-    /// Keys are per request path (query excluded).
+    /// One key space per route (and tenant).
+    Route,
+    /// One key space per normalised request path (and tenant).
     Path,
-    /// Keys are shared across paths.
-    Global,
 }
 
 /// A key that passed validation: 1 to 255 visible ASCII characters, no `"` or `\`.
@@ -33,22 +41,22 @@ pub struct IdempotencyKey(String);
 
 pub const MAX_KEY_LEN: usize = 255;
 
-impl KeySource {
-    pub fn parse(text: &str) -> Result<KeySource, String> {
+impl KeyPart {
+    fn parse(text: &str) -> Result<KeyPart, String> {
         let text = text.trim();
         if text == "body-sha256" {
-            return Ok(KeySource::BodySha256);
+            return Ok(KeyPart::BodySha256);
         }
         if let Some(name) = text.strip_prefix("header:") {
             return if is_header_name(name) {
-                Ok(KeySource::Header(name.to_ascii_lowercase()))
+                Ok(KeyPart::Header(name.to_ascii_lowercase()))
             } else {
                 Err(format!("{text:?}: {name:?} is not a header name"))
             };
         }
         if let Some(pointer) = text.strip_prefix("json:") {
             return if pointer.starts_with('/') {
-                Ok(KeySource::JsonPointer(pointer.to_string()))
+                Ok(KeyPart::JsonPointer(pointer.to_string()))
             } else {
                 Err(format!(
                     "{text:?}: a JSON pointer starts with '/', e.g. json:/id"
@@ -60,32 +68,64 @@ impl KeySource {
         ))
     }
 
+    fn label(&self) -> String {
+        match self {
+            KeyPart::Header(name) => format!("header:{name}"),
+            KeyPart::JsonPointer(pointer) => format!("json:{pointer}"),
+            KeyPart::BodySha256 => "body-sha256".into(),
+        }
+    }
+}
+
+impl KeySource {
+    pub fn header(name: &str) -> KeySource {
+        KeySource {
+            parts: vec![KeyPart::Header(name.to_ascii_lowercase())],
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<KeySource, String> {
+        let parts = text
+            .split('+')
+            .map(KeyPart::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(KeySource { parts })
+    }
+
     /// A comma-separated, ordered, non-empty list.
     pub fn parse_list(text: &str) -> Result<Vec<KeySource>, String> {
-        let sources = text
-            .split(',')
-            .map(KeySource::parse)
-            .collect::<Result<Vec<_>, _>>()?;
-        if sources.is_empty() {
-            return Err("lists no source".into());
-        }
-        Ok(sources)
+        text.split(',').map(KeySource::parse).collect()
     }
 
     pub fn label(&self) -> String {
-        match self {
-            KeySource::Header(name) => format!("header:{name}"),
-            KeySource::JsonPointer(pointer) => format!("json:{pointer}"),
-            KeySource::BodySha256 => "body-sha256".into(),
-        }
+        self.parts
+            .iter()
+            .map(KeyPart::label)
+            .collect::<Vec<_>>()
+            .join("+")
+    }
+
+    /// Whether any part reads the JSON body.
+    pub fn reads_json(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|part| matches!(part, KeyPart::JsonPointer(_)))
+    }
+
+    /// The headers this source reads, lowercase.
+    pub fn headers(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|part| match part {
+            KeyPart::Header(name) => Some(name.as_str()),
+            _ => None,
+        })
     }
 }
 
 impl IdempotencyKey {
     /// Validates a raw value after trimming surrounding whitespace.
-    pub fn parse(raw: &str, source: &KeySource) -> Result<IdempotencyKey, Problem> {
+    pub fn parse(raw: &str, source: &str) -> Result<IdempotencyKey, Problem> {
         let invalid = |reason: &str| Problem::InvalidKey {
-            source: source.label(),
+            source: source.to_string(),
             reason: reason.to_string(),
         };
         let key = raw.trim();
@@ -122,44 +162,66 @@ pub struct KeyInput<'a> {
     pub headers: &'a [(String, String)],
     pub content_type: Option<&'a str>,
     /// The parsed body, when the body is JSON.
-    pub json: Option<&'a Value>,
-    pub fingerprint: &'a Fingerprint,
+    pub json: Option<&'a Json>,
+    /// Hex SHA-256 of the canonical body.
+    pub body_sha256: &'a str,
 }
 
-/// The first source in `sources` that yields a value wins (SPEC §3).
-pub fn derive_key(sources: &[KeySource], input: &KeyInput) -> Result<IdempotencyKey, Problem> {
-    for source in sources {
-        match source {
-            KeySource::Header(name) => {
-                if let Some(value) = headers::get(input.headers, name) {
-                    return IdempotencyKey::parse(unquote(value.trim()), source);
-                }
-            }
-            KeySource::JsonPointer(pointer) => {
-                let Some(json) = input.json else {
-                    return Err(Problem::UnsupportedMediaType {
-                        source: source.label(),
-                        content_type: input.content_type.unwrap_or("").to_string(),
-                    });
-                };
-                match json.pointer(pointer) {
-                    None | Some(Value::Null) => {}
-                    Some(Value::String(text)) => return IdempotencyKey::parse(text, source),
-                    Some(Value::Number(number)) => {
-                        return IdempotencyKey::parse(&number.to_string(), source)
-                    }
-                    Some(_) => {
-                        return Err(Problem::InvalidKey {
-                            source: source.label(),
-                            reason: "the key must be a JSON string or number".into(),
-                        })
-                    }
-                }
-            }
-            KeySource::BodySha256 => {
-                return IdempotencyKey::parse(input.fingerprint.as_str(), source)
+/// What one part found.
+enum Found {
+    Value(String),
+    Absent,
+}
+
+fn read_part(part: &KeyPart, source: &KeySource, input: &KeyInput) -> Result<Found, Problem> {
+    match part {
+        KeyPart::Header(name) => Ok(match headers::get(input.headers, name) {
+            Some(value) => Found::Value(unquote(value.trim()).to_string()),
+            None => Found::Absent,
+        }),
+        KeyPart::JsonPointer(pointer) => {
+            let Some(json) = input.json else {
+                return Err(Problem::UnsupportedMediaType {
+                    source: source.label(),
+                    content_type: input.content_type.unwrap_or("").to_string(),
+                });
+            };
+            match json.pointer(pointer) {
+                None | Some(Json::Null) => Ok(Found::Absent),
+                Some(Json::String(text)) => Ok(Found::Value(text.clone())),
+                Some(Json::Number(number)) => Ok(Found::Value(number.clone())),
+                Some(_) => Err(Problem::InvalidKey {
+                    source: source.label(),
+                    reason: "the key must be a JSON string or number".into(),
+                }),
             }
         }
+        KeyPart::BodySha256 => Ok(Found::Value(input.body_sha256.to_string())),
+    }
+}
+
+/// The first source in `sources` that yields a value wins (SPEC §3); a
+/// source of several parts yields only when every part does.
+pub fn derive_key(sources: &[KeySource], input: &KeyInput) -> Result<IdempotencyKey, Problem> {
+    'sources: for source in sources {
+        let mut values = Vec::with_capacity(source.parts.len());
+        for part in &source.parts {
+            match read_part(part, source, input)? {
+                Found::Value(value) => values.push(value),
+                Found::Absent => continue 'sources,
+            }
+        }
+        let label = source.label();
+        if values.len() == 1 {
+            return IdempotencyKey::parse(&values[0], &label);
+        }
+        // Each part must be a valid key on its own, so that `:` only ever
+        // separates parts and a part cannot smuggle whitespace inside.
+        for value in &values {
+            IdempotencyKey::parse(value, &label)?;
+        }
+        let joined: Vec<&str> = values.iter().map(|value| value.trim()).collect();
+        return IdempotencyKey::parse(&joined.join(":"), &label);
     }
     Err(Problem::MissingKey {
         tried: sources
@@ -178,54 +240,74 @@ fn unquote(value: &str) -> &str {
         .unwrap_or(value)
 }
 
-/// Where a key lives: the Durable Object name and the scope hash used in logs.
+/// The key space a key lives in (SPEC §3): its id is the hex SHA-256 of
+/// the route's name, the normalised path under path scope, and the tenant
+/// header's hash when `TENANT_HEADER` is set, each length-prefixed so that
+/// no choice of one can imitate another. The origin receives it as
+/// `Idempotency-Scope`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Scope<'a> {
-    pub kind: KeyScope,
-    /// The request path, query excluded.
-    pub path: &'a str,
-    /// The tenant header's value, when `TENANT_HEADER` is set.
-    pub tenant: Option<&'a str>,
+pub struct Scope {
+    id: String,
 }
 
-impl Scope<'_> {
-    /// A hash of scope and key, so that one key never collides across paths
-    /// or tenants. Fields are length-prefixed, so no choice of path, tenant
-    /// or key can imitate another's encoding.
-    pub fn object_name(&self, key: &IdempotencyKey) -> String {
-        let path = match self.kind {
-            KeyScope::Path => self.path,
-            KeyScope::Global => "",
-        };
-        let tenant = self.tenant.map(|value| sha256_hex(value.as_bytes()));
-        let mut encoded = String::from("idemgate/v1");
-        for field in [path, tenant.as_deref().unwrap_or(""), key.as_str()] {
+impl Scope {
+    /// `path` is the normalised request path under path scope, `None`
+    /// under route scope; `tenant_sha256` the hex hash of the tenant value.
+    pub fn new(route: &str, path: Option<&str>, tenant_sha256: Option<&str>) -> Scope {
+        let mut encoded = String::from("idemgate/scope/v2");
+        for field in [route, path.unwrap_or(""), tenant_sha256.unwrap_or("")] {
             encoded.push_str(&format!("|{}:{}", field.len(), field));
         }
+        Scope {
+            id: sha256_hex(encoded.as_bytes()),
+        }
+    }
+
+    /// 64 lowercase hex digits.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The name of the Durable Object that holds `key` in this scope.
+    pub fn object_name(&self, key: &IdempotencyKey) -> String {
+        let encoded = format!(
+            "idemgate/object/v2|{}:{}|{}:{}",
+            self.id.len(),
+            self.id,
+            key.as_str().len(),
+            key.as_str()
+        );
         sha256_hex(encoded.as_bytes())
     }
+}
+
+/// The hash a tenant header's value is known by, in scopes and in the
+/// operator API (`tenant_sha256=`), so the raw value never goes into a URL.
+pub fn tenant_sha256(value: &str) -> String {
+    sha256_hex(value.as_bytes())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::canonical::parse_json;
+    use crate::json;
 
     fn sources(list: &str) -> Vec<KeySource> {
         KeySource::parse_list(list).unwrap()
     }
 
+    const BODY_SHA256: &str = "3a6eb0790f39ac87c94f3856b2dd2c5d110e6811602261a9a923d3bb23adc8b7";
+
     fn derive(
         list: &str,
         headers: &[(&str, &str)],
-        json: Option<&str>,
+        body: Option<&str>,
     ) -> Result<IdempotencyKey, Problem> {
         let headers: Vec<(String, String)> = headers
             .iter()
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
-        let json = json.map(|text| parse_json(text.as_bytes()).unwrap());
-        let fingerprint = Fingerprint::of_bytes(b"body");
+        let json = body.map(|text| json::parse(text.as_bytes()).unwrap());
         derive_key(
             &sources(list),
             &KeyInput {
@@ -236,7 +318,7 @@ mod tests {
                     "text/plain"
                 }),
                 json: json.as_ref(),
-                fingerprint: &fingerprint,
+                body_sha256: BODY_SHA256,
             },
         )
     }
@@ -283,7 +365,9 @@ mod tests {
 
     #[test]
     fn nested_pointers_and_numbers() {
-        let body = Some(r#"{"data":{"object":{"id":"pi_3"}},"n":12345678901234}"#);
+        let body = Some(
+            r#"{"data":{"object":{"id":"pi_3"}},"n":12345678901234,"big":90071992547409930001,"f":1.50}"#,
+        );
         assert_eq!(
             derive("json:/data/object/id", &[], body).unwrap().as_str(),
             "pi_3"
@@ -292,6 +376,46 @@ mod tests {
             derive("json:/n", &[], body).unwrap().as_str(),
             "12345678901234"
         );
+        assert_eq!(
+            derive("json:/big", &[], body).unwrap().as_str(),
+            "90071992547409930001"
+        );
+        assert_eq!(derive("json:/f", &[], body).unwrap().as_str(), "1.5");
+    }
+
+    #[test]
+    fn composite_sources_join_their_parts_and_need_every_one() {
+        let body = Some(r#"{"pspReference":"8535","eventCode":"AUTHORISATION","id":"x"}"#);
+        assert_eq!(
+            derive("json:/pspReference+json:/eventCode", &[], body)
+                .unwrap()
+                .as_str(),
+            "8535:AUTHORISATION"
+        );
+        assert_eq!(
+            derive("json:/pspReference+json:/missing,json:/id", &[], body)
+                .unwrap()
+                .as_str(),
+            "x",
+            "a source yields only when every part does"
+        );
+        assert_eq!(
+            derive("header:x-shop+json:/id", &[("x-shop", "s1")], body)
+                .unwrap()
+                .as_str(),
+            "s1:x"
+        );
+        assert_eq!(
+            derive(
+                "json:/pspReference+header:x-bad",
+                &[("x-bad", "two words")],
+                body
+            )
+            .unwrap_err()
+            .name(),
+            "invalid-key"
+        );
+        assert_eq!(sources("json:/a+json:/b")[0].label(), "json:/a+json:/b");
     }
 
     #[test]
@@ -301,10 +425,10 @@ mod tests {
     }
 
     #[test]
-    fn body_sha256_uses_the_fingerprint() {
+    fn body_sha256_uses_the_canonical_body_hash() {
         assert_eq!(
             derive("body-sha256", &[], None).unwrap().as_str(),
-            Fingerprint::of_bytes(b"body").as_str()
+            BODY_SHA256
         );
     }
 
@@ -321,8 +445,7 @@ mod tests {
 
     #[test]
     fn json_source_on_a_non_json_body_is_unsupported_media_type() {
-        let problem = derive(WEBHOOK, &[], None).unwrap_err();
-        assert_eq!(problem.status(), 415);
+        assert_eq!(derive(WEBHOOK, &[], None).unwrap_err().status(), 415);
     }
 
     #[test]
@@ -337,8 +460,7 @@ mod tests {
 
     #[test]
     fn validity_rules() {
-        let source = KeySource::Header("idempotency-key".into());
-        let ok = |raw: &str| IdempotencyKey::parse(raw, &source).is_ok();
+        let ok = |raw: &str| IdempotencyKey::parse(raw, "test").is_ok();
         assert!(ok("a"));
         assert!(ok(&"x".repeat(255)));
         assert!(ok("  padded\t"));
@@ -360,7 +482,7 @@ mod tests {
 
     #[test]
     fn structured_field_form() {
-        let key = IdempotencyKey::parse("k-1", &KeySource::BodySha256).unwrap();
+        let key = IdempotencyKey::parse("k-1", "test").unwrap();
         assert_eq!(key.to_structured_field(), "\"k-1\"");
     }
 
@@ -369,9 +491,13 @@ mod tests {
         assert_eq!(
             sources("header:Idempotency-Key, json:/a/b ,body-sha256"),
             vec![
-                KeySource::Header("idempotency-key".into()),
-                KeySource::JsonPointer("/a/b".into()),
-                KeySource::BodySha256
+                KeySource::header("idempotency-key"),
+                KeySource {
+                    parts: vec![KeyPart::JsonPointer("/a/b".into())]
+                },
+                KeySource {
+                    parts: vec![KeyPart::BodySha256]
+                },
             ]
         );
         for bad in [
@@ -381,27 +507,39 @@ mod tests {
             "json:id",
             "query:x",
             "header:a,,json:/b",
+            "json:/a+",
+            "+json:/a",
         ] {
             assert!(KeySource::parse_list(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
-    fn scope_separates_paths_and_tenants() {
-        let key = IdempotencyKey::parse("k", &KeySource::BodySha256).unwrap();
-        let name = |kind, path, tenant| Scope { kind, path, tenant }.object_name(&key);
-        let base = name(KeyScope::Path, "/pay", None);
-        assert_ne!(base, name(KeyScope::Path, "/refund", None));
-        assert_eq!(
-            name(KeyScope::Global, "/pay", None),
-            name(KeyScope::Global, "/refund", None)
-        );
-        assert_ne!(base, name(KeyScope::Path, "/pay", Some("Bearer a")));
-        assert_ne!(
-            name(KeyScope::Path, "/pay", Some("Bearer a")),
-            name(KeyScope::Path, "/pay", Some("Bearer b"))
-        );
-        assert_ne!(base, name(KeyScope::Global, "/pay", None));
+    fn scopes_separate_routes_paths_and_tenants() {
+        let key = IdempotencyKey::parse("k", "test").unwrap();
+        let name = |route, path, tenant| Scope::new(route, path, tenant).object_name(&key);
+        let base = name("default", Some("/pay"), None);
+        assert_ne!(base, name("default", Some("/refund"), None));
+        assert_ne!(base, name("other", Some("/pay"), None));
+        assert_ne!(base, name("default", None, None));
+        let alice = tenant_sha256("Bearer a");
+        let bob = tenant_sha256("Bearer b");
+        for path in [Some("/pay"), None] {
+            assert_ne!(
+                name("default", path, Some(&alice)),
+                name("default", path, Some(&bob))
+            );
+            assert_ne!(
+                name("default", path, Some(&alice)),
+                name("default", path, None)
+            );
+        }
         assert_eq!(base.len(), 64);
+        assert_eq!(Scope::new("default", None, None).id().len(), 64);
+        // Length prefixes: no field can imitate another's encoding.
+        assert_ne!(
+            Scope::new("a|1:b", None, None).id(),
+            Scope::new("a", Some("b"), None).id()
+        );
     }
 }

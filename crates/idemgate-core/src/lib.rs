@@ -5,18 +5,21 @@
 //!
 //! | module | spec | role |
 //! | --- | --- | --- |
+//! | [`routes`] | §0 | path normalisation and route matching |
 //! | [`pipeline`] | §1 | method, size, signature, key, fingerprint, scope: one short pipeline |
 //! | [`config`] | §8 | typed configuration; invalid values are errors |
 //! | [`key`] | §3 | key sources, validation, scope and Durable Object names |
-//! | [`canonical`] | §1.5 | RFC 8785 canonical JSON and the fingerprint |
-//! | [`receipt`] | §2 | receipt states, the decision table, outcome classification |
-//! | [`engine`] | §2 | the Durable Object's logic against a [`engine::Backend`] trait |
+//! | [`json`] | §1.5 | a strict JSON reader and the RFC 8785 canonical form |
+//! | [`canonical`] | §1.5 | the fingerprint over method, query and canonical body |
+//! | [`receipt`] | §2, §2b | receipt states, the decision tables, epochs, outcome classification, retry schedule |
+//! | [`engine`] | §2, §2b | the Durable Object's logic against a [`engine::Backend`] trait |
 //! | [`answer`] | §2, §6 | what each decision renders to: status, headers, body |
 //! | [`signature`] | §4 | sender authentication, one file per scheme |
 //! | [`origin`] | §5 | target URL, idempotency headers and their signature |
 //! | [`headers`] | §5 | hop-by-hop and `Idempotency-*` filtering |
 //! | [`problem`] | §6 | every edge error, rendered to problem+json once |
-//! | [`operator`] | §7 | operator authorization and receipt addressing |
+//! | [`operator`] | §7 | operator authorization, receipt addressing, listings |
+//! | [`index`] | §7 | the D1 receipt index: which transitions write it, its queries |
 //! | [`decision_log`] | §9 | one structured log line per decision |
 //! | [`object_call`] | — | what the gateway asks of a key's object over RPC, and the answer |
 //! | [`replay_cache`] | §2 | replays an isolate answers without an object round trip |
@@ -28,6 +31,8 @@ pub mod config;
 pub mod decision_log;
 pub mod engine;
 pub mod headers;
+pub mod index;
+pub mod json;
 pub mod key;
 #[cfg(test)]
 mod memory_backend;
@@ -39,6 +44,7 @@ pub mod pipeline;
 pub mod problem;
 pub mod receipt;
 pub mod replay_cache;
+pub mod routes;
 pub mod signature;
 #[cfg(test)]
 mod simulation;

@@ -5,23 +5,58 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use futures::channel::oneshot;
 
 use crate::decision_log::DecisionLog;
-use crate::engine::{Backend, StorageOps};
+use crate::engine::{Backend, StorageOps, StoredRequest};
+use crate::index::IndexUpdate;
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt};
 
 #[derive(Default)]
 pub struct MemoryBackend {
-    pub now: Cell<u64>,
+    pub now: Rc<Cell<u64>>,
     pub stored: RefCell<Option<Receipt>>,
+    /// The receipt's record as text, when a test stores one that does not parse.
+    pub corrupt: Cell<bool>,
+    pub request: RefCell<Option<StoredRequest>>,
     pub alarm: Cell<Option<u64>>,
     pub fail_writes: Cell<bool>,
+    pub fail_index: Cell<bool>,
     /// Answers the origin gives, in order; a 201 when the script runs out.
     pub script: RefCell<VecDeque<ForwardResult>>,
     pub forwarded: RefCell<Vec<OutboundRequest>>,
     pub ops: Cell<StorageOps>,
-    pub logged: RefCell<Vec<DecisionLog>>,
+    /// Events emitted, and whether each was a log line.
+    pub events: RefCell<Vec<(DecisionLog, bool)>>,
+    pub index: RefCell<Vec<IndexUpdate>>,
+    /// The receipt as stored when each forward was sent.
+    pub stored_at_send: RefCell<Vec<Option<Receipt>>>,
+    /// Forwards that wait for the test to answer them, in order.
+    pub gates: RefCell<VecDeque<oneshot::Receiver<ForwardResult>>>,
+    /// Sleeps wait for the test to move the clock, instead of moving it.
+    pub manual_clock: Cell<bool>,
+}
+
+/// A sleep that ends when the test has moved the clock far enough.
+pub struct ClockSleep {
+    now: Rc<Cell<u64>>,
+    until: u64,
+}
+
+impl Future for ClockSleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.now.get() >= self.until {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
 }
 
 impl MemoryBackend {
@@ -47,6 +82,25 @@ impl MemoryBackend {
             Ok(())
         }
     }
+
+    /// The decisions logged, in order.
+    pub fn logged(&self) -> Vec<&'static str> {
+        self.events
+            .borrow()
+            .iter()
+            .filter(|(_, logged)| *logged)
+            .map(|(event, _)| event.decision)
+            .collect()
+    }
+
+    /// Every decision counted, logged or not.
+    pub fn counted(&self) -> Vec<&'static str> {
+        self.events
+            .borrow()
+            .iter()
+            .map(|(event, _)| event.decision)
+            .collect()
+    }
 }
 
 pub fn created(body: &str) -> ForwardResult {
@@ -64,46 +118,109 @@ impl Backend for MemoryBackend {
 
     fn load(&self) -> Result<Option<Receipt>, String> {
         self.count(|ops| ops.reads += 1);
+        if self.corrupt.get() {
+            return Err("the stored receipt does not parse".into());
+        }
         Ok(self.stored.borrow().clone())
     }
 
     fn save(&self, receipt: &Receipt) -> Result<(), String> {
         self.write_allowed()?;
         *self.stored.borrow_mut() = Some(receipt.clone());
+        self.corrupt.set(false);
         Ok(())
     }
 
-    fn delete(&self) -> Result<(), String> {
+    fn save_request(&self, request: &StoredRequest) -> Result<(), String> {
         self.write_allowed()?;
-        *self.stored.borrow_mut() = None;
+        *self.request.borrow_mut() = Some(request.clone());
         Ok(())
+    }
+
+    fn load_request(&self) -> Result<Option<StoredRequest>, String> {
+        self.count(|ops| ops.reads += 1);
+        Ok(self.request.borrow().clone())
+    }
+
+    fn delete_request(&self) -> Result<(), String> {
+        self.write_allowed()?;
+        *self.request.borrow_mut() = None;
+        Ok(())
+    }
+
+    async fn delete_all(&self) -> Result<bool, String> {
+        self.write_allowed()?;
+        let existed = self.stored.borrow().is_some();
+        *self.stored.borrow_mut() = None;
+        *self.request.borrow_mut() = None;
+        self.alarm.set(None);
+        self.corrupt.set(false);
+        Ok(existed)
+    }
+
+    fn stored_deletable_at(&self) -> Result<Option<u64>, String> {
+        Ok(self
+            .stored
+            .borrow()
+            .as_ref()
+            .and_then(Receipt::deletable_at))
     }
 
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String> {
         self.count(|ops| ops.alarm_writes += 1);
+        if self.fail_writes.get() {
+            return Err("injected alarm failure".into());
+        }
         self.alarm.set(Some(at_ms));
         Ok(())
     }
 
-    fn new_owner(&self) -> u64 {
-        self.forwarded.borrow().len() as u64 + 1
-    }
-
     async fn forward(&self, request: OutboundRequest, _timeout_ms: u64) -> ForwardResult {
         self.forwarded.borrow_mut().push(request);
+        self.stored_at_send
+            .borrow_mut()
+            .push(self.stored.borrow().clone());
+        let gate = self.gates.borrow_mut().pop_front();
+        if let Some(gate) = gate {
+            return gate.await.unwrap_or(ForwardResult::TimedOut);
+        }
         self.script
             .borrow_mut()
             .pop_front()
             .unwrap_or_else(|| created(r#"{"payment_id":"pay_1"}"#))
     }
 
-    /// Virtual time: sleeping moves the clock and returns at once.
+    /// Virtual time: sleeping moves the clock and returns at once, or
+    /// with a manual clock waits for the test to move it.
     fn sleep(&self, ms: u64) -> impl Future<Output = ()> {
-        self.now.set(self.now.get() + ms);
-        std::future::ready(())
+        let until = self.now.get() + ms;
+        if !self.manual_clock.get() {
+            self.now.set(until);
+        }
+        ClockSleep {
+            now: self.now.clone(),
+            until,
+        }
     }
 
-    fn log(&self, line: &DecisionLog) {
-        self.logged.borrow_mut().push(line.clone());
+    fn random(&self) -> u64 {
+        10 // no jitter: 90 + 10 = 100% of each delay
+    }
+
+    fn new_receipt_id(&self, now_ms: u64) -> String {
+        format!("receipt-{now_ms}")
+    }
+
+    fn emit(&self, event: &DecisionLog, logged: bool) {
+        self.events.borrow_mut().push((event.clone(), logged));
+    }
+
+    async fn index(&self, update: IndexUpdate) -> Result<(), String> {
+        self.count(|ops| ops.index_writes += 1);
+        if self.fail_index.get() {
+            return Err("injected index failure".into());
+        }
+        self.index.borrow_mut().push(update);
+        Ok(())
     }
 }

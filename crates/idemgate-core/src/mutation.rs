@@ -18,6 +18,12 @@ pub enum Mutation {
     AcknowledgeWhileWaiting,
     /// A failed receipt is treated as forever in flight (breaks invariant 6).
     FailedStaysInFlight,
+    /// Epochs restart from the key's last one, forgetting purged lives
+    /// (breaks invariant 1 across purges and expiries).
+    EpochRestartsEachLife,
+    /// A forward that lost its key still wakes the key's waiters (breaks
+    /// the engine's waiter test).
+    WakeWaitersOfStaleForward,
 }
 
 #[cfg(test)]

@@ -1,29 +1,33 @@
 //! What the gateway asks of a key's Durable Object, and what the object
 //! answers: plain data, sent over Durable Object RPC as JSON text with the
-//! body beside it as bytes. RPC skips the HTTP request the `fetch` path
-//! builds, parses and proxies twice, which cost about three no-object
-//! requests per call; and since nothing travels in headers, a sender has
-//! nothing internal to forge.
+//! body beside it as bytes. Nothing internal travels in headers, so a
+//! sender has nothing internal to forge.
 
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::Fingerprint;
 use crate::engine::Delivery;
 use crate::headers::HeaderList;
-use crate::key::{IdempotencyKey, KeySource};
+use crate::key::IdempotencyKey;
 use crate::origin::OutboundRequest;
 use crate::pipeline::Admitted;
 use crate::problem::Problem;
-use crate::receipt::HttpResponse;
+use crate::receipt::{HttpResponse, Identity};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectCall {
+    /// The route whose settings apply.
+    pub route: String,
+    /// The object's own name (it names the receipt's index row).
+    pub object: String,
     /// Duplicates the calling isolate answered from its replay cache for
     /// this key since it last called; added to the receipt's `duplicates`.
     pub absorbed: u64,
     pub op: ObjectOp,
 }
 
+// One call lives only while it is serialized or read: its size is no cost.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ObjectOp {
@@ -32,17 +36,44 @@ pub enum ObjectOp {
         scope: String,
         key: String,
         fingerprint: String,
+        path: Option<String>,
+        tenant_sha256: Option<String>,
         method: String,
         url: String,
+        path_and_query: String,
+        raw_body_sha256: String,
         headers: HeaderList,
     },
     /// The operator reads the receipt.
     ReadReceipt,
     /// The operator deletes the receipt.
     Purge,
+    /// The operator queues a dead or failed async receipt again.
+    Redrive,
 }
 
 impl ObjectCall {
+    /// The call for a delivery the gateway admitted.
+    pub fn deliver(admitted: Admitted, absorbed: u64) -> ObjectCall {
+        ObjectCall {
+            route: admitted.route,
+            object: admitted.object_name,
+            absorbed,
+            op: ObjectOp::Deliver {
+                scope: admitted.scope,
+                key: admitted.key.as_str().to_string(),
+                fingerprint: admitted.fingerprint.as_str().to_string(),
+                path: admitted.scoped_path,
+                tenant_sha256: admitted.tenant_sha256,
+                method: admitted.method,
+                url: admitted.target.url,
+                path_and_query: admitted.target.path_and_query,
+                raw_body_sha256: admitted.raw_body_sha256,
+                headers: admitted.forward_headers,
+            },
+        }
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a call serializes")
     }
@@ -52,20 +83,6 @@ impl ObjectCall {
     pub fn from_json(text: &str) -> Result<ObjectCall, Problem> {
         serde_json::from_str(text).map_err(|error| version_skew(error.to_string()))
     }
-}
-
-impl ObjectOp {
-    /// The call for a delivery the gateway admitted.
-    pub fn deliver(admitted: Admitted, method: String) -> ObjectOp {
-        ObjectOp::Deliver {
-            scope: admitted.object_name,
-            key: admitted.key.as_str().to_string(),
-            fingerprint: admitted.fingerprint.as_str().to_string(),
-            method,
-            url: admitted.origin_url,
-            headers: admitted.forward_headers,
-        }
-    }
 
     /// The delivery a `Deliver` call carries, with its body.
     pub fn into_delivery(self, body: Vec<u8>) -> Result<Delivery, Problem> {
@@ -73,21 +90,33 @@ impl ObjectOp {
             scope,
             key,
             fingerprint,
+            path,
+            tenant_sha256,
             method,
             url,
+            path_and_query,
+            raw_body_sha256,
             headers,
-        } = self
+        } = self.op
         else {
             return Err(version_skew("not a delivery".into()));
         };
         // The gateway validated the key against its real source already.
-        let key = IdempotencyKey::parse(&key, &KeySource::BodySha256)
+        let parsed_key = IdempotencyKey::parse(&key, "call")
             .map_err(|_| version_skew("the key is not valid".into()))?;
         let fingerprint = Fingerprint::from_hex(&fingerprint)
             .ok_or_else(|| version_skew("the fingerprint is not valid".into()))?;
         Ok(Delivery {
-            scope,
-            key,
+            identity: Identity {
+                receipt_id: String::new(),
+                route: self.route,
+                object: self.object,
+                scope,
+                key,
+                path,
+                tenant_sha256,
+            },
+            key: parsed_key,
             fingerprint,
             request: OutboundRequest {
                 method,
@@ -95,13 +124,15 @@ impl ObjectOp {
                 headers,
                 body,
             },
+            path_and_query,
+            raw_body_sha256,
         })
     }
 }
 
 fn version_skew(reason: String) -> Problem {
     Problem::Misconfigured {
-        variable: "DEDUP_OBJECT",
+        variable: "DEDUP_OBJECT".into(),
         reason: format!("the object cannot read the gateway's call: {reason}"),
     }
 }
@@ -143,13 +174,23 @@ impl ObjectReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::origin::Target;
 
     fn admitted() -> Admitted {
         Admitted {
-            key: IdempotencyKey::parse("evt_1", &KeySource::BodySha256).unwrap(),
+            route: "stripe".into(),
+            key: IdempotencyKey::parse("evt_1", "test").unwrap(),
             fingerprint: Fingerprint::from_hex(&"a".repeat(64)).unwrap(),
-            object_name: "scope-hash".into(),
-            origin_url: "https://origin.test/pay?x=1".into(),
+            scope: "b".repeat(64),
+            object_name: "c".repeat(64),
+            scoped_path: Some("/pay".into()),
+            tenant_sha256: None,
+            method: "POST".into(),
+            target: Target {
+                url: "https://origin.test/pay?x=1".into(),
+                path_and_query: "/pay?x=1".into(),
+            },
+            raw_body_sha256: "d".repeat(64),
             forward_headers: vec![("content-type".into(), "application/json".into())],
         }
     }
@@ -157,21 +198,21 @@ mod tests {
     #[test]
     fn an_admitted_delivery_survives_the_trip() {
         let sent = admitted();
-        let call = ObjectCall {
-            absorbed: 3,
-            op: ObjectOp::deliver(sent.clone(), "POST".into()),
-        };
-        let call = ObjectCall::from_json(&call.to_json()).unwrap();
-        assert_eq!(call.absorbed, 3);
-        let received = call.op.into_delivery(b"{}".to_vec()).unwrap();
-        assert_eq!(received.scope, sent.object_name);
+        let call = ObjectCall::from_json(&ObjectCall::deliver(sent.clone(), 3).to_json()).unwrap();
+        assert_eq!((call.absorbed, call.route.as_str()), (3, "stripe"));
+        let received = call.into_delivery(b"{}".to_vec()).unwrap();
+        assert_eq!(received.identity.scope, sent.scope);
+        assert_eq!(received.identity.object, sent.object_name);
+        assert_eq!(received.identity.key, "evt_1");
+        assert_eq!(received.identity.path.as_deref(), Some("/pay"));
         assert_eq!(received.key, sent.key);
         assert_eq!(received.fingerprint, sent.fingerprint);
+        assert_eq!(received.path_and_query, "/pay?x=1");
         assert_eq!(
             received.request,
             OutboundRequest {
                 method: "POST".into(),
-                url: sent.origin_url,
+                url: sent.target.url,
                 headers: sent.forward_headers,
                 body: b"{}".to_vec(),
             }
@@ -180,8 +221,13 @@ mod tests {
 
     #[test]
     fn operator_calls_round_trip() {
-        for op in [ObjectOp::ReadReceipt, ObjectOp::Purge] {
-            let call = ObjectCall { absorbed: 0, op };
+        for op in [ObjectOp::ReadReceipt, ObjectOp::Purge, ObjectOp::Redrive] {
+            let call = ObjectCall {
+                route: "default".into(),
+                object: "o".into(),
+                absorbed: 0,
+                op,
+            };
             assert_eq!(ObjectCall::from_json(&call.to_json()), Ok(call));
         }
     }
@@ -190,13 +236,18 @@ mod tests {
     fn a_call_from_another_version_is_a_misconfiguration() {
         let problem = ObjectCall::from_json("{\"op\":{\"kind\":\"teleport\"}}").unwrap_err();
         assert_eq!(problem.status(), 500);
-        let problem = ObjectOp::Purge.into_delivery(Vec::new()).err().unwrap();
-        assert_eq!(problem.status(), 500);
-        let mut op = ObjectOp::deliver(admitted(), "POST".into());
-        if let ObjectOp::Deliver { fingerprint, .. } = &mut op {
+        let purge = ObjectCall {
+            route: "r".into(),
+            object: "o".into(),
+            absorbed: 0,
+            op: ObjectOp::Purge,
+        };
+        assert_eq!(purge.into_delivery(Vec::new()).unwrap_err().status(), 500);
+        let mut call = ObjectCall::deliver(admitted(), 0);
+        if let ObjectOp::Deliver { fingerprint, .. } = &mut call.op {
             *fingerprint = "forged".into();
         }
-        assert!(op.into_delivery(Vec::new()).is_err());
+        assert!(call.into_delivery(Vec::new()).is_err());
     }
 
     #[test]

@@ -1,55 +1,197 @@
-//! The operator API's pure decisions (SPEC §7): who may call it, and which
-//! Durable Object a receipt query names.
+//! The operator API's pure decisions (SPEC §7): who may call it, which
+//! receipt a query names, and what a listing asks for.
 
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::Config;
-use crate::key::{IdempotencyKey, KeySource, Scope};
+use crate::canonical::is_sha256_hex;
+use crate::config::{Config, RouteConfig};
+use crate::index::{Cursor, LISTABLE_STATES};
+use crate::key::{IdempotencyKey, KeyScope, Scope};
 use crate::problem::Problem;
+use crate::routes::normalize_path;
+use crate::signature::Secret;
 
-/// `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant time. With
-/// no token configured the receipt routes do not exist (404).
-pub fn authorize(admin_token: Option<&str>, authorization: Option<&str>) -> Result<(), Problem> {
+/// `Authorization: Bearer <token>` against the configured token. Both are
+/// hashed first and the hashes compared in constant time, so neither the
+/// token's content nor its length shows in the timing. With no token
+/// configured the routes do not exist (404).
+pub fn authorize(admin_token: Option<&Secret>, authorization: Option<&str>) -> Result<(), Problem> {
     let Some(expected) = admin_token else {
         return Err(Problem::NotFound);
     };
     let presented = authorization
         .and_then(|value| value.strip_prefix("Bearer "))
         .unwrap_or("");
-    if bool::from(presented.as_bytes().ct_eq(expected.as_bytes())) {
+    let presented = Sha256::digest(presented.as_bytes());
+    let expected = Sha256::digest(expected.expose().as_bytes());
+    if bool::from(presented.ct_eq(&expected)) {
         Ok(())
     } else {
         Err(Problem::Unauthorized)
     }
 }
 
-/// The Durable Object name a receipt query refers to: `key`, `path` (when
-/// keys are scoped by path) and `tenant` (the raw tenant header value, when
-/// `TENANT_HEADER` is set).
-pub fn receipt_object_name(config: &Config, query: &[(String, String)]) -> Result<String, Problem> {
-    let param = |name: &str| {
-        query
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
+/// `application/x-www-form-urlencoded` pairs of a query string (`+` is a
+/// space, percent-escapes decoded, invalid UTF-8 replaced).
+pub fn query_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (form_decode(name), form_decode(value))
+        })
+        .collect()
+}
+
+fn form_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes
+                    .get(at + 1..at + 3)
+                    .and_then(|pair| std::str::from_utf8(pair).ok());
+                match hex.and_then(|hex| u8::from_str_radix(hex, 16).ok()) {
+                    Some(byte) => {
+                        out.push(byte);
+                        at += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            byte => out.push(byte),
+        }
+        at += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn param<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    query
+        .iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.as_str())
+}
+
+fn bad_query(reason: impl Into<String>) -> Problem {
+    Problem::InvalidKey {
+        source: "query".into(),
+        reason: reason.into(),
+    }
+}
+
+/// The route a query names: `route=R`, which may be left out when there is
+/// no `ROUTES` (the one route is `default`).
+pub fn route_of<'a>(
+    config: &'a Config,
+    query: &[(String, String)],
+) -> Result<&'a RouteConfig, Problem> {
+    match param(query, "route") {
+        Some(name) => config.route(name).ok_or(Problem::NotFound),
+        None if !config.explicit_routes => Ok(&config.routes[0]),
+        None => Err(bad_query("route= is required: ROUTES names several")),
+    }
+}
+
+/// One receipt, as `route`, `key`, `path` (under path scope) and
+/// `tenant_sha256` (when the route has a `TENANT_HEADER`: the hex SHA-256
+/// of the header's value, so the raw tenant secret never goes in a URL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptAddress {
+    pub route: String,
+    pub object_name: String,
+}
+
+pub fn receipt_address(
+    route: &RouteConfig,
+    query: &[(String, String)],
+) -> Result<ReceiptAddress, Problem> {
+    let key = IdempotencyKey::parse(param(query, "key").unwrap_or(""), "key=")?;
+    let path = match route.key_scope {
+        KeyScope::Path => Some(normalize_path(param(query, "path").ok_or_else(|| {
+            bad_query("path= is required: this route scopes keys by path")
+        })?)?),
+        KeyScope::Route => None,
     };
-    let key = IdempotencyKey::parse(param("key").unwrap_or(""), &KeySource::Header("key".into()))?;
-    let scope = Scope {
-        kind: config.key_scope,
-        path: param("path").unwrap_or("/"),
-        tenant: match &config.tenant_header {
-            Some(header) => Some(param("tenant").ok_or_else(|| Problem::MissingTenant {
-                header: header.clone(),
-            })?),
-            None => None,
-        },
+    let tenant = match &route.tenant_header {
+        Some(header) => {
+            let hash = param(query, "tenant_sha256").ok_or_else(|| Problem::MissingTenant {
+                header: format!("{header} (as tenant_sha256=)"),
+            })?;
+            if !is_sha256_hex(hash) {
+                return Err(bad_query("tenant_sha256= is 64 lowercase hex digits"));
+            }
+            Some(hash)
+        }
+        None => None,
     };
-    Ok(scope.object_name(&key))
+    let scope = Scope::new(&route.name, path.as_deref(), tenant);
+    Ok(ReceiptAddress {
+        route: route.name.clone(),
+        object_name: scope.object_name(&key),
+    })
+}
+
+/// A listing: receipts of one route in one state, newest first, paged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub route: String,
+    pub state: String,
+    pub cursor: Option<Cursor>,
+}
+
+pub fn listing(route: &RouteConfig, query: &[(String, String)]) -> Result<Listing, Problem> {
+    let state = param(query, "state").unwrap_or_default();
+    if !LISTABLE_STATES.contains(&state) {
+        return Err(bad_query(format!(
+            "state= is one of {}",
+            LISTABLE_STATES.join(", ")
+        )));
+    }
+    let cursor = match param(query, "cursor") {
+        Some(text) => Some(
+            Cursor::decode(text).ok_or_else(|| bad_query("cursor= is not one this API gave"))?,
+        ),
+        None => None,
+    };
+    Ok(Listing {
+        route: route.name.clone(),
+        state: state.to_string(),
+        cursor,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canonical::sha256_hex;
+    use std::collections::HashMap;
+
+    fn secret(value: &str) -> Secret {
+        Secret::new(value.into())
+    }
+
+    #[test]
+    fn query_strings_decode_as_forms() {
+        assert_eq!(
+            query_pairs("key=order%2D1&path=%2Fpay&route=stripe&x&tenant_sha256=ab+c&&%zz=1"),
+            [
+                ("key", "order-1"),
+                ("path", "/pay"),
+                ("route", "stripe"),
+                ("x", ""),
+                ("tenant_sha256", "ab c"),
+                ("%zz", "1"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+        assert!(query_pairs("").is_empty());
+    }
 
     #[test]
     fn no_token_configured_hides_the_routes() {
@@ -58,15 +200,101 @@ mod tests {
 
     #[test]
     fn wrong_or_missing_token_is_401_and_right_one_passes() {
-        assert_eq!(authorize(Some("s3cret"), None), Err(Problem::Unauthorized));
+        let token = secret("s3cret");
+        for presented in [
+            None,
+            Some("Bearer nope"),
+            Some("s3cret"),
+            Some("Bearer s3cre"),
+            Some("Bearer s3cret "),
+        ] {
+            assert_eq!(
+                authorize(Some(&token), presented),
+                Err(Problem::Unauthorized),
+                "{presented:?}"
+            );
+        }
+        assert_eq!(authorize(Some(&token), Some("Bearer s3cret")), Ok(()));
+    }
+
+    fn config(vars: &[(&str, &str)]) -> Config {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|name| map.get(name).cloned()).unwrap()
+    }
+
+    fn query(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_receipt_is_addressed_as_the_pipeline_scopes_it() {
+        let config = config(&[
+            ("ORIGIN_URL", "http://o"),
+            ("TENANT_HEADER", "Authorization"),
+        ]);
+        let route = route_of(&config, &[]).unwrap();
+        let tenant = sha256_hex(b"Bearer alice");
+        let address = receipt_address(
+            route,
+            &query(&[("key", "k"), ("path", "//pay/"), ("tenant_sha256", &tenant)]),
+        )
+        .unwrap();
+        let key = IdempotencyKey::parse("k", "test").unwrap();
         assert_eq!(
-            authorize(Some("s3cret"), Some("Bearer nope")),
-            Err(Problem::Unauthorized)
+            address.object_name,
+            Scope::new("default", Some("/pay"), Some(&tenant)).object_name(&key)
+        );
+        for missing in [
+            query(&[("path", "/pay"), ("tenant_sha256", &tenant)]),
+            query(&[("key", "k"), ("tenant_sha256", &tenant)]),
+            query(&[("key", "k"), ("path", "/pay")]),
+            query(&[
+                ("key", "k"),
+                ("path", "/pay"),
+                ("tenant_sha256", "Bearer alice"),
+            ]),
+        ] {
+            assert_eq!(receipt_address(route, &missing).unwrap_err().status(), 400);
+        }
+    }
+
+    #[test]
+    fn routes_are_named_when_there_are_several() {
+        let config = config(&[
+            ("ORIGIN_URL", "http://o"),
+            ("ROUTES", r#"{"a":{"path":"/a"},"b":{"path":"/b"}}"#),
+        ]);
+        assert_eq!(
+            route_of(&config, &query(&[("route", "b")])).unwrap().name,
+            "b"
         );
         assert_eq!(
-            authorize(Some("s3cret"), Some("s3cret")),
-            Err(Problem::Unauthorized)
+            route_of(&config, &query(&[("route", "c")])).unwrap_err(),
+            Problem::NotFound
         );
-        assert_eq!(authorize(Some("s3cret"), Some("Bearer s3cret")), Ok(()));
+        assert_eq!(route_of(&config, &[]).unwrap_err().status(), 400);
+    }
+
+    #[test]
+    fn listings_take_a_listable_state_and_a_cursor_they_gave() {
+        let config = config(&[("ORIGIN_URL", "http://o")]);
+        let route = &config.routes[0];
+        assert_eq!(
+            listing(route, &query(&[("state", "dead")])).unwrap().state,
+            "dead"
+        );
+        for bad in [
+            query(&[("state", "completed")]),
+            query(&[]),
+            query(&[("state", "dead"), ("cursor", "x")]),
+        ] {
+            assert_eq!(listing(route, &bad).unwrap_err().status(), 400);
+        }
     }
 }

@@ -1,28 +1,25 @@
 //! SPEC §1 as a sequence of small steps, each returning early with its
-//! problem. Everything here is pure; the Worker's `gateway` does the I/O around it.
+//! problem. Everything here is pure; the Worker's `gateway` does the I/O
+//! around it (reading the body, calling the Durable Object, proxying).
 
-use serde_json::Value;
+use sha2::{Digest, Sha256};
 
-use crate::canonical::{is_json_media_type, parse_json, Fingerprint};
-use crate::config::Config;
+use crate::canonical::{body_sha256, is_json_media_type, parse_json, sha256_hex, Fingerprint};
+use crate::config::{Config, RouteConfig};
 use crate::headers::{self, HeaderList};
-use crate::key::{derive_key, IdempotencyKey, KeyInput, Scope};
-use crate::origin::target_url;
+use crate::json::Json;
+use crate::key::{derive_key, tenant_sha256, IdempotencyKey, KeyInput, KeyScope, Scope};
+use crate::origin::{target, Target};
 use crate::problem::Problem;
 use crate::signature;
 
-pub const OPERATOR_PREFIX: &str = "/__idemgate/";
-
-/// Step 1: what kind of request this is, from its method and path alone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
-    /// `/__idemgate/...`: never forwarded, never deduplicated.
-    Operator,
+/// What a request to a route is, from its method (SPEC §1 step 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
     /// GET, HEAD, OPTIONS: proxied unchanged, no Durable Object.
     Passthrough,
     /// POST, PUT, PATCH, DELETE.
     Deduplicate,
-    Reject(Problem),
 }
 
 /// The path and query of a URL as the runtime serializes it (WHATWG), read
@@ -41,17 +38,25 @@ pub fn path_and_query(url: &str) -> (&str, Option<&str>) {
     }
 }
 
-pub fn route(method: &str, path: &str) -> Route {
-    if path.starts_with(OPERATOR_PREFIX) {
-        return Route::Operator;
-    }
-    match method.to_ascii_uppercase().as_str() {
-        "GET" | "HEAD" | "OPTIONS" => Route::Passthrough,
-        "POST" | "PUT" | "PATCH" | "DELETE" => Route::Deduplicate,
-        _ => Route::Reject(Problem::MethodNotAllowed {
-            method: method.to_string(),
-        }),
-    }
+/// Steps 0 and 1 for a path that is not the operator API's (the gateway
+/// normalises the path and answers the operator API first): the route
+/// (404 `no-route` whatever the method), then the method (405).
+pub fn route_request<'a>(
+    config: &'a Config,
+    method: &str,
+    normalized_path: &str,
+) -> Result<(&'a RouteConfig, Kind), Problem> {
+    let route = config.route_for(normalized_path)?;
+    let kind = match method.to_ascii_uppercase().as_str() {
+        "GET" | "HEAD" | "OPTIONS" => Kind::Passthrough,
+        "POST" | "PUT" | "PATCH" | "DELETE" => Kind::Deduplicate,
+        _ => {
+            return Err(Problem::MethodNotAllowed {
+                method: method.to_string(),
+            })
+        }
+    };
+    Ok((route, kind))
 }
 
 /// How the gateway reads a deduplicated request's body.
@@ -68,24 +73,32 @@ pub enum BodyFraming {
 /// Step 2, early: a declared `Content-Length` over the limit is refused
 /// before the body is read.
 pub fn body_framing(
-    config: &Config,
+    max_body_bytes: u64,
     content_length: Option<&str>,
     transfer_encoding: Option<&str>,
 ) -> Result<BodyFraming, Problem> {
     let declared = content_length.and_then(|value| value.trim().parse::<u64>().ok());
     match declared {
-        Some(length) if length > config.max_body_bytes => Err(Problem::PayloadTooLarge {
-            limit: config.max_body_bytes,
+        Some(length) if length > max_body_bytes => Err(Problem::PayloadTooLarge {
+            limit: max_body_bytes,
         }),
         Some(_) if transfer_encoding.is_none() => Ok(BodyFraming::Declared),
         _ => Ok(BodyFraming::Streamed),
     }
 }
 
+/// Whether a body of `length` bytes is over the limit: a body of exactly
+/// `max_body_bytes` is accepted.
+pub fn over_limit(length: u64, max_body_bytes: u64) -> bool {
+    length > max_body_bytes
+}
+
 /// A deduplicated request as the pipeline sees it.
 pub struct Inbound<'a> {
     pub method: &'a str,
+    /// The path as the sender sent it (the origin gets it so).
     pub path: &'a str,
+    pub normalized_path: &'a str,
     pub query: Option<&'a str>,
     pub headers: &'a [(String, String)],
     pub body: &'a [u8],
@@ -96,70 +109,144 @@ pub struct Inbound<'a> {
 /// A delivery that passed every check: ready for its Durable Object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admitted {
+    pub route: String,
     pub key: IdempotencyKey,
     pub fingerprint: Fingerprint,
+    /// The scope id (SPEC §3), forwarded as `Idempotency-Scope`.
+    pub scope: String,
     /// Name of the Durable Object that holds this key's receipt.
     pub object_name: String,
-    pub origin_url: String,
+    /// The normalised path, under path scope (for the operator API).
+    pub scoped_path: Option<String>,
+    pub tenant_sha256: Option<String>,
+    pub method: String,
+    pub target: Target,
+    /// Hex SHA-256 of the raw body, for `Idempotency-Signature`.
+    pub raw_body_sha256: String,
     /// The sender's headers as the origin will see them, before idemgate's own.
     pub forward_headers: HeaderList,
 }
 
-/// Steps 2 to 5: size, sender authentication, key, fingerprint and scope.
-/// The first failing check answers; nothing reaches a Durable Object.
-pub fn admit(config: &Config, inbound: &Inbound) -> Result<Admitted, Problem> {
-    if inbound.body.len() as u64 > config.max_body_bytes {
-        return Err(Problem::PayloadTooLarge {
-            limit: config.max_body_bytes,
-        });
-    }
+/// Step 3: the sender's signature, before anything reads the body.
+pub fn authenticate(route: &RouteConfig, inbound: &Inbound) -> Result<(), Problem> {
     signature::verify(
-        &config.signature_scheme,
-        config.signature_tolerance_seconds,
+        &route.signature_scheme,
+        route.signature_tolerance_seconds,
         inbound.headers,
         inbound.body,
         inbound.now,
-    )?;
+    )
+}
+
+/// Steps 2 to 5 after authentication: size, key, fingerprint and scope.
+/// The first failing check answers; nothing reaches a Durable Object.
+pub fn admit(route: &RouteConfig, inbound: &Inbound) -> Result<Admitted, Problem> {
+    if over_limit(inbound.body.len() as u64, route.max_body_bytes) {
+        return Err(Problem::PayloadTooLarge {
+            limit: route.max_body_bytes,
+        });
+    }
+    authenticate(route, inbound)?;
+    admit_authenticated(route, inbound)
+}
+
+/// Steps 4 and 5, for a delivery whose size and signature were checked.
+pub fn admit_authenticated(route: &RouteConfig, inbound: &Inbound) -> Result<Admitted, Problem> {
     let content_type = headers::get(inbound.headers, "content-type");
-    let json: Option<Value> = match content_type {
+    let json: Option<Json> = match content_type {
         Some(media_type) if is_json_media_type(media_type) => Some(parse_json(inbound.body)?),
         _ => None,
     };
-    let fingerprint = match &json {
-        Some(value) => Fingerprint::of_json(value),
-        None => Fingerprint::of_bytes(inbound.body),
-    };
+    let body_hash = body_sha256(json.as_ref(), inbound.body);
+    let fingerprint = Fingerprint::of_request(inbound.method, inbound.query, &body_hash);
     let key = derive_key(
-        &config.key_sources,
+        &route.key_sources,
         &KeyInput {
             headers: inbound.headers,
             content_type,
             json: json.as_ref(),
-            fingerprint: &fingerprint,
+            body_sha256: &body_hash,
         },
     )?;
-    let tenant = match &config.tenant_header {
-        Some(name) => {
-            Some(
-                headers::get(inbound.headers, name).ok_or_else(|| Problem::MissingTenant {
-                    header: name.clone(),
-                })?,
-            )
-        }
-        None => None,
+    let tenant_sha256 = tenant_hash(route, inbound.headers)?;
+    let scoped_path = match route.key_scope {
+        KeyScope::Path => Some(inbound.normalized_path.to_string()),
+        KeyScope::Route => None,
     };
-    let scope = Scope {
-        kind: config.key_scope,
-        path: inbound.path,
-        tenant,
-    };
+    let scope = Scope::new(
+        &route.name,
+        scoped_path.as_deref(),
+        tenant_sha256.as_deref(),
+    );
     Ok(Admitted {
+        route: route.name.clone(),
         object_name: scope.object_name(&key),
+        scope: scope.id().to_string(),
         key,
         fingerprint,
-        origin_url: target_url(&config.origin_url, inbound.path, inbound.query),
+        scoped_path,
+        tenant_sha256,
+        method: inbound.method.to_ascii_uppercase(),
+        target: target(&route.origin_url, inbound.path, inbound.query),
+        raw_body_sha256: sha256_hex(inbound.body),
         forward_headers: headers::for_origin(inbound.headers),
     })
+}
+
+/// The hash of the `TENANT_HEADER` value; 400 `missing-tenant` without it.
+fn tenant_hash(route: &RouteConfig, list: &[(String, String)]) -> Result<Option<String>, Problem> {
+    match &route.tenant_header {
+        Some(name) => headers::get(list, name)
+            .map(|value| Some(tenant_sha256(value)))
+            .ok_or_else(|| Problem::MissingTenant {
+                header: name.clone(),
+            }),
+        None => Ok(None),
+    }
+}
+
+/// The isolate cache's key for a byte-identical retry, computed from the
+/// raw request without parsing its body: the hash of everything that
+/// decides the delivery's object and fingerprint (route, method, the path
+/// under path scope, query, content type, the headers the key sources and
+/// the tenant read, and the raw body). Two requests with equal inputs
+/// admit to the same object and fingerprint, so a replay cached under this
+/// key is theirs; a different payload misses and goes the long way (422).
+pub fn fast_replay_key(route: &RouteConfig, inbound: &Inbound) -> String {
+    let mut hasher = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    field(b"idemgate/fast-replay/v1");
+    field(route.name.as_bytes());
+    field(inbound.method.to_ascii_uppercase().as_bytes());
+    match route.key_scope {
+        KeyScope::Path => field(inbound.normalized_path.as_bytes()),
+        KeyScope::Route => field(b""),
+    }
+    field(inbound.query.unwrap_or("").as_bytes());
+    field(
+        headers::get(inbound.headers, "content-type")
+            .unwrap_or("")
+            .as_bytes(),
+    );
+    let read_headers = route
+        .key_sources
+        .iter()
+        .flat_map(|source| source.headers())
+        .chain(route.tenant_header.as_deref());
+    for name in read_headers {
+        match headers::get(inbound.headers, name) {
+            Some(value) => {
+                field(b"1");
+                field(value.as_bytes());
+            }
+            None => field(b"0"),
+        }
+    }
+    field(inbound.body);
+    hex::encode(hasher.finalize())
 }
 
 #[cfg(test)]
@@ -179,9 +266,8 @@ mod tests {
             "https://edge.example/p#frag?not-a-query",
         ] {
             let parsed = url::Url::parse(raw).unwrap();
-            let serialized = parsed.as_str();
             assert_eq!(
-                path_and_query(serialized),
+                path_and_query(parsed.as_str()),
                 (parsed.path(), parsed.query()),
                 "{raw}"
             );
@@ -205,56 +291,108 @@ mod tests {
             .collect()
     }
 
-    fn admit_json(
-        config: &Config,
-        extra: &[(&str, &str)],
-        body: &str,
-    ) -> Result<Admitted, Problem> {
+    struct Request<'a> {
+        method: &'a str,
+        path: &'a str,
+        query: Option<&'a str>,
+        headers: HeaderList,
+        body: &'a [u8],
+    }
+
+    fn json_post<'a>(extra: &[(&str, &str)], body: &'a str) -> Request<'a> {
         let mut list = headers(&[("content-type", "application/json")]);
         list.extend(headers(extra));
+        Request {
+            method: "POST",
+            path: "/pay",
+            query: Some("x=1"),
+            headers: list,
+            body: body.as_bytes(),
+        }
+    }
+
+    fn run(config: &Config, request: &Request) -> Result<Admitted, Problem> {
+        let normalized = normalize(request.path);
+        let route = config.route_for(&normalized).unwrap();
         admit(
-            config,
+            route,
             &Inbound {
-                method: "POST",
-                path: "/pay",
-                query: Some("x=1"),
-                headers: &list,
-                body: body.as_bytes(),
+                method: request.method,
+                path: request.path,
+                normalized_path: &normalized,
+                query: request.query,
+                headers: &request.headers,
+                body: request.body,
                 now: 0,
             },
         )
     }
 
-    #[test]
-    fn routes_by_method_and_operator_prefix() {
-        assert_eq!(route("GET", "/x"), Route::Passthrough);
-        assert_eq!(route("head", "/x"), Route::Passthrough);
-        assert_eq!(route("OPTIONS", "/x"), Route::Passthrough);
-        for method in ["POST", "PUT", "PATCH", "DELETE"] {
-            assert_eq!(route(method, "/x"), Route::Deduplicate);
-        }
-        assert_eq!(route("POST", "/__idemgate/health"), Route::Operator);
-        assert!(matches!(route("TRACE", "/x"), Route::Reject(p) if p.status() == 405));
+    fn normalize(path: &str) -> String {
+        crate::routes::normalize_path(path).unwrap()
+    }
+
+    fn admit_json(
+        config: &Config,
+        extra: &[(&str, &str)],
+        body: &str,
+    ) -> Result<Admitted, Problem> {
+        run(config, &json_post(extra, body))
     }
 
     #[test]
-    fn declared_length_over_the_limit_is_413() {
+    fn the_method_decides_passthrough_deduplication_or_405() {
         let config = config(&[]);
+        let kind = |method| route_request(&config, method, "/x").map(|(_, kind)| kind);
+        assert_eq!(kind("GET"), Ok(Kind::Passthrough));
+        assert_eq!(kind("head"), Ok(Kind::Passthrough));
+        assert_eq!(kind("OPTIONS"), Ok(Kind::Passthrough));
+        for method in ["POST", "PUT", "PATCH", "DELETE"] {
+            assert_eq!(kind(method), Ok(Kind::Deduplicate));
+        }
+        assert_eq!(kind("TRACE").unwrap_err().status(), 405);
+    }
+
+    #[test]
+    fn an_unrouted_path_is_404_whatever_the_method() {
+        let config = config(&[("ROUTES", r#"{"api":{"path":"/v1"}}"#)]);
+        for method in ["GET", "POST", "TRACE"] {
+            assert_eq!(
+                route_request(&config, method, "/v2/x").unwrap_err(),
+                Problem::NoRoute
+            );
+        }
         assert_eq!(
-            body_framing(&config, Some("64"), None),
+            route_request(&config, "POST", "/v1/x").unwrap().0.name,
+            "api"
+        );
+    }
+
+    #[test]
+    fn a_body_of_exactly_the_limit_is_accepted_and_one_byte_more_is_413() {
+        let config = config(&[("KEY_SOURCES", "header:Idempotency-Key")]);
+        let route = &config.routes[0];
+        assert_eq!(
+            body_framing(64, Some("64"), None),
             Ok(BodyFraming::Declared)
         );
         assert_eq!(
-            body_framing(&config, Some("65"), None)
-                .unwrap_err()
-                .status(),
+            body_framing(64, Some("65"), None).unwrap_err().status(),
             413
         );
+        assert!(!over_limit(64, 64));
+        assert!(over_limit(65, 64));
+        let at_limit = "x".repeat(route.max_body_bytes as usize);
+        let mut request = json_post(&[("idempotency-key", "k")], &at_limit);
+        request.headers[0].1 = "text/plain".into();
+        assert!(run(&config, &request).is_ok());
+        let over = "x".repeat(route.max_body_bytes as usize + 1);
+        request.body = over.as_bytes();
+        assert_eq!(run(&config, &request).unwrap_err().status(), 413);
     }
 
     #[test]
     fn a_body_without_a_binding_length_is_streamed() {
-        let config = config(&[]);
         for (length, encoding) in [
             (None, None),
             (None, Some("chunked")),
@@ -262,7 +400,7 @@ mod tests {
             (Some("ten"), None),
         ] {
             assert_eq!(
-                body_framing(&config, length, encoding),
+                body_framing(64, length, encoding),
                 Ok(BodyFraming::Streamed),
                 "{length:?} {encoding:?}"
             );
@@ -274,16 +412,27 @@ mod tests {
         let config = config(&[]);
         let admitted = admit_json(
             &config,
-            &[("idempotency-key", "\"k1\""), ("idempotency-epoch", "7")],
+            &[
+                ("idempotency-key", "\"k1\""),
+                ("idempotency-epoch", "7"),
+                ("idempotency_scope", "x"),
+            ],
             r#"{"b":1, "a":2}"#,
         )
         .unwrap();
         assert_eq!(admitted.key.as_str(), "k1");
         assert_eq!(
             admitted.fingerprint,
-            Fingerprint::of_bytes(br#"{"a":2,"b":1}"#)
+            Fingerprint::of_request("POST", Some("x=1"), &sha256_hex(br#"{"a":2,"b":1}"#))
         );
-        assert_eq!(admitted.origin_url, "http://origin:9/base/pay?x=1");
+        assert_eq!(admitted.target.url, "http://origin:9/base/pay?x=1");
+        assert_eq!(admitted.target.path_and_query, "/base/pay?x=1");
+        assert_eq!(admitted.route, "default");
+        assert_eq!(admitted.scoped_path.as_deref(), Some("/pay"));
+        assert_eq!(
+            admitted.scope,
+            Scope::new("default", Some("/pay"), None).id()
+        );
         assert_eq!(
             admitted.forward_headers,
             headers(&[("content-type", "application/json")])
@@ -291,21 +440,50 @@ mod tests {
     }
 
     #[test]
-    fn each_rejection_has_its_status() {
+    fn the_fingerprint_covers_method_and_query() {
         let config = config(&[]);
-        let status = |extra: &[(&str, &str)], body: &str| {
-            admit_json(&config, extra, body).unwrap_err().status()
-        };
-        assert_eq!(status(&[], &"x".repeat(65)), 413);
-        assert_eq!(status(&[], "{not json"), 400);
-        assert_eq!(status(&[], "{}"), 400);
-        assert_eq!(status(&[("idempotency-key", "")], "{}"), 400);
-        assert_eq!(status(&[("idempotency-key", "caf\u{e9}")], "{}"), 400);
-        assert_eq!(status(&[("idempotency-key", &"k".repeat(256))], "{}"), 400);
+        let mut request = json_post(&[("idempotency-key", "k")], r#"{"amount":1}"#);
+        let first = run(&config, &request).unwrap();
+        request.query = Some("amount=999");
+        assert_ne!(
+            run(&config, &request).unwrap().fingerprint,
+            first.fingerprint
+        );
+        request.query = Some("x=1");
+        request.method = "PUT";
+        let put = run(&config, &request).unwrap();
+        assert_ne!(put.fingerprint, first.fingerprint);
+        assert_eq!(put.object_name, first.object_name, "one key, one object");
     }
 
     #[test]
-    fn the_signature_is_checked_before_the_key() {
+    fn each_rejection_has_its_status() {
+        let config = config(&[]);
+        let problem =
+            |extra: &[(&str, &str)], body: &str| admit_json(&config, extra, body).unwrap_err();
+        assert_eq!(problem(&[], &"x".repeat(65)).status(), 413);
+        assert_eq!(problem(&[], "{not json").name(), "invalid-json");
+        assert_eq!(
+            problem(&[("idempotency-key", "k")], r#"{"a":1,"a":2}"#).name(),
+            "invalid-json"
+        );
+        assert_eq!(problem(&[], "{}").name(), "missing-key");
+        assert_eq!(
+            problem(&[("idempotency-key", "")], "{}").name(),
+            "invalid-key"
+        );
+        assert_eq!(
+            problem(&[("idempotency-key", "caf\u{e9}")], "{}").name(),
+            "invalid-key"
+        );
+        assert_eq!(
+            problem(&[("idempotency-key", &"k".repeat(256))], "{}").name(),
+            "invalid-key"
+        );
+    }
+
+    #[test]
+    fn the_signature_is_checked_before_the_body_is_read() {
         let config = config(&[
             ("SIGNATURE_SCHEME", "stripe"),
             ("SIGNING_SECRET", "whsec_x"),
@@ -328,41 +506,121 @@ mod tests {
     #[test]
     fn raw_bodies_fingerprint_as_bytes() {
         let config = config(&[("KEY_SOURCES", "header:Idempotency-Key")]);
-        let list = headers(&[("content-type", "text/plain"), ("idempotency-key", "k")]);
-        let admitted = admit(
-            &config,
-            &Inbound {
-                method: "POST",
-                path: "/p",
-                query: None,
-                headers: &list,
-                body: b"{ \"a\": 1 }",
-                now: 0,
-            },
-        )
-        .unwrap();
-        assert_eq!(admitted.fingerprint, Fingerprint::of_bytes(b"{ \"a\": 1 }"));
+        let mut request = json_post(&[("idempotency-key", "k")], "{ \"a\": 1 }");
+        request.headers[0].1 = "text/plain".into();
+        let admitted = run(&config, &request).unwrap();
+        assert_eq!(
+            admitted.fingerprint,
+            Fingerprint::of_request("POST", Some("x=1"), &sha256_hex(b"{ \"a\": 1 }"))
+        );
     }
 
     #[test]
-    fn tenant_header_is_required_when_configured_and_scopes_the_object() {
-        let config = config(&[("TENANT_HEADER", "Authorization")]);
+    fn tenants_never_share_an_object_under_either_scope() {
+        for scope in ["path", "route"] {
+            let config = config(&[("TENANT_HEADER", "Authorization"), ("KEY_SCOPE", scope)]);
+            assert_eq!(
+                admit_json(&config, &[("idempotency-key", "k")], "{}")
+                    .unwrap_err()
+                    .name(),
+                "missing-tenant"
+            );
+            let as_tenant = |token: &str| {
+                admit_json(
+                    &config,
+                    &[("idempotency-key", "k"), ("authorization", token)],
+                    "{}",
+                )
+                .unwrap()
+            };
+            let (a, b) = (as_tenant("Bearer a"), as_tenant("Bearer b"));
+            assert_ne!(a.object_name, b.object_name, "{scope}");
+            assert_ne!(a.scope, b.scope, "{scope}");
+            assert_eq!(
+                a.tenant_sha256.as_deref(),
+                Some(tenant_sha256("Bearer a").as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn route_scope_shares_paths_and_path_scope_separates_them() {
+        let with_scope = |scope: &str, path: &'static str| {
+            let config = config(&[("KEY_SCOPE", scope)]);
+            let mut request = json_post(&[("idempotency-key", "k")], "{}");
+            request.path = path;
+            run(&config, &request).unwrap()
+        };
         assert_eq!(
-            admit_json(&config, &[("idempotency-key", "k")], "{}")
-                .unwrap_err()
-                .name(),
-            "missing-tenant"
+            with_scope("route", "/a").object_name,
+            with_scope("route", "/b").object_name
         );
-        let a = admit_json(
-            &config,
-            &[("idempotency-key", "k"), ("authorization", "Bearer a")],
+        assert_ne!(
+            with_scope("path", "/a").object_name,
+            with_scope("path", "/b").object_name
+        );
+        assert_eq!(
+            with_scope("path", "/webhooks/stripe").object_name,
+            with_scope("path", "//webhooks/%73tripe/").object_name,
+            "one path however it is spelt"
+        );
+        assert_eq!(
+            with_scope("path", "//a/").target.url,
+            "http://origin:9/base//a/?x=1",
+            "the origin gets the path as sent"
+        );
+    }
+
+    #[test]
+    fn a_byte_identical_retry_has_the_same_fast_key_and_a_change_does_not() {
+        let config = config(&[("TENANT_HEADER", "Authorization")]);
+        let route = &config.routes[0];
+        let key = |request: &Request| {
+            let normalized = normalize(request.path);
+            fast_replay_key(
+                route,
+                &Inbound {
+                    method: request.method,
+                    path: request.path,
+                    normalized_path: &normalized,
+                    query: request.query,
+                    headers: &request.headers,
+                    body: request.body,
+                    now: 0,
+                },
+            )
+        };
+        let base = json_post(
+            &[
+                ("idempotency-key", "k"),
+                ("authorization", "a"),
+                ("x-trace", "1"),
+            ],
             "{}",
         );
-        let b = admit_json(
-            &config,
-            &[("idempotency-key", "k"), ("authorization", "Bearer b")],
+        let same = json_post(
+            &[
+                ("idempotency-key", "k"),
+                ("authorization", "a"),
+                ("x-trace", "2"),
+            ],
             "{}",
         );
-        assert_ne!(a.unwrap().object_name, b.unwrap().object_name);
+        assert_eq!(
+            key(&base),
+            key(&same),
+            "headers no source reads do not matter"
+        );
+        for changed in [
+            json_post(&[("idempotency-key", "k2"), ("authorization", "a")], "{}"),
+            json_post(&[("idempotency-key", "k"), ("authorization", "b")], "{}"),
+            json_post(&[("idempotency-key", "k"), ("authorization", "a")], "{ }"),
+            json_post(&[("authorization", "a"), ("webhook-id", "k")], "{}"),
+        ] {
+            assert_ne!(key(&base), key(&changed));
+        }
+        let mut other_path = json_post(&[("idempotency-key", "k"), ("authorization", "a")], "{}");
+        other_path.path = "/other";
+        assert_ne!(key(&base), key(&other_path));
     }
 }

@@ -11,8 +11,15 @@ pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
     /// A configuration variable is missing or has a value that means nothing.
+    /// Names the variable (and route), never a secret's value.
     Misconfigured {
-        variable: &'static str,
+        variable: String,
+        reason: String,
+    },
+    /// `ROUTES` is set and no route's path covers the request's.
+    NoRoute,
+    /// A path that cannot be normalised safely (`%2F`, `%5C`, a bad escape).
+    InvalidPath {
         reason: String,
     },
     /// A method that is neither deduplicated nor proxied (TRACE, CONNECT, ...).
@@ -47,14 +54,23 @@ pub enum Problem {
     InFlight {
         retry_after_secs: u64,
     },
+    /// A redrive of a receipt that is not a dead or failed async one.
+    NotRedrivable {
+        state: String,
+    },
     OriginUnreachable {
         message: String,
     },
     OriginTimeout {
         after_ms: u64,
     },
-    /// Durable Object storage refused a write; nothing was forwarded.
+    /// Durable Object storage refused a write, or the object could not be
+    /// reached before it was asked anything: nothing was forwarded.
     StorageUnavailable {
+        message: String,
+    },
+    /// The call to the key's object failed after it may have forwarded.
+    OutcomeUnknown {
         message: String,
     },
     NotFound,
@@ -74,6 +90,10 @@ impl Problem {
     pub fn status(&self) -> u16 {
         match self {
             Problem::Misconfigured { .. } => 500,
+            Problem::NoRoute => 404,
+            Problem::InvalidPath { .. } => 400,
+            Problem::NotRedrivable { .. } => 409,
+            Problem::OutcomeUnknown { .. } => 503,
             Problem::MethodNotAllowed { .. } => 405,
             Problem::PayloadTooLarge { .. } => 413,
             Problem::BadSignature { .. } => 401,
@@ -96,6 +116,10 @@ impl Problem {
     pub fn name(&self) -> &'static str {
         match self {
             Problem::Misconfigured { .. } => "misconfigured",
+            Problem::NoRoute => "no-route",
+            Problem::InvalidPath { .. } => "invalid-path",
+            Problem::NotRedrivable { .. } => "not-redrivable",
+            Problem::OutcomeUnknown { .. } => "outcome-unknown",
             Problem::MethodNotAllowed { .. } => "method-not-allowed",
             Problem::PayloadTooLarge { .. } => "payload-too-large",
             Problem::BadSignature { .. } => "bad-signature",
@@ -117,6 +141,10 @@ impl Problem {
     pub fn title(&self) -> &'static str {
         match self {
             Problem::Misconfigured { .. } => "idemgate is misconfigured",
+            Problem::NoRoute => "No route for this path",
+            Problem::InvalidPath { .. } => "Invalid request path",
+            Problem::NotRedrivable { .. } => "Receipt cannot be re-driven",
+            Problem::OutcomeUnknown { .. } => "Outcome unknown",
             Problem::MethodNotAllowed { .. } => "Method not allowed",
             Problem::PayloadTooLarge { .. } => "Payload too large",
             Problem::BadSignature { .. } => "Sender signature rejected",
@@ -138,6 +166,15 @@ impl Problem {
     pub fn detail(&self) -> String {
         match self {
             Problem::Misconfigured { variable, reason } => format!("{variable}: {reason}"),
+            Problem::NoRoute => "no route of ROUTES covers this path; nothing was forwarded".to_string(),
+            Problem::InvalidPath { reason } => reason.clone(),
+            Problem::NotRedrivable { state } => format!(
+                "only a dead or failed receipt of an async route can be re-driven; this one is {state}"
+            ),
+            Problem::OutcomeUnknown { message } => format!(
+                "the call to this key's Durable Object failed after it may have forwarded the delivery: \
+                 retry with the same idempotency key, never a new one ({message})"
+            ),
             Problem::MethodNotAllowed { method } => format!(
                 "{method} is neither deduplicated (POST, PUT, PATCH, DELETE) nor proxied (GET, HEAD, OPTIONS)"
             ),
@@ -170,7 +207,7 @@ impl Problem {
                 format!("the origin did not answer within ORIGIN_TIMEOUT_MS ({after_ms} ms)")
             }
             Problem::StorageUnavailable { message } => {
-                format!("the receipt could not be written, so nothing was forwarded: {message}")
+                format!("the key's receipt could not be read or written, so nothing was forwarded and retrying is safe: {message}")
             }
             Problem::NotFound => "no such resource".to_string(),
             Problem::Unauthorized => "a valid Authorization: Bearer token is required".to_string(),
@@ -181,6 +218,8 @@ impl Problem {
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Problem::InFlight { retry_after_secs } => Some(*retry_after_secs),
+            // Retrying is safe (nothing was forwarded) or required (with the same key).
+            Problem::StorageUnavailable { .. } | Problem::OutcomeUnknown { .. } => Some(1),
             _ => None,
         }
     }
@@ -216,7 +255,7 @@ mod tests {
     #[test]
     fn misconfigured_names_the_variable() {
         let problem = Problem::Misconfigured {
-            variable: "ORIGIN_URL",
+            variable: "ORIGIN_URL".into(),
             reason: "is not set".into(),
         };
         assert_eq!(problem.status(), 500);
@@ -233,5 +272,20 @@ mod tests {
             Some(3)
         );
         assert_eq!(Problem::NotFound.retry_after_secs(), None);
+    }
+
+    #[test]
+    fn an_unknown_outcome_tells_the_caller_to_keep_its_key() {
+        let problem = Problem::OutcomeUnknown {
+            message: "connection reset".into(),
+        };
+        assert_eq!(problem.status(), 503);
+        assert_eq!(problem.name(), "outcome-unknown");
+        assert!(problem.detail().contains("same idempotency key"));
+        let nothing_sent = Problem::StorageUnavailable {
+            message: "x".into(),
+        };
+        assert_eq!(nothing_sent.name(), "storage-unavailable");
+        assert!(nothing_sent.detail().contains("nothing was forwarded"));
     }
 }

@@ -1,5 +1,5 @@
-//! The receipt of one key and the decision table of SPEC §2, as pure data
-//! and pure functions: no storage, no clock, no network.
+//! The receipt of one key and the decision tables of SPEC §2 and §2b, as
+//! pure data and pure functions: no storage, no clock, no network.
 
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +33,8 @@ pub struct StoredResponse {
 }
 
 impl StoredResponse {
+    /// What of `response` is kept: no hop-by-hop headers, no `Set-Cookie`,
+    /// and the body only up to `max_body_bytes`.
     pub fn keep(response: &HttpResponse, max_body_bytes: u64) -> StoredResponse {
         let body_bytes = response.body.len();
         let body_stored = body_bytes as u64 <= max_body_bytes;
@@ -52,23 +54,87 @@ impl StoredResponse {
     }
 }
 
+/// `RETRYABLE_STATUSES`: origin statuses that mean the forward failed (and
+/// is retried) rather than completed (and replayed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryableStatuses(Vec<(u16, u16)>);
+
+impl Default for RetryableStatuses {
+    fn default() -> RetryableStatuses {
+        RetryableStatuses::parse("408,425,429,500-599").expect("the default parses")
+    }
+}
+
+impl RetryableStatuses {
+    /// `408,425,429,500-599`: statuses and inclusive ranges, 100 to 599.
+    pub fn parse(text: &str) -> Result<RetryableStatuses, String> {
+        let status = |text: &str| {
+            text.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|status| (100..=599).contains(status))
+                .ok_or_else(|| format!("{:?} is not a status from 100 to 599", text.trim()))
+        };
+        text.split(',')
+            .map(|entry| match entry.split_once('-') {
+                Some((low, high)) => {
+                    let (low, high) = (status(low)?, status(high)?);
+                    if low > high {
+                        return Err(format!("{:?} is an empty range", entry.trim()));
+                    }
+                    Ok((low, high))
+                }
+                None => status(entry).map(|status| (status, status)),
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map(RetryableStatuses)
+    }
+
+    pub fn contains(&self, status: u16) -> bool {
+        self.0
+            .iter()
+            .any(|(low, high)| (*low..=*high).contains(&status))
+    }
+
+    /// Whether an origin answer of `status` completes a receipt (SPEC §2).
+    pub fn completes(&self, status: u16) -> bool {
+        !self.contains(status)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ReceiptState {
+    /// Async: accepted and durable, waiting for its next attempt.
+    Queued {
+        next_attempt_at: u64,
+    },
     InFlight {
         lease_expires_at: u64,
-        /// Random token of the forward that holds the lease. Epochs restart
-        /// at 1 once a key is new again (purge, retention), so only the
-        /// token tells a late answer of an old forward from the current one.
-        owner: u64,
     },
     Completed {
         completed_at: u64,
         response: StoredResponse,
     },
+    /// The latest forward failed; an async receipt says when it is retried.
     Failed {
         failed_at: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next_attempt_at: Option<u64>,
     },
+    /// Async: every delay of the schedule was used, and the last attempt failed.
+    Dead {
+        dead_at: u64,
+    },
+}
+
+/// How the receipt's deliveries reach the origin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryKind {
+    #[default]
+    Sync,
+    Async,
 }
 
 /// One forward to the origin.
@@ -81,23 +147,50 @@ pub struct Attempt {
     pub error: Option<String>,
 }
 
+/// Which key a receipt is, as the operator sees it: enough to read, purge
+/// or re-drive it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Identity {
+    pub receipt_id: String,
+    pub route: String,
+    /// The name of the Durable Object that holds the receipt.
+    pub object: String,
+    /// The scope id (64 hex digits), as forwarded in `Idempotency-Scope`.
+    pub scope: String,
+    pub key: String,
+    /// The normalised path, under path scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_sha256: Option<String>,
+}
+
 /// The durable record of one key. Times are milliseconds since the epoch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
     #[serde(flatten)]
+    pub identity: Identity,
+    #[serde(flatten)]
     pub state: ReceiptState,
+    pub delivery: DeliveryKind,
     pub fingerprint: Fingerprint,
-    /// Fencing number of the latest forward: 1 for the first, +1 for each later one.
+    /// Fencing number of the latest forward (0 before the first): greater
+    /// than that of every earlier forward of the key, across lives.
     pub epoch: u64,
     pub first_seen_at: u64,
     pub updated_at: u64,
+    /// When a settled receipt may be deleted (`RETENTION_SECONDS` after its
+    /// last write). A pending async receipt is never deleted.
     pub expires_at: u64,
     /// Deliveries this receipt absorbed (replays and in-flight duplicates).
     pub duplicates: u64,
     pub attempts: Vec<Attempt>,
-    /// The key's scope hash, so that an alarm can say which key expired.
+    /// Async: delays of the retry schedule used since it was last queued.
+    #[serde(default)]
+    pub schedule_step: u32,
+    /// The state the receipt index (D1) shows for this receipt, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<String>,
+    pub indexed: Option<String>,
 }
 
 /// How one forward ended.
@@ -108,16 +201,27 @@ pub enum ForwardResult {
     Unreachable(String),
 }
 
-/// SPEC §2: 2xx, 3xx and 4xx other than 408, 425 and 429 complete a receipt.
-pub fn completes(status: u16) -> bool {
-    (200..500).contains(&status) && !matches!(status, 408 | 425 | 429)
+/// The epoch of a new forward: above the key's latest (`previous`), and
+/// above every epoch the key had in an earlier life, which no storage
+/// remembers after a purge or retention. Epochs are microseconds of the
+/// clock when they can be: within a life each forward adds at least one,
+/// and a new life starts from the clock, past every forward of the lives
+/// before it (a later millisecond; within the same one, the object still
+/// in memory remembers its last epoch, and an object takes more than a
+/// millisecond to restart). Until the year 2255 they stay below 2^53, so
+/// JSON readers and JavaScript origins read them exactly.
+pub fn next_epoch(previous: u64, now_ms: u64) -> u64 {
+    if is_active(Mutation::EpochRestartsEachLife) {
+        return previous + 1;
+    }
+    previous.saturating_add(1).max(now_ms.saturating_mul(1_000))
 }
 
-/// What a delivery gets, given the receipt of its key (SPEC §2's table).
+/// What a sync delivery gets, given the receipt of its key (SPEC §2's table).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// Forward with this epoch; `takeover` when an expired lease is taken over.
-    Forward { epoch: u64, takeover: bool },
+    /// Forward with a new epoch; `takeover` when an expired lease is taken over.
+    Forward { takeover: bool },
     /// Answer from the stored response.
     Replay,
     /// Same key, different payload: 422, never forwarded.
@@ -126,7 +230,17 @@ pub enum Decision {
     InFlight { lease_expires_at: u64 },
 }
 
-/// The recorded outcome belongs to a forward whose lease was taken over.
+/// What an async delivery gets (SPEC §2b).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AsyncDecision {
+    /// A first delivery: store it whole, queue it, acknowledge it.
+    Accept,
+    /// A duplicate in any state: the same acknowledgement, nothing forwarded.
+    Duplicate,
+    Mismatch,
+}
+
+/// The recorded outcome belongs to a forward that no longer owns the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stale {
     pub current_epoch: u64,
@@ -134,35 +248,20 @@ pub struct Stale {
 
 pub fn decide(receipt: Option<&Receipt>, fingerprint: &Fingerprint, now: u64) -> Decision {
     let Some(receipt) = receipt.filter(|receipt| !receipt.is_expired(now)) else {
-        return Decision::Forward {
-            epoch: 1,
-            takeover: false,
-        };
+        return Decision::Forward { takeover: false };
     };
     if &receipt.fingerprint != fingerprint && !is_active(Mutation::SkipFingerprintCheck) {
         return Decision::Mismatch;
     }
     match &receipt.state {
-        ReceiptState::InFlight {
-            lease_expires_at, ..
-        } if now < *lease_expires_at && !is_active(Mutation::IgnoreLiveLease) => {
+        ReceiptState::InFlight { lease_expires_at } if !lease_expired(*lease_expires_at, now) => {
             Decision::InFlight {
                 lease_expires_at: *lease_expires_at,
             }
         }
-        ReceiptState::InFlight { .. } => Decision::Forward {
-            epoch: if is_active(Mutation::ReuseEpochOnTakeover) {
-                receipt.epoch
-            } else {
-                receipt.epoch + 1
-            },
-            takeover: true,
-        },
+        ReceiptState::InFlight { .. } => Decision::Forward { takeover: true },
         ReceiptState::Completed { .. } if is_active(Mutation::ForwardCompleted) => {
-            Decision::Forward {
-                epoch: receipt.epoch + 1,
-                takeover: false,
-            }
+            Decision::Forward { takeover: false }
         }
         ReceiptState::Completed { .. } => Decision::Replay,
         ReceiptState::Failed { .. } if is_active(Mutation::FailedStaysInFlight) => {
@@ -170,11 +269,88 @@ pub fn decide(receipt: Option<&Receipt>, fingerprint: &Fingerprint, now: u64) ->
                 lease_expires_at: u64::MAX,
             }
         }
-        ReceiptState::Failed { .. } => Decision::Forward {
-            epoch: receipt.epoch + 1,
-            takeover: false,
-        },
+        // A sync route never leaves a receipt queued or dead; if its route
+        // became sync, the key is forwarded like a failed one.
+        ReceiptState::Failed { .. } | ReceiptState::Queued { .. } | ReceiptState::Dead { .. } => {
+            Decision::Forward { takeover: false }
+        }
     }
+}
+
+pub fn decide_async(
+    receipt: Option<&Receipt>,
+    fingerprint: &Fingerprint,
+    now: u64,
+) -> AsyncDecision {
+    match receipt.filter(|receipt| !receipt.is_expired(now)) {
+        None => AsyncDecision::Accept,
+        Some(receipt) if &receipt.fingerprint != fingerprint => AsyncDecision::Mismatch,
+        Some(_) => AsyncDecision::Duplicate,
+    }
+}
+
+/// A lease ends at `lease_expires_at`: from that millisecond on, another
+/// delivery may take the key over.
+pub fn lease_expired(lease_expires_at: u64, now: u64) -> bool {
+    if is_active(Mutation::IgnoreLiveLease) {
+        return true;
+    }
+    now >= lease_expires_at
+}
+
+/// What the alarm of an async receipt does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AsyncStep {
+    /// Forward the stored delivery now (`takeover` of an expired lease).
+    Attempt { takeover: bool },
+    /// Nothing to do before this time.
+    WaitUntil(u64),
+    /// Settled and past retention: delete it.
+    Expire,
+}
+
+pub fn next_async_step(receipt: &Receipt, now: u64) -> AsyncStep {
+    match &receipt.state {
+        ReceiptState::Queued { next_attempt_at }
+        | ReceiptState::Failed {
+            next_attempt_at: Some(next_attempt_at),
+            ..
+        } => {
+            if now >= *next_attempt_at {
+                AsyncStep::Attempt { takeover: false }
+            } else {
+                AsyncStep::WaitUntil(*next_attempt_at)
+            }
+        }
+        ReceiptState::InFlight { lease_expires_at } => {
+            if lease_expired(*lease_expires_at, now) {
+                AsyncStep::Attempt { takeover: true }
+            } else {
+                AsyncStep::WaitUntil(*lease_expires_at)
+            }
+        }
+        ReceiptState::Completed { .. }
+        | ReceiptState::Dead { .. }
+        | ReceiptState::Failed {
+            next_attempt_at: None,
+            ..
+        } => {
+            if now >= receipt.expires_at {
+                AsyncStep::Expire
+            } else {
+                AsyncStep::WaitUntil(receipt.expires_at)
+            }
+        }
+    }
+}
+
+/// The delay before retry number `step` (0-based) of `schedule`, with
+/// `random` spreading it by up to 10% either way; `None` when the schedule
+/// is used up (the receipt is then dead).
+pub fn retry_delay(schedule: &[u64], step: u32, random: u64) -> Option<u64> {
+    let base = *schedule.get(step as usize)?;
+    // base x (90..=110)%: delays are at most 7 days, so no overflow.
+    Some(base * (90 + random % 21) / 100)
 }
 
 /// Seconds a caller should wait before retrying a key in flight: until its
@@ -183,71 +359,85 @@ pub fn retry_after_secs(lease_expires_at: u64, now: u64) -> u64 {
     lease_expires_at.saturating_sub(now).div_ceil(1000).max(1)
 }
 
+/// The receipt's outcome after a forward, as its callers see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    Completed,
+    Failed,
+    /// Async: failed, and retried at this time.
+    Retrying {
+        at: u64,
+    },
+    /// Async: failed, and the schedule is used up.
+    Dead,
+}
+
 impl Receipt {
-    /// The receipt written, before anything is sent, for a forward at
-    /// `epoch`. A live previous receipt keeps its history.
-    pub fn begin_forward(
-        previous: Option<Receipt>,
+    /// A new receipt for `identity`; its state is set by the caller's next step.
+    pub fn new(
+        identity: Identity,
         fingerprint: Fingerprint,
-        epoch: u64,
-        owner: u64,
+        delivery: DeliveryKind,
+        state: ReceiptState,
         now: u64,
-        lease_ms: u64,
         retention_ms: u64,
     ) -> Receipt {
-        let previous = previous.filter(|receipt| !receipt.is_expired(now));
-        let (first_seen_at, duplicates, mut attempts) = match previous {
-            Some(receipt) => (receipt.first_seen_at, receipt.duplicates, receipt.attempts),
-            None => (now, 0, Vec::new()),
-        };
-        attempts.push(Attempt {
+        Receipt {
+            identity,
+            state,
+            delivery,
+            fingerprint,
+            epoch: 0,
+            first_seen_at: now,
+            updated_at: now,
+            expires_at: now.saturating_add(retention_ms),
+            duplicates: 0,
+            attempts: Vec::new(),
+            schedule_step: 0,
+            indexed: None,
+        }
+    }
+
+    /// Starts a forward at `epoch`: in flight until `lease_expires_at`.
+    /// The receipt is written with this state before anything is sent.
+    pub fn begin_forward(&mut self, epoch: u64, now: u64, lease_ms: u64, retention_ms: u64) {
+        self.attempts.push(Attempt {
             epoch,
             started_at: now,
             ended_at: None,
             status: None,
             error: None,
         });
-        if attempts.len() > MAX_ATTEMPTS_KEPT {
-            attempts.remove(0);
+        if self.attempts.len() > MAX_ATTEMPTS_KEPT {
+            self.attempts.remove(0);
         }
-        Receipt {
-            state: ReceiptState::InFlight {
-                lease_expires_at: now + lease_ms,
-                owner,
-            },
-            fingerprint,
-            epoch,
-            first_seen_at,
-            updated_at: now,
-            expires_at: now + retention_ms,
-            duplicates,
-            attempts,
-            scope: None,
-        }
+        self.epoch = epoch;
+        self.state = ReceiptState::InFlight {
+            lease_expires_at: now.saturating_add(lease_ms),
+        };
+        self.updated_at = now;
+        self.expires_at = now.saturating_add(retention_ms);
     }
 
-    /// Records how the forward holding token `owner` ended. Refused when
-    /// that forward no longer owns the receipt (a later forward took it
-    /// over, it already ended, or the key was purged or expired and is in
-    /// flight again), so a late answer never overwrites a newer attempt.
+    /// Records how the forward at `epoch` ended. Refused when that forward
+    /// no longer owns the receipt (a later forward took it over, it already
+    /// ended, or the key was purged or expired and is in flight again at a
+    /// higher epoch), so a late answer never overwrites a newer attempt.
+    /// An async receipt that failed is scheduled again from `retry`
+    /// (schedule and random bits), or dead.
     pub fn record(
         &mut self,
-        owner: u64,
+        epoch: u64,
         result: &ForwardResult,
+        policy: &RecordPolicy,
         now: u64,
-        retention_ms: u64,
-        max_stored_body_bytes: u64,
-    ) -> Result<(), Stale> {
-        let owns = matches!(
-            self.state,
-            ReceiptState::InFlight { owner: holder, .. } if holder == owner
-        );
+    ) -> Result<Recorded, Stale> {
+        let owns = matches!(self.state, ReceiptState::InFlight { .. }) && self.epoch == epoch;
         if !owns {
             return Err(Stale {
                 current_epoch: self.epoch,
             });
         }
-        let epoch = self.epoch;
         if let Some(attempt) = self.attempts.iter_mut().rev().find(|a| a.epoch == epoch) {
             attempt.ended_at = Some(now);
             match result {
@@ -258,45 +448,102 @@ impl Receipt {
                 }
             }
         }
-        self.state = match result {
-            ForwardResult::Answered(response) if completes(response.status) => {
-                ReceiptState::Completed {
+        let completed = matches!(
+            result,
+            ForwardResult::Answered(response) if policy.retryable.completes(response.status)
+        );
+        let recorded = match (result, completed, self.delivery) {
+            (ForwardResult::Answered(response), true, _) => {
+                self.state = ReceiptState::Completed {
                     completed_at: now,
-                    response: StoredResponse::keep(response, max_stored_body_bytes),
+                    response: StoredResponse::keep(response, policy.max_stored_response_bytes),
+                };
+                Recorded::Completed
+            }
+            (_, _, DeliveryKind::Sync) => {
+                self.state = ReceiptState::Failed {
+                    failed_at: now,
+                    next_attempt_at: None,
+                };
+                Recorded::Failed
+            }
+            (_, _, DeliveryKind::Async) => {
+                match retry_delay(&policy.retry_schedule_ms, self.schedule_step, policy.random) {
+                    Some(delay) => {
+                        let at = now.saturating_add(delay);
+                        self.schedule_step += 1;
+                        self.state = ReceiptState::Failed {
+                            failed_at: now,
+                            next_attempt_at: Some(at),
+                        };
+                        Recorded::Retrying { at }
+                    }
+                    None => {
+                        self.state = ReceiptState::Dead { dead_at: now };
+                        Recorded::Dead
+                    }
                 }
             }
-            _ => ReceiptState::Failed { failed_at: now },
         };
         self.updated_at = now;
-        self.expires_at = now + retention_ms;
-        Ok(())
+        self.expires_at = now.saturating_add(policy.retention_ms);
+        Ok(recorded)
     }
 
-    /// Past retention, and not protected by a live lease.
+    /// Async: queue the receipt for an attempt at `at` with a fresh schedule
+    /// (a first delivery, or an operator's re-drive).
+    pub fn queue(&mut self, at: u64, now: u64) {
+        self.state = ReceiptState::Queued {
+            next_attempt_at: at,
+        };
+        self.schedule_step = 0;
+        self.updated_at = now;
+    }
+
+    /// When the receipt may be deleted, if ever: a sync receipt in flight is
+    /// kept while its lease is live; a pending async delivery is never lost.
+    pub fn deletable_at(&self) -> Option<u64> {
+        match (&self.state, self.delivery) {
+            (ReceiptState::InFlight { .. }, DeliveryKind::Async)
+            | (ReceiptState::Queued { .. }, DeliveryKind::Async)
+            | (
+                ReceiptState::Failed {
+                    next_attempt_at: Some(_),
+                    ..
+                },
+                DeliveryKind::Async,
+            ) => None,
+            (ReceiptState::InFlight { lease_expires_at }, DeliveryKind::Sync) => {
+                Some(self.expires_at.max(*lease_expires_at))
+            }
+            _ => Some(self.expires_at),
+        }
+    }
+
+    /// Past retention, and not protected by a live lease or a pending delivery.
     pub fn is_expired(&self, now: u64) -> bool {
-        now >= self.expires_at && !self.lease_is_live(now)
+        self.deletable_at().is_some_and(|at| now >= at)
     }
 
-    pub fn lease_is_live(&self, now: u64) -> bool {
-        matches!(self.state, ReceiptState::InFlight { lease_expires_at, .. } if now < lease_expires_at)
-    }
-
-    /// When this receipt may next need attention: its lease end or its expiry.
-    pub fn next_deadline(&self) -> u64 {
-        match self.state {
-            ReceiptState::InFlight {
-                lease_expires_at, ..
-            } => lease_expires_at.max(self.expires_at),
-            _ => self.expires_at,
+    /// When the receipt next needs its alarm: an attempt, a lease end, or
+    /// its expiry.
+    pub fn next_wake(&self) -> u64 {
+        match (&self.state, self.delivery) {
+            (ReceiptState::Queued { next_attempt_at }, _)
+            | (
+                ReceiptState::Failed {
+                    next_attempt_at: Some(next_attempt_at),
+                    ..
+                },
+                _,
+            ) => *next_attempt_at,
+            (ReceiptState::InFlight { lease_expires_at }, DeliveryKind::Async) => *lease_expires_at,
+            _ => self.deletable_at().unwrap_or(self.expires_at),
         }
     }
 
     pub fn state_name(&self) -> &'static str {
-        match self.state {
-            ReceiptState::InFlight { .. } => "in_flight",
-            ReceiptState::Completed { .. } => "completed",
-            ReceiptState::Failed { .. } => "failed",
-        }
+        self.state.name()
     }
 
     /// The stored response, when the receipt is completed.
@@ -313,6 +560,37 @@ impl Receipt {
             _ => None,
         }
     }
+
+    /// The origin status of the latest attempt that got one.
+    pub fn last_status(&self) -> Option<u16> {
+        self.attempts
+            .iter()
+            .rev()
+            .find_map(|attempt| attempt.status)
+    }
+}
+
+impl ReceiptState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ReceiptState::Queued { .. } => "queued",
+            ReceiptState::InFlight { .. } => "in_flight",
+            ReceiptState::Completed { .. } => "completed",
+            ReceiptState::Failed { .. } => "failed",
+            ReceiptState::Dead { .. } => "dead",
+        }
+    }
+}
+
+/// What recording an outcome needs besides the result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordPolicy {
+    pub retryable: RetryableStatuses,
+    pub retention_ms: u64,
+    pub max_stored_response_bytes: u64,
+    /// Async: the retry schedule's delays, and random bits for jitter.
+    pub retry_schedule_ms: Vec<u64>,
+    pub random: u64,
 }
 
 #[cfg(test)]
@@ -321,6 +599,7 @@ mod tests {
 
     const LEASE: u64 = 15_000;
     const RETENTION: u64 = 60_000;
+    const NOW: u64 = 1_700_000_000_000;
 
     fn fp(text: &str) -> Fingerprint {
         Fingerprint::of_bytes(text.as_bytes())
@@ -329,102 +608,117 @@ mod tests {
     fn answered(status: u16) -> ForwardResult {
         ForwardResult::Answered(HttpResponse {
             status,
-            headers: vec![("content-type".into(), "text/plain".into())],
+            headers: vec![
+                ("content-type".into(), "text/plain".into()),
+                ("set-cookie".into(), "session=secret".into()),
+            ],
             body: b"ok".to_vec(),
         })
     }
 
+    fn policy() -> RecordPolicy {
+        RecordPolicy {
+            retryable: RetryableStatuses::default(),
+            retention_ms: RETENTION,
+            max_stored_response_bytes: 1024,
+            retry_schedule_ms: vec![10_000, 60_000],
+            random: 10, // no jitter: 90 + 10 = 100%
+        }
+    }
+
+    fn receipt(delivery: DeliveryKind) -> Receipt {
+        Receipt::new(
+            Identity::default(),
+            fp("a"),
+            delivery,
+            ReceiptState::Queued {
+                next_attempt_at: NOW,
+            },
+            NOW,
+            RETENTION,
+        )
+    }
+
+    /// A sync receipt in flight at epoch 1, forwarded at `now`.
     fn in_flight(now: u64) -> Receipt {
-        Receipt::begin_forward(None, fp("a"), 1, 11, now, LEASE, RETENTION)
+        let mut receipt = receipt(DeliveryKind::Sync);
+        receipt.begin_forward(1, now, LEASE, RETENTION);
+        receipt
     }
 
     fn ended(status: u16) -> Receipt {
-        let mut receipt = in_flight(0);
+        let mut receipt = in_flight(NOW);
         receipt
-            .record(11, &answered(status), 100, RETENTION, 1024)
+            .record(1, &answered(status), &policy(), NOW + 100)
             .unwrap();
         receipt
     }
 
     #[test]
-    fn no_receipt_forwards_at_epoch_one() {
+    fn no_receipt_forwards() {
         assert_eq!(
-            decide(None, &fp("a"), 0),
-            Decision::Forward {
-                epoch: 1,
-                takeover: false
-            }
+            decide(None, &fp("a"), NOW),
+            Decision::Forward { takeover: false }
         );
     }
 
     #[test]
-    fn expired_receipt_is_a_new_key() {
+    fn an_expired_receipt_is_a_new_key_whatever_its_payload() {
         let receipt = ended(200);
+        for payload in ["a", "other"] {
+            assert_eq!(
+                decide(Some(&receipt), &fp(payload), NOW + 100 + RETENTION),
+                Decision::Forward { takeover: false }
+            );
+        }
         assert_eq!(
-            decide(Some(&receipt), &fp("a"), 100 + RETENTION),
-            Decision::Forward {
-                epoch: 1,
-                takeover: false
-            }
-        );
-        assert_eq!(
-            decide(Some(&receipt), &fp("other"), 100 + RETENTION),
-            Decision::Forward {
-                epoch: 1,
-                takeover: false
-            }
+            decide(Some(&receipt), &fp("a"), NOW + 99 + RETENTION),
+            Decision::Replay
         );
     }
 
     #[test]
-    fn in_flight_with_live_lease_applies_the_policy() {
-        let receipt = in_flight(1_000);
+    fn the_lease_ends_exactly_at_lease_expires_at() {
+        let receipt = in_flight(NOW);
+        let end = NOW + LEASE;
         assert_eq!(
-            decide(Some(&receipt), &fp("a"), 1_001),
+            decide(Some(&receipt), &fp("a"), end - 1),
             Decision::InFlight {
-                lease_expires_at: 1_000 + LEASE
-            }
+                lease_expires_at: end
+            },
+            "live one millisecond before"
         );
-    }
-
-    #[test]
-    fn in_flight_with_expired_lease_is_taken_over_with_the_next_epoch() {
-        let receipt = in_flight(1_000);
         assert_eq!(
-            decide(Some(&receipt), &fp("a"), 1_000 + LEASE),
-            Decision::Forward {
-                epoch: 2,
-                takeover: true
-            }
+            decide(Some(&receipt), &fp("a"), end),
+            Decision::Forward { takeover: true },
+            "taken over at the end itself"
         );
+        assert!(!lease_expired(end, end - 1));
+        assert!(lease_expired(end, end));
     }
 
     #[test]
-    fn completed_replays() {
-        assert_eq!(decide(Some(&ended(201)), &fp("a"), 200), Decision::Replay);
-    }
-
-    #[test]
-    fn failed_forwards_again_with_the_next_epoch() {
+    fn completed_replays_and_failed_forwards_again() {
         assert_eq!(
-            decide(Some(&ended(503)), &fp("a"), 200),
-            Decision::Forward {
-                epoch: 2,
-                takeover: false
-            }
+            decide(Some(&ended(201)), &fp("a"), NOW + 200),
+            Decision::Replay
+        );
+        assert_eq!(
+            decide(Some(&ended(503)), &fp("a"), NOW + 200),
+            Decision::Forward { takeover: false }
         );
     }
 
     #[test]
     fn a_different_fingerprint_is_a_mismatch_in_every_state() {
-        let live = in_flight(0);
-        let mut expired_lease = in_flight(0);
+        let live = in_flight(NOW);
+        let mut expired_lease = in_flight(NOW);
         expired_lease.expires_at = u64::MAX;
         for (receipt, now) in [
-            (live, 1),
-            (expired_lease, LEASE + 1),
-            (ended(200), 200),
-            (ended(500), 200),
+            (live, NOW + 1),
+            (expired_lease, NOW + LEASE + 1),
+            (ended(200), NOW + 200),
+            (ended(500), NOW + 200),
         ] {
             assert_eq!(decide(Some(&receipt), &fp("b"), now), Decision::Mismatch);
         }
@@ -432,23 +726,61 @@ mod tests {
 
     #[test]
     fn a_live_lease_outlives_retention() {
-        let receipt = Receipt::begin_forward(None, fp("a"), 1, 11, 0, 10_000, 3_000);
+        let mut receipt = receipt(DeliveryKind::Sync);
+        receipt.begin_forward(1, 0, 10_000, 3_000);
         assert!(!receipt.is_expired(5_000));
         assert!(matches!(
             decide(Some(&receipt), &fp("a"), 5_000),
             Decision::InFlight { .. }
         ));
+        assert!(!receipt.is_expired(9_999));
         assert!(receipt.is_expired(10_000));
     }
 
     #[test]
-    fn outcome_classification() {
+    fn epochs_rise_within_a_life_and_across_lives() {
+        assert_eq!(next_epoch(0, NOW), NOW * 1_000);
+        assert_eq!(
+            next_epoch(NOW * 1_000, NOW),
+            NOW * 1_000 + 1,
+            "the same millisecond"
+        );
+        assert_eq!(next_epoch(NOW * 1_000 + 7, NOW + 1), (NOW + 1) * 1_000);
+        // A purge forgets the receipt: the next life starts from the clock,
+        // above every epoch of the life before.
+        let before_purge = next_epoch(next_epoch(0, NOW), NOW);
+        assert!(next_epoch(0, NOW + 1) > before_purge);
+        assert!(
+            next_epoch(0, 4_102_444_800_000) < 1 << 53,
+            "below 2^53 in 2100"
+        );
+        assert_eq!(next_epoch(u64::MAX, u64::MAX), u64::MAX, "never wraps");
+    }
+
+    #[test]
+    fn retryable_statuses_decide_the_outcome() {
+        let default = RetryableStatuses::default();
         for status in [200, 201, 204, 301, 302, 400, 401, 402, 404, 409, 422] {
-            assert!(completes(status), "{status}");
+            assert!(default.completes(status), "{status}");
         }
-        for status in [408, 425, 429, 500, 502, 503, 504, 100] {
-            assert!(!completes(status), "{status}");
+        for status in [408, 425, 429, 500, 502, 503, 504, 599] {
+            assert!(!default.completes(status), "{status}");
         }
+        let strict = RetryableStatuses::parse("401, 404,408,425,429,500-599").unwrap();
+        assert!(!strict.completes(401) && !strict.completes(404) && strict.completes(403));
+        for bad in ["", "5xx", "99", "600", "500-499", "1-2-3"] {
+            assert!(RetryableStatuses::parse(bad).is_err(), "{bad}");
+        }
+        let mut receipt = in_flight(NOW);
+        let strict_policy = RecordPolicy {
+            retryable: strict,
+            ..policy()
+        };
+        assert_eq!(
+            receipt.record(1, &answered(404), &strict_policy, NOW + 1),
+            Ok(Recorded::Failed)
+        );
+        assert_eq!(receipt.state_name(), "failed");
     }
 
     #[test]
@@ -456,39 +788,49 @@ mod tests {
         assert_eq!(ended(200).state_name(), "completed");
         assert_eq!(ended(409).state_name(), "completed");
         assert_eq!(ended(429).state_name(), "failed");
-        let mut receipt = in_flight(0);
+        let mut receipt = in_flight(NOW);
         receipt
-            .record(11, &ForwardResult::TimedOut, 10, RETENTION, 0)
+            .record(1, &ForwardResult::TimedOut, &policy(), NOW + 10)
             .unwrap();
         assert_eq!(receipt.state_name(), "failed");
         assert_eq!(receipt.attempts[0].error.as_deref(), Some("timeout"));
-        assert_eq!(receipt.expires_at, 10 + RETENTION);
+        assert_eq!(receipt.expires_at, NOW + 10 + RETENTION);
     }
 
     #[test]
-    fn a_late_answer_from_a_taken_over_forward_is_stale() {
-        let first = in_flight(0);
-        let mut taken_over =
-            Receipt::begin_forward(Some(first), fp("a"), 2, 22, LEASE, LEASE, RETENTION);
-        assert_eq!(taken_over.attempts.len(), 2);
-        let stale = taken_over.record(11, &answered(200), LEASE + 5, RETENTION, 1024);
+    fn set_cookie_is_never_stored() {
+        let stored = ended(201).stored_response().unwrap().clone();
+        assert_eq!(
+            stored.response.headers,
+            vec![("content-type".to_string(), "text/plain".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_late_answer_of_a_taken_over_forward_is_stale() {
+        let mut receipt = in_flight(NOW);
+        receipt.begin_forward(2, NOW + LEASE, LEASE, RETENTION);
+        assert_eq!(receipt.attempts.len(), 2);
+        let stale = receipt.record(1, &answered(200), &policy(), NOW + LEASE + 5);
         assert_eq!(stale, Err(Stale { current_epoch: 2 }));
-        assert_eq!(taken_over.state_name(), "in_flight");
-        taken_over
-            .record(22, &answered(201), LEASE + 6, RETENTION, 1024)
+        assert_eq!(receipt.state_name(), "in_flight");
+        receipt
+            .record(2, &answered(201), &policy(), NOW + LEASE + 6)
             .unwrap();
-        assert_eq!(taken_over.stored_response().unwrap().response.status, 201);
-        assert_eq!(taken_over.attempts[0].status, None);
-        assert_eq!(taken_over.attempts[1].status, Some(201));
+        assert_eq!(receipt.stored_response().unwrap().response.status, 201);
+        assert_eq!(receipt.attempts[0].status, None);
+        assert_eq!(receipt.attempts[1].status, Some(201));
     }
 
     #[test]
-    fn a_late_answer_from_before_a_purge_is_stale_despite_the_same_epoch() {
-        // The key was purged while epoch 1 was in flight, and is in flight
-        // at epoch 1 again under a new owner.
-        let mut again = Receipt::begin_forward(None, fp("a"), 1, 99, 500, LEASE, RETENTION);
+    fn a_late_answer_from_before_a_purge_is_stale() {
+        // The key was purged while epoch E was in flight, and is in flight
+        // again: the new life's epoch is higher, so E no longer owns it.
+        let old = next_epoch(0, NOW);
+        let mut again = receipt(DeliveryKind::Sync);
+        again.begin_forward(next_epoch(0, NOW + 500), NOW + 500, LEASE, RETENTION);
         assert!(again
-            .record(11, &answered(500), 600, RETENTION, 1024)
+            .record(old, &answered(500), &policy(), NOW + 600)
             .is_err());
         assert_eq!(again.state_name(), "in_flight");
     }
@@ -497,15 +839,19 @@ mod tests {
     fn recording_twice_is_stale() {
         let mut receipt = ended(200);
         assert!(receipt
-            .record(11, &answered(500), 200, RETENTION, 1024)
+            .record(1, &answered(500), &policy(), NOW + 200)
             .is_err());
         assert_eq!(receipt.state_name(), "completed");
     }
 
     #[test]
     fn large_bodies_are_not_stored() {
-        let mut receipt = in_flight(0);
-        receipt.record(11, &answered(200), 1, RETENTION, 1).unwrap();
+        let mut receipt = in_flight(NOW);
+        let tight = RecordPolicy {
+            max_stored_response_bytes: 1,
+            ..policy()
+        };
+        receipt.record(1, &answered(200), &tight, NOW + 1).unwrap();
         let stored = receipt.stored_response().unwrap();
         assert!(!stored.body_stored);
         assert_eq!(stored.body_bytes, 2);
@@ -518,22 +864,104 @@ mod tests {
         receipt.duplicates = 7;
         for epoch in 2..=40 {
             receipt
-                .record(epoch + 9, &answered(503), epoch, RETENTION, 0)
+                .record(epoch - 1, &answered(503), &policy(), epoch)
                 .unwrap();
-            receipt = Receipt::begin_forward(
-                Some(receipt),
-                fp("a"),
-                epoch,
-                epoch + 10,
-                epoch,
-                LEASE,
-                RETENTION,
-            );
+            receipt.begin_forward(epoch, epoch, LEASE, RETENTION);
         }
         assert_eq!(receipt.attempts.len(), MAX_ATTEMPTS_KEPT);
         assert_eq!(receipt.attempts.last().unwrap().epoch, 40);
         assert_eq!(receipt.duplicates, 7);
-        assert_eq!(receipt.first_seen_at, 0);
+        assert_eq!(receipt.first_seen_at, NOW);
+    }
+
+    #[test]
+    fn async_failures_follow_the_schedule_then_die() {
+        let mut receipt = receipt(DeliveryKind::Async);
+        assert_eq!(receipt.deletable_at(), None, "queued: never deleted");
+        assert_eq!(
+            next_async_step(&receipt, NOW),
+            AsyncStep::Attempt { takeover: false }
+        );
+        receipt.begin_forward(1, NOW, LEASE, RETENTION);
+        assert_eq!(receipt.deletable_at(), None);
+        assert_eq!(
+            next_async_step(&receipt, NOW + 1),
+            AsyncStep::WaitUntil(NOW + LEASE)
+        );
+        assert_eq!(
+            receipt.record(1, &answered(503), &policy(), NOW + 10),
+            Ok(Recorded::Retrying {
+                at: NOW + 10 + 10_000
+            })
+        );
+        assert_eq!(receipt.deletable_at(), None, "failed with a retry ahead");
+        assert_eq!(
+            next_async_step(&receipt, NOW + 10_009),
+            AsyncStep::WaitUntil(NOW + 10_010)
+        );
+        assert_eq!(
+            next_async_step(&receipt, NOW + 10_010),
+            AsyncStep::Attempt { takeover: false }
+        );
+        receipt.begin_forward(2, NOW + 10_010, LEASE, RETENTION);
+        assert_eq!(
+            receipt.record(2, &ForwardResult::TimedOut, &policy(), NOW + 10_020),
+            Ok(Recorded::Retrying {
+                at: NOW + 10_020 + 60_000
+            })
+        );
+        receipt.begin_forward(3, NOW + 70_020, LEASE, RETENTION);
+        assert_eq!(
+            receipt.record(3, &answered(500), &policy(), NOW + 70_030),
+            Ok(Recorded::Dead)
+        );
+        assert_eq!(receipt.state_name(), "dead");
+        assert_eq!(receipt.deletable_at(), Some(NOW + 70_030 + RETENTION));
+        receipt.queue(NOW + 80_000, NOW + 80_000);
+        assert_eq!((receipt.state_name(), receipt.schedule_step), ("queued", 0));
+    }
+
+    #[test]
+    fn an_async_lease_left_by_a_crash_is_taken_over_by_the_alarm() {
+        let mut receipt = receipt(DeliveryKind::Async);
+        receipt.begin_forward(1, NOW, LEASE, RETENTION);
+        assert_eq!(
+            next_async_step(&receipt, NOW + LEASE),
+            AsyncStep::Attempt { takeover: true }
+        );
+        assert!(
+            !receipt.is_expired(u64::MAX),
+            "an accepted delivery is never forgotten"
+        );
+    }
+
+    #[test]
+    fn async_duplicates_share_the_acknowledgement() {
+        let receipt = receipt(DeliveryKind::Async);
+        assert_eq!(decide_async(None, &fp("a"), NOW), AsyncDecision::Accept);
+        assert_eq!(
+            decide_async(Some(&receipt), &fp("a"), NOW),
+            AsyncDecision::Duplicate
+        );
+        assert_eq!(
+            decide_async(Some(&receipt), &fp("b"), NOW),
+            AsyncDecision::Mismatch
+        );
+    }
+
+    #[test]
+    fn jitter_stays_within_ten_percent() {
+        let schedule = [10_000];
+        let delays: Vec<u64> = (0..21)
+            .map(|random| retry_delay(&schedule, 0, random).unwrap())
+            .collect();
+        assert_eq!(delays.iter().min(), Some(&9_000));
+        assert_eq!(delays.iter().max(), Some(&11_000));
+        assert_eq!(retry_delay(&schedule, 1, 0), None);
+        assert_eq!(
+            retry_delay(&[7 * 86_400_000], 0, u64::MAX),
+            Some(7 * 86_400_000 * 105 / 100)
+        );
     }
 
     #[test]
@@ -548,6 +976,7 @@ mod tests {
         let json = serde_json::to_value(ended(200)).unwrap();
         assert_eq!(json["state"], "completed");
         assert_eq!(json["response"]["status"], 200);
+        assert_eq!(json["delivery"], "sync");
         assert!(json["response"].get("body").is_none());
         let back: Receipt = serde_json::from_value(json).unwrap();
         assert_eq!(back.epoch, 1);

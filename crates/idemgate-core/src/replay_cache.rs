@@ -20,16 +20,36 @@ use crate::receipt::HttpResponse;
 pub const REPLAY_TTL_MS: u64 = 10_000;
 /// Most replays one isolate keeps; the soonest to expire go first.
 pub const MAX_ENTRIES: usize = 1_024;
+/// Most bytes (bodies, headers and keys) one isolate keeps: a Workers
+/// isolate has 128 MB, and 1,024 replays of up to 1 MiB could take all of it.
+pub const MAX_BYTES: usize = 8 * 1024 * 1024;
+/// A replay larger than this is not kept at all: it would push out many.
+pub const MAX_ENTRY_BYTES: usize = 256 * 1024;
 
 struct Entry {
     /// The replay, as the object rendered it.
     response: HttpResponse,
     valid_until: u64,
+    bytes: usize,
 }
 
 #[derive(Default)]
 pub struct ReplayCache {
     entries: HashMap<String, Entry>,
+    /// Fast keys ([`crate::pipeline::fast_replay_key`]) of byte-identical
+    /// retries, to the entry their delivery was cached under.
+    aliases: HashMap<String, String>,
+    bytes: usize,
+}
+
+fn size_of(key: &str, response: &HttpResponse) -> usize {
+    key.len()
+        + response.body.len()
+        + response
+            .headers
+            .iter()
+            .map(|(name, value)| name.len() + value.len())
+            .sum::<usize>()
 }
 
 /// The cache key of a delivery: its object and its payload.
@@ -38,49 +58,92 @@ pub fn cache_key(object_name: &str, fingerprint: &str) -> String {
 }
 
 impl ReplayCache {
+    /// The replay of a byte-identical retry, found without parsing it,
+    /// with the key it is cached under (its object and fingerprint).
+    pub fn get_fast(&mut self, fast_key: &str, now: u64) -> Option<(String, HttpResponse)> {
+        let key = self.aliases.get(fast_key)?.clone();
+        match self.get(&key, now) {
+            Some(found) => Some((key, found)),
+            None => {
+                self.aliases.remove(fast_key);
+                None
+            }
+        }
+    }
+
+    /// Makes `fast_key` find the entry cached under `key`.
+    pub fn alias(&mut self, fast_key: String, key: &str) {
+        if self.entries.contains_key(key) && self.aliases.len() < 2 * MAX_ENTRIES {
+            self.aliases.insert(fast_key, key.to_string());
+        }
+    }
+
     pub fn get(&mut self, key: &str, now: u64) -> Option<HttpResponse> {
         match self.entries.get(key) {
             Some(entry) if now < entry.valid_until => Some(entry.response.clone()),
             Some(_) => {
-                self.entries.remove(key);
+                self.remove(key);
                 None
             }
             None => None,
         }
     }
 
-    /// Keeps `response` (a replay) until `replayable_until` or the TTL.
+    /// Keeps `response` (a replay) until `replayable_until` or the TTL,
+    /// evicting the soonest to expire while over the entry or byte bound.
     pub fn put(&mut self, key: String, response: HttpResponse, replayable_until: u64, now: u64) {
-        let valid_until = replayable_until.min(now + REPLAY_TTL_MS);
-        if valid_until <= now {
+        let valid_until = replayable_until.min(now.saturating_add(REPLAY_TTL_MS));
+        let bytes = size_of(&key, &response);
+        if valid_until <= now || bytes > MAX_ENTRY_BYTES {
             return;
         }
-        if self.entries.len() >= MAX_ENTRIES && !self.entries.contains_key(&key) {
-            self.entries.retain(|_, entry| entry.valid_until > now);
-            if self.entries.len() >= MAX_ENTRIES {
-                let soonest = self
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, entry)| entry.valid_until)
-                    .map(|(key, _)| key.clone());
-                if let Some(soonest) = soonest {
-                    self.entries.remove(&soonest);
-                }
+        self.remove(&key);
+        self.entries.retain(|_, entry| entry.valid_until > now);
+        let entries = &self.entries;
+        self.aliases
+            .retain(|_, target| entries.contains_key(target));
+        self.bytes = self.entries.values().map(|entry| entry.bytes).sum();
+        while self.entries.len() >= MAX_ENTRIES || self.bytes + bytes > MAX_BYTES {
+            let soonest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, entry)| entry.valid_until)
+                .map(|(key, _)| key.clone());
+            match soonest {
+                Some(soonest) => self.remove(&soonest),
+                None => break,
             }
         }
+        self.bytes += bytes;
         self.entries.insert(
             key,
             Entry {
                 response,
                 valid_until,
+                bytes,
             },
         );
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(entry) = self.entries.remove(key) {
+            self.bytes -= entry.bytes;
+            self.aliases.retain(|_, target| target != key);
+        }
     }
 
     /// Forgets every payload of one object (a purge).
     pub fn evict_object(&mut self, object_name: &str) {
         let prefix = format!("{object_name}/");
         self.entries.retain(|key, _| !key.starts_with(&prefix));
+        self.aliases
+            .retain(|_, target| !target.starts_with(&prefix));
+        self.bytes = self.entries.values().map(|entry| entry.bytes).sum();
+    }
+
+    /// Bytes held, as counted against [`MAX_BYTES`].
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     pub fn len(&self) -> usize {
@@ -130,8 +193,14 @@ mod tests {
         cache.put(cache_key("obj", "f2"), reply("y"), u64::MAX, 0);
         cache.put(cache_key("other", "f1"), reply("z"), u64::MAX, 0);
         assert!(cache.get(&cache_key("obj", "f3"), 1).is_none());
+        cache.alias("fast-1".into(), &cache_key("obj", "f1"));
+        assert!(cache.get_fast("fast-1", 1).is_some());
         cache.evict_object("obj");
         assert_eq!(cache.len(), 1);
+        assert!(
+            cache.get_fast("fast-1", 1).is_none(),
+            "a purge evicts the fast key too"
+        );
         assert!(cache.get(&cache_key("other", "f1"), 1).is_some());
     }
 
@@ -146,5 +215,27 @@ mod tests {
             cache.get("o0/f", 1).is_none(),
             "the soonest to expire went first"
         );
+    }
+
+    #[test]
+    fn the_cache_is_bounded_in_bytes() {
+        let mut cache = ReplayCache::default();
+        let big = "x".repeat(200 * 1024);
+        for index in 0..100u64 {
+            cache.put(format!("o{index}/f"), reply(&big), 5_000 + index, 0);
+            assert!(cache.bytes() <= MAX_BYTES, "{}", cache.bytes());
+        }
+        assert!(cache.len() < 50, "{}", cache.len());
+        assert!(cache.get("o99/f", 1).is_some(), "the newest stays");
+        cache.put(
+            "huge/f".into(),
+            reply(&"x".repeat(MAX_ENTRY_BYTES + 1)),
+            9_000,
+            0,
+        );
+        assert!(cache.get("huge/f", 1).is_none(), "too large to keep");
+        let before = cache.bytes();
+        cache.evict_object("o99");
+        assert!(cache.bytes() < before);
     }
 }

@@ -1,72 +1,99 @@
 //! Verify what idemgate forwards, at the origin.
 //!
-//! idemgate adds three headers to every request it forwards:
+//! idemgate adds four headers to every request it forwards:
 //!
 //! | header | value |
 //! | --- | --- |
 //! | `Idempotency-Key` | `"<key>"` (an RFC 8941 string) |
-//! | `Idempotency-Epoch` | the forward's fencing epoch: 1, 2, ... |
-//! | `Idempotency-Signature` | `t=<unix>,v1=<hex HMAC-SHA256(FORWARD_SECRET, "<t>.<key>.<epoch>.<hex SHA-256 of the raw body>")>` |
+//! | `Idempotency-Scope` | the key's scope id: 64 lowercase hex digits (route, path, tenant) |
+//! | `Idempotency-Epoch` | the forward's fencing epoch: higher than every earlier forward of the key |
+//! | `Idempotency-Signature` | `t=<unix>,v1=<hex HMAC-SHA256(FORWARD_SECRET, content)>` |
 //!
-//! [`Verifier::verify`] checks them against the raw body, in constant time
-//! and within a clock tolerance, and returns the key and epoch. The origin
-//! should then, in the same database transaction as its side effect, refuse
-//! an epoch lower than the highest it accepted for that key (fencing) and
-//! answer a key it already processed with its first result.
+//! The signed content is seven lines joined by `\n`: `t`, the method, the
+//! path and query as the origin received them, the scope, the key, the
+//! epoch, and the hex SHA-256 of the raw body. [`Verifier::verify`] checks
+//! them, in constant time and within a clock tolerance, and returns the
+//! scope, key and epoch. The origin should then, in the same database
+//! transaction as its side effect, keep per (scope, key) the highest epoch
+//! it accepted and the body hash of its first request: refuse a lower
+//! epoch (409) and a different body hash (422), and answer a key it already
+//! processed with its first result.
 //!
 //! ```
-//! use idemgate_origin::{ForwardedHeaders, Verifier};
+//! use idemgate_origin::{ForwardedHeaders, ForwardedRequest, Verifier};
 //!
 //! let verifier = Verifier::new("whsec_test");
 //! let headers = ForwardedHeaders {
 //!     key: Some("\"order-42\""),
-//!     epoch: Some("1"),
+//!     scope: Some("aabe82377599cfe24a321be32fb823296555d5c4aa830b3d009e5faf378715fd"),
+//!     epoch: Some("1700000000000000"),
 //!     signature: Some(
-//!         "t=1700000000,v1=c46fbc568198cf52410b61e17ba4499119045ceefb61c910d5906e4c50549f96",
+//!         "t=1700000000,v1=8e1ea884ae2ecdc87e84868792f99660b4abc821116df7295a93d13d6a0afa53",
 //!     ),
 //! };
+//! let request = ForwardedRequest {
+//!     method: "POST",
+//!     path_and_query: "/payments?currency=eur",
+//!     body: br#"{"amount":1000}"#,
+//! };
 //! let forwarded = verifier
-//!     .verify(&headers, br#"{"amount":1000}"#, 1_700_000_000)
+//!     .verify(&headers, &request, 1_700_000_000)
 //!     .expect("a genuine forward");
 //! assert_eq!(forwarded.key, "order-42");
-//! assert_eq!(forwarded.epoch, 1);
+//! assert_eq!(forwarded.epoch, 1_700_000_000_000_000);
 //! ```
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 pub const KEY_HEADER: &str = "Idempotency-Key";
+pub const SCOPE_HEADER: &str = "Idempotency-Scope";
 pub const EPOCH_HEADER: &str = "Idempotency-Epoch";
 pub const SIGNATURE_HEADER: &str = "Idempotency-Signature";
 
 /// Default allowed distance between the signature's `t` and now.
 pub const DEFAULT_TOLERANCE_SECONDS: u64 = 300;
 
-/// The three header values as the request carried them (`None` if absent).
+/// The four header values as the request carried them (`None` if absent).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ForwardedHeaders<'a> {
     pub key: Option<&'a str>,
+    pub scope: Option<&'a str>,
     pub epoch: Option<&'a str>,
     pub signature: Option<&'a str>,
 }
 
 impl<'a> ForwardedHeaders<'a> {
-    /// Reads the three headers through any case-insensitive lookup, e.g.
+    /// Reads the headers through any case-insensitive lookup, e.g.
     /// `|name| headers.get(name).and_then(|v| v.to_str().ok())`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<&'a str>) -> ForwardedHeaders<'a> {
         ForwardedHeaders {
             key: lookup(KEY_HEADER),
+            scope: lookup(SCOPE_HEADER),
             epoch: lookup(EPOCH_HEADER),
             signature: lookup(SIGNATURE_HEADER),
         }
     }
 }
 
+/// The request as the origin received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardedRequest<'a> {
+    pub method: &'a str,
+    /// The path and query of the request line, e.g. `/payments?currency=eur`.
+    pub path_and_query: &'a str,
+    /// The raw body bytes.
+    pub body: &'a [u8],
+}
+
 /// A forward that idemgate signed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Forwarded {
+    pub scope: String,
     pub key: String,
     pub epoch: u64,
+    /// Hex SHA-256 of the raw body: keep the first one per (scope, key).
+    pub body_sha256: String,
     /// The signature's `t`, in Unix seconds.
     pub signed_at: u64,
 }
@@ -85,7 +112,7 @@ pub enum VerifyError {
         skew_seconds: u64,
         tolerance_seconds: u64,
     },
-    #[error("the signature does not match the key, epoch and body")]
+    #[error("the signature does not match the request, scope, key, epoch and body")]
     BadSignature,
 }
 
@@ -106,6 +133,21 @@ impl std::fmt::Debug for Verifier {
     }
 }
 
+/// The signed content: seven lines joined by `\n`.
+fn signed_content(
+    t: u64,
+    request: &ForwardedRequest<'_>,
+    scope: &str,
+    key: &str,
+    epoch: u64,
+    body_sha256: &str,
+) -> String {
+    format!(
+        "{t}\n{}\n{}\n{scope}\n{key}\n{epoch}\n{body_sha256}",
+        request.method, request.path_and_query
+    )
+}
+
 impl Verifier {
     pub fn new(secret: impl AsRef<[u8]>) -> Verifier {
         Verifier {
@@ -124,10 +166,15 @@ impl Verifier {
     pub fn verify(
         &self,
         headers: &ForwardedHeaders<'_>,
-        raw_body: &[u8],
+        request: &ForwardedRequest<'_>,
         now: u64,
     ) -> Result<Forwarded, VerifyError> {
         let key = parse_key(headers.key.ok_or(VerifyError::MissingHeader(KEY_HEADER))?)?;
+        let scope = parse_scope(
+            headers
+                .scope
+                .ok_or(VerifyError::MissingHeader(SCOPE_HEADER))?,
+        )?;
         let epoch = parse_epoch(
             headers
                 .epoch
@@ -145,15 +192,17 @@ impl Verifier {
                 tolerance_seconds: self.tolerance_seconds,
             });
         }
+        let body_sha256 = hex::encode(Sha256::digest(request.body));
         let mut mac =
             Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes a key of any length");
-        let body_hash = hex::encode(Sha256::digest(raw_body));
-        mac.update(format!("{signed_at}.{key}.{epoch}.{body_hash}").as_bytes());
+        mac.update(signed_content(signed_at, request, scope, key, epoch, &body_sha256).as_bytes());
         mac.verify_slice(&signature)
             .map_err(|_| VerifyError::BadSignature)?;
         Ok(Forwarded {
+            scope: scope.to_string(),
             key: key.to_string(),
             epoch,
+            body_sha256,
             signed_at,
         })
     }
@@ -178,6 +227,19 @@ fn parse_key(value: &str) -> Result<&str, VerifyError> {
         Ok(key)
     } else {
         Err(malformed(KEY_HEADER, "not a valid idempotency key"))
+    }
+}
+
+fn parse_scope(value: &str) -> Result<&str, VerifyError> {
+    let scope = value.trim();
+    if scope.len() == 64
+        && scope
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        Ok(scope)
+    } else {
+        Err(malformed(SCOPE_HEADER, "not 64 lowercase hex digits"))
     }
 }
 
@@ -207,11 +269,18 @@ fn parse_signature(value: &str) -> Result<(u64, Vec<u8>), VerifyError> {
 }
 
 /// Signs like idemgate does; for tests of origin code.
-pub fn sign(secret: impl AsRef<[u8]>, key: &str, epoch: u64, raw_body: &[u8], now: u64) -> String {
+pub fn sign(
+    secret: impl AsRef<[u8]>,
+    request: &ForwardedRequest<'_>,
+    scope: &str,
+    key: &str,
+    epoch: u64,
+    now: u64,
+) -> String {
     let mut mac =
         Hmac::<Sha256>::new_from_slice(secret.as_ref()).expect("HMAC takes a key of any length");
-    let body_hash = hex::encode(Sha256::digest(raw_body));
-    mac.update(format!("{now}.{key}.{epoch}.{body_hash}").as_bytes());
+    let body_sha256 = hex::encode(Sha256::digest(request.body));
+    mac.update(signed_content(now, request, scope, key, epoch, &body_sha256).as_bytes());
     format!("t={now},v1={}", hex::encode(mac.finalize().into_bytes()))
 }
 
@@ -221,108 +290,177 @@ mod tests {
 
     const SECRET: &str = "whsec_test";
     const T: u64 = 1_700_000_000;
+    const SCOPE: &str = "aabe82377599cfe24a321be32fb823296555d5c4aa830b3d009e5faf378715fd";
+    const EPOCH: &str = "1700000000000000";
     const BODY: &[u8] = br#"{"amount":1000}"#;
     /// The README's test vector, computed independently with Python's hmac.
     const VECTOR: &str =
-        "t=1700000000,v1=c46fbc568198cf52410b61e17ba4499119045ceefb61c910d5906e4c50549f96";
+        "t=1700000000,v1=8e1ea884ae2ecdc87e84868792f99660b4abc821116df7295a93d13d6a0afa53";
 
-    fn headers<'a>(key: &'a str, epoch: &'a str, signature: &'a str) -> ForwardedHeaders<'a> {
+    fn request(body: &[u8]) -> ForwardedRequest<'_> {
+        ForwardedRequest {
+            method: "POST",
+            path_and_query: "/payments?currency=eur",
+            body,
+        }
+    }
+
+    fn headers<'a>(
+        key: &'a str,
+        scope: &'a str,
+        epoch: &'a str,
+        signature: &'a str,
+    ) -> ForwardedHeaders<'a> {
         ForwardedHeaders {
             key: Some(key),
+            scope: Some(scope),
             epoch: Some(epoch),
             signature: Some(signature),
         }
     }
 
+    fn genuine() -> ForwardedHeaders<'static> {
+        headers("\"order-42\"", SCOPE, EPOCH, VECTOR)
+    }
+
     fn verify(
         headers: &ForwardedHeaders<'_>,
-        body: &[u8],
+        request: &ForwardedRequest<'_>,
         now: u64,
     ) -> Result<Forwarded, VerifyError> {
-        Verifier::new(SECRET).verify(headers, body, now)
+        Verifier::new(SECRET).verify(headers, request, now)
     }
 
     #[test]
     fn accepts_the_test_vector() {
-        let forwarded = verify(&headers("\"order-42\"", "1", VECTOR), BODY, T).unwrap();
+        let forwarded = verify(&genuine(), &request(BODY), T).unwrap();
+        assert_eq!(forwarded.key, "order-42");
+        assert_eq!(forwarded.scope, SCOPE);
+        assert_eq!(forwarded.epoch, 1_700_000_000_000_000);
+        assert_eq!(forwarded.signed_at, T);
         assert_eq!(
-            forwarded,
-            Forwarded {
-                key: "order-42".into(),
-                epoch: 1,
-                signed_at: T
-            }
+            forwarded.body_sha256,
+            "612612d208fb618eb2b007d2a7f8d7a1cfb511532389298f1cc33322c3094bcc"
         );
-        assert_eq!(sign(SECRET, "order-42", 1, BODY, T), VECTOR);
+        assert_eq!(
+            sign(
+                SECRET,
+                &request(BODY),
+                SCOPE,
+                "order-42",
+                1_700_000_000_000_000,
+                T
+            ),
+            VECTOR
+        );
     }
 
     #[test]
     fn a_wrong_secret_is_rejected() {
-        let result =
-            Verifier::new("whsec_other").verify(&headers("\"order-42\"", "1", VECTOR), BODY, T);
+        let result = Verifier::new("whsec_other").verify(&genuine(), &request(BODY), T);
         assert_eq!(result, Err(VerifyError::BadSignature));
     }
 
     #[test]
-    fn a_modified_body_key_or_epoch_is_rejected() {
-        let cases = [
+    fn every_signed_part_is_checked() {
+        let other_scope = "b".repeat(64);
+        let signed_cases = [
+            (headers("\"order-43\"", SCOPE, EPOCH, VECTOR), request(BODY)),
             (
-                headers("\"order-42\"", "1", VECTOR),
-                &br#"{"amount":1001}"#[..],
+                headers("\"order-42\"", &other_scope, EPOCH, VECTOR),
+                request(BODY),
             ),
-            (headers("\"order-43\"", "1", VECTOR), BODY),
-            (headers("\"order-42\"", "2", VECTOR), BODY),
+            (
+                headers("\"order-42\"", SCOPE, "1700000000000001", VECTOR),
+                request(BODY),
+            ),
+            (genuine(), request(br#"{"amount":1001}"#)),
+            (
+                genuine(),
+                ForwardedRequest {
+                    method: "PUT",
+                    ..request(BODY)
+                },
+            ),
+            (
+                genuine(),
+                ForwardedRequest {
+                    path_and_query: "/payments?currency=usd",
+                    ..request(BODY)
+                },
+            ),
+            (
+                genuine(),
+                ForwardedRequest {
+                    path_and_query: "/refunds?currency=eur",
+                    ..request(BODY)
+                },
+            ),
         ];
-        for (headers, body) in cases {
-            assert_eq!(verify(&headers, body, T), Err(VerifyError::BadSignature));
+        for (headers, request) in signed_cases {
+            assert_eq!(
+                verify(&headers, &request, T),
+                Err(VerifyError::BadSignature),
+                "{headers:?} {request:?}"
+            );
         }
     }
 
     #[test]
     fn stale_and_future_timestamps_are_rejected() {
-        let headers = headers("\"order-42\"", "1", VECTOR);
-        assert!(verify(&headers, BODY, T + 300).is_ok());
-        assert!(verify(&headers, BODY, T - 300).is_ok());
-        assert!(matches!(
-            verify(&headers, BODY, T + 301),
-            Err(VerifyError::Stale { .. })
-        ));
-        assert!(matches!(
-            verify(&headers, BODY, T - 301),
-            Err(VerifyError::Stale { .. })
-        ));
+        assert!(verify(&genuine(), &request(BODY), T + 300).is_ok());
+        assert!(verify(&genuine(), &request(BODY), T - 300).is_ok());
+        for now in [T + 301, T - 301] {
+            assert!(matches!(
+                verify(&genuine(), &request(BODY), now),
+                Err(VerifyError::Stale { .. })
+            ));
+        }
         let lenient = Verifier::new(SECRET).with_tolerance(3_600);
-        assert!(lenient.verify(&headers, BODY, T + 3_000).is_ok());
+        assert!(lenient
+            .verify(&genuine(), &request(BODY), T + 3_000)
+            .is_ok());
     }
 
     #[test]
     fn malformed_and_missing_headers_are_typed_errors() {
+        let upper = SCOPE.to_uppercase();
         let malformed_cases = [
-            headers("order-42", "1", VECTOR),
-            headers("\"\"", "1", VECTOR),
-            headers("\"two words\"", "1", VECTOR),
-            headers("\"order-42\"", "0", VECTOR),
-            headers("\"order-42\"", "-1", VECTOR),
-            headers("\"order-42\"", "one", VECTOR),
-            headers("\"order-42\"", "1", "v1=abc"),
-            headers("\"order-42\"", "1", "t=soon,v1=00"),
-            headers("\"order-42\"", "1", "t=1700000000,v1=abc"),
+            headers("order-42", SCOPE, EPOCH, VECTOR),
+            headers("\"\"", SCOPE, EPOCH, VECTOR),
+            headers("\"two words\"", SCOPE, EPOCH, VECTOR),
+            headers("\"order-42\"", "abc", EPOCH, VECTOR),
+            headers("\"order-42\"", &upper, EPOCH, VECTOR),
+            headers("\"order-42\"", SCOPE, "0", VECTOR),
+            headers("\"order-42\"", SCOPE, "-1", VECTOR),
+            headers("\"order-42\"", SCOPE, "one", VECTOR),
+            headers("\"order-42\"", SCOPE, EPOCH, "v1=abc"),
+            headers("\"order-42\"", SCOPE, EPOCH, "t=soon,v1=00"),
+            headers("\"order-42\"", SCOPE, EPOCH, "t=1700000000,v1=abc"),
         ];
         for headers in malformed_cases {
             assert!(
                 matches!(
-                    verify(&headers, BODY, T),
+                    verify(&headers, &request(BODY), T),
                     Err(VerifyError::MalformedHeader { .. })
                 ),
                 "{headers:?}"
             );
         }
-        let missing = ForwardedHeaders {
-            signature: None,
-            ..headers("\"order-42\"", "1", VECTOR)
+        let missing_scope = ForwardedHeaders {
+            scope: None,
+            ..genuine()
         };
         assert_eq!(
-            verify(&missing, BODY, T),
+            verify(&missing_scope, &request(BODY), T),
+            Err(VerifyError::MissingHeader(SCOPE_HEADER))
+        );
+        let missing = ForwardedHeaders {
+            signature: None,
+            ..genuine()
+        };
+        assert_eq!(
+            verify(&missing, &request(BODY), T),
             Err(VerifyError::MissingHeader(SIGNATURE_HEADER))
         );
     }
@@ -331,7 +469,8 @@ mod tests {
     fn headers_come_from_any_lookup() {
         let list = [
             ("idempotency-key", "\"order-42\""),
-            ("idempotency-epoch", "1"),
+            ("idempotency-scope", SCOPE),
+            ("idempotency-epoch", EPOCH),
             ("idempotency-signature", VECTOR),
         ];
         let headers = ForwardedHeaders::from_lookup(|name| {
@@ -339,7 +478,7 @@ mod tests {
                 .find(|(header, _)| header.eq_ignore_ascii_case(name))
                 .map(|(_, value)| *value)
         });
-        assert!(verify(&headers, BODY, T).is_ok());
+        assert!(verify(&headers, &request(BODY), T).is_ok());
     }
 
     #[test]

@@ -1,5 +1,13 @@
-//! The built worker under a real `wrangler dev` (workerd, Durable Objects),
-//! with a fresh state directory, its own ports and its own variables.
+//! The built worker under a real `wrangler dev` (workerd, Durable Objects,
+//! local D1), with a fresh state directory, its own ports and its own
+//! variables.
+//!
+//! Every gateway of one test run serves the same snapshot of the built
+//! worker, copied once when the run starts: `wrangler dev` watches the
+//! files it serves and reloads on any change, and a reload answers every
+//! request in flight with 503 "Your worker restarted mid-request". Serving
+//! the repository's `build/` let a build by another command (or a gateway
+//! whose start runs the `[build]` command) restart every running gateway.
 
 use std::collections::hash_map::RandomState;
 use std::fs;
@@ -8,6 +16,7 @@ use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub struct Gateway {
@@ -16,7 +25,15 @@ pub struct Gateway {
     dir: tempfile::TempDir,
 }
 
-const SECRETS: &[&str] = &["SIGNING_SECRET", "FORWARD_SECRET", "ADMIN_TOKEN"];
+/// Variables that are secrets: set in `.dev.vars`, as locally. A route names
+/// its secrets (`signing_secret = "STRIPE_SECRET"`); those names end in
+/// `_SECRET`, `_KEY` or `_TOKEN` here.
+fn is_secret(name: &str) -> bool {
+    ["SIGNING_SECRET", "FORWARD_SECRET", "ADMIN_TOKEN"].contains(&name)
+        || name.ends_with("_SECRET")
+        || name.ends_with("_KEY")
+        || name.ends_with("_TOKEN")
+}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -26,7 +43,7 @@ fn root() -> PathBuf {
 /// A port the kernel hands out for `:0` is free only until the next
 /// outgoing connection takes it as its local port, and the tests make
 /// thousands: wrangler then fails to bind it ("Address already in use").
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let seed = RandomState::new().build_hasher().finish();
     (0..1_000u64)
         .map(|attempt| 20_000 + ((seed.wrapping_add(attempt * 7_919)) % 12_000) as u16)
@@ -50,26 +67,67 @@ fn newest_source(dir: &Path) -> Option<(std::time::SystemTime, PathBuf)> {
         .max()
 }
 
-/// The config the tests run with: the repository's entry module,
-/// compatibility date and bindings, no build step (the test command builds
-/// once), and the variables of the test.
-fn write_config(dir: &Path, vars: &[(&str, &str)]) -> PathBuf {
-    let built = root().join("build/index_bg.wasm");
-    let built_at = fs::metadata(&built).and_then(|meta| meta.modified());
-    let Ok(built_at) = built_at else {
-        panic!(
-            "{} is missing: run scripts/test, which builds the worker first",
-            built.display()
-        );
-    };
-    // A failed build leaves the previous worker in place; testing it would
-    // pass or fail for code that is no longer the source.
-    if let Some(newer) = newest_source(&root().join("src")).filter(|(at, _)| *at > built_at) {
-        panic!(
-            "{} changed after the worker was built: run scripts/test (or scripts/build)",
-            newer.1.display()
-        );
+/// Where the worker's sources live: a change under either means the
+/// worker must be built again.
+fn source_dirs() -> [PathBuf; 2] {
+    [root().join("src"), root().join("crates/idemgate-core/src")]
+}
+
+/// This run's copy of the built worker: `src/entry.mjs` and `build/`, in
+/// a directory no build writes to.
+fn snapshot() -> &'static Path {
+    static SNAPSHOT: OnceLock<PathBuf> = OnceLock::new();
+    SNAPSHOT.get_or_init(|| {
+        let built = root().join("build/index_bg.wasm");
+        let built_at = fs::metadata(&built).and_then(|meta| meta.modified());
+        let Ok(built_at) = built_at else {
+            panic!(
+                "{} is missing: run scripts/test, which builds the worker first",
+                built.display()
+            );
+        };
+        // A failed build leaves the previous worker in place; testing it
+        // would pass or fail for code that is no longer the source.
+        for dir in source_dirs() {
+            if let Some(newer) = newest_source(&dir).filter(|(at, _)| *at > built_at) {
+                panic!(
+                    "{} changed after the worker was built: run scripts/test (or scripts/build)",
+                    newer.1.display()
+                );
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("idemgate-worker-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        copy_dir(&root().join("build"), &dir.join("build"));
+        fs::create_dir_all(dir.join("src")).unwrap();
+        fs::copy(root().join("src/entry.mjs"), dir.join("src/entry.mjs")).unwrap();
+        dir
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            copy_dir(&path, &to.join(entry.file_name()));
+        } else {
+            fs::copy(&path, to.join(entry.file_name())).unwrap();
+        }
     }
+}
+
+/// Removes this run's snapshot; the harness calls it when the run ends.
+pub fn remove_snapshot() {
+    let dir = std::env::temp_dir().join(format!("idemgate-worker-{}", std::process::id()));
+    let _ = fs::remove_dir_all(dir);
+}
+
+/// The config the tests run with: the snapshot's entry module, the
+/// repository's compatibility date, bindings and D1 migrations, no build
+/// step (the test command builds once), and the variables of the test.
+/// `extra` is appended as it is (a `[vars.ROUTES.x]` table, say).
+fn write_config(dir: &Path, vars: &[(&str, &str)], extra: &str) -> PathBuf {
     let repository_config = fs::read_to_string(root().join("wrangler.toml")).unwrap();
     let setting = |name: &str| {
         repository_config
@@ -91,31 +149,79 @@ class_name = "DedupObject"
 tag = "v1"
 new_sqlite_classes = ["DedupObject"]
 
+[[d1_databases]]
+binding = "IDEMGATE_INDEX"
+database_name = "idemgate-index"
+database_id = "00000000-0000-0000-0000-000000000000"
+migrations_dir = "{}"
+
+[[analytics_engine_datasets]]
+binding = "IDEMGATE_METRICS"
+dataset = "idemgate_test"
+
 [vars]
 "#,
-        root().join(setting("main")).display(),
+        snapshot().join("src/entry.mjs").display(),
         setting("compatibility_date"),
+        root().join("migrations").display(),
     );
     // Secrets go where real deployments keep them locally (`.dev.vars`),
     // which wrangler shows as hidden; plain variables go in `[vars]`.
     let mut dev_vars = String::new();
     for (name, value) in vars {
-        if SECRETS.contains(name) {
+        if is_secret(name) {
             dev_vars.push_str(&format!("{name}={value:?}\n"));
         } else {
             config.push_str(&format!("{name} = {value:?}\n"));
         }
     }
+    config.push_str(extra);
     fs::write(dir.join(".dev.vars"), dev_vars).unwrap();
     let path = dir.join("wrangler.toml");
     fs::write(&path, config).unwrap();
     path
 }
 
+/// Applies the repository's D1 migrations to the local database a gateway
+/// on `state` will use, as the README's commands do.
+fn migrate(config: &Path, state: &Path) {
+    let output = Command::new(root().join("node_modules/.bin/wrangler"))
+        .args([
+            "d1",
+            "migrations",
+            "apply",
+            "IDEMGATE_INDEX",
+            "--local",
+            "--config",
+        ])
+        .arg(config)
+        .arg("--persist-to")
+        .arg(state)
+        .current_dir(config.parent().unwrap())
+        .env("CI", "1")
+        .env("WRANGLER_SEND_METRICS", "false")
+        .stdin(Stdio::null())
+        .output()
+        .expect("node_modules/.bin/wrangler runs (scripts/test installs it)");
+    assert!(
+        output.status.success(),
+        "wrangler d1 migrations apply failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 impl Gateway {
     pub async fn start(vars: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
         Gateway::start_in(dir, vars).await
+    }
+
+    /// Starts with `extra` appended to the config (TOML), e.g. routes as a
+    /// `[vars.ROUTES.name]` table.
+    pub async fn start_with(vars: &[(&str, &str)], extra: &str) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        Gateway::start_configured(dir, vars, extra, "log").await
     }
 
     /// Starts on `dir`, whose `state/` may hold Durable Objects of an
@@ -132,7 +238,17 @@ impl Gateway {
         vars: &[(&str, &str)],
         level: &str,
     ) -> Gateway {
-        let config = write_config(dir.path(), vars);
+        Gateway::start_configured(dir, vars, "", level).await
+    }
+
+    async fn start_configured(
+        dir: tempfile::TempDir,
+        vars: &[(&str, &str)],
+        extra: &str,
+        level: &str,
+    ) -> Gateway {
+        let config = write_config(dir.path(), vars, extra);
+        migrate(&config, &dir.path().join("state"));
         let port = free_port();
         let mut command = Command::new(root().join("node_modules/.bin/wrangler"));
         command
@@ -151,7 +267,8 @@ impl Gateway {
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_without_inspector(vars: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        let config = write_config(dir.path(), vars);
+        let config = write_config(dir.path(), vars, "");
+        migrate(&config, &dir.path().join("state"));
         let port = free_port();
         let mut command = Command::new("node");
         command

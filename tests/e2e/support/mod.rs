@@ -85,25 +85,59 @@ pub async fn post_json(
     Reply::read(request.send().await.unwrap()).await
 }
 
-/// A port on which nothing listens.
+/// A port on which nothing listens, outside the ephemeral range (see
+/// [`gateway::free_port`]).
 pub fn closed_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    gateway::free_port()
 }
 
 /// `GET /__idemgate/receipts` with the admin token.
 pub async fn read_receipt(gateway: &Gateway, token: &str, key: &str, path: &str) -> Reply {
+    operator(
+        gateway,
+        reqwest::Method::GET,
+        token,
+        &[("key", key), ("path", path)],
+    )
+    .await
+}
+
+/// An operator request to `/__idemgate/receipts` (or `/redrive` for POST).
+pub async fn operator(
+    gateway: &Gateway,
+    method: reqwest::Method,
+    token: &str,
+    query: &[(&str, &str)],
+) -> Reply {
+    let path = if method == reqwest::Method::POST {
+        "/__idemgate/receipts/redrive"
+    } else {
+        "/__idemgate/receipts"
+    };
     let response = client()
-        .get(gateway.url("/__idemgate/receipts"))
-        .query(&[("key", key), ("path", path)])
+        .request(method, gateway.url(path))
+        .query(query)
         .bearer_auth(token)
         .send()
         .await
         .unwrap();
     Reply::read(response).await
+}
+
+/// Polls `check` every 100 ms until it holds, failing after `seconds`.
+pub async fn eventually<F, Fut>(seconds: u64, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not within {seconds} s: {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 /// `GET /__idemgate/stats` with the admin token: the isolate's counters.

@@ -5,6 +5,8 @@
 //! - `/status/<code>/...` answers with that status;
 //! - `/fail-first/<n>/<code>/...` answers `<code>` to the first n requests to the path;
 //! - `/big/<bytes>/...` answers a text body of that many bytes;
+//! - `/cookie/...` adds a `Set-Cookie` unique to the request;
+//! - a path under a prefix passed to [`TestOrigin::fail`] answers 503;
 //! - otherwise 201 with a JSON body and headers unique to the request, which
 //!   name the epoch the request carried.
 
@@ -25,16 +27,45 @@ pub struct Received {
     pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// When the origin received it.
+    pub at: std::time::Instant,
 }
 
 impl Received {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|value| value.to_str().ok())
     }
+
+    /// The request line's target, as idemgate signs it.
+    pub fn path_and_query(&self) -> String {
+        match &self.query {
+            Some(query) => format!("{}?{query}", self.path),
+            None => self.path.clone(),
+        }
+    }
+
+    /// Verifies idemgate's headers with the origin-side crate, now.
+    pub fn verify(
+        &self,
+        secret: &str,
+    ) -> Result<idemgate_origin::Forwarded, idemgate_origin::VerifyError> {
+        let headers = idemgate_origin::ForwardedHeaders::from_lookup(|name| self.header(name));
+        let path_and_query = self.path_and_query();
+        let request = idemgate_origin::ForwardedRequest {
+            method: &self.method,
+            path_and_query: &path_and_query,
+            body: &self.body,
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        idemgate_origin::Verifier::new(secret).verify(&headers, &request, now)
+    }
 }
 
 #[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<Received>>>);
+struct Log(Arc<Mutex<Vec<Received>>>, Arc<Mutex<Vec<String>>>);
 
 pub struct TestOrigin {
     pub addr: SocketAddr,
@@ -71,6 +102,30 @@ impl TestOrigin {
         self.received(prefix).len()
     }
 
+    /// Makes every request under `prefix` answer 503 (or stop doing so).
+    pub fn fail(&self, prefix: &str, failing: bool) {
+        let mut prefixes = self.log.1.lock().unwrap();
+        prefixes.retain(|known| known != prefix);
+        if failing {
+            prefixes.push(prefix.to_string());
+        }
+    }
+
+    /// The `Idempotency-Epoch` of every request under `prefix`, in order;
+    /// asserts that they rise strictly (SPEC §2).
+    pub fn rising_epochs(&self, prefix: &str) -> Vec<u64> {
+        let epochs: Vec<u64> = self
+            .epochs(prefix)
+            .iter()
+            .map(|epoch| epoch.parse().unwrap_or_else(|_| panic!("epoch {epoch:?}")))
+            .collect();
+        assert!(
+            epochs.windows(2).all(|pair| pair[0] < pair[1]),
+            "epochs under {prefix} do not rise: {epochs:?}"
+        );
+        epochs
+    }
+
     /// The `Idempotency-Epoch` of every request under `prefix`, in order.
     pub fn epochs(&self, prefix: &str) -> Vec<String> {
         self.received(prefix)
@@ -98,11 +153,21 @@ async fn answer(State(log): State<Log>, request: Request) -> Response {
             query: parts.uri.query().map(str::to_string),
             headers: parts.headers.clone(),
             body: body.clone(),
+            at: std::time::Instant::now(),
         });
         (log.len(), earlier_to_path)
     };
     let segments: Vec<&str> = path.split('/').collect();
     let mut status = StatusCode::CREATED;
+    if log
+        .1
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
+    {
+        status = StatusCode::SERVICE_UNAVAILABLE;
+    }
     let number = |text: &str| -> u64 { text.parse().unwrap() };
     for window in segments.windows(3) {
         match *window {
@@ -131,7 +196,7 @@ async fn answer(State(log): State<Log>, request: Request) -> Response {
         "epoch": epoch,
         "bytes_received": body.len(),
     });
-    (
+    let mut response = (
         status,
         [
             ("content-type", "application/json".to_string()),
@@ -139,5 +204,12 @@ async fn answer(State(log): State<Log>, request: Request) -> Response {
         ],
         payment.to_string(),
     )
-        .into_response()
+        .into_response();
+    if segments.contains(&"cookie") {
+        response.headers_mut().append(
+            "set-cookie",
+            format!("session=s{sequence}; HttpOnly").parse().unwrap(),
+        );
+    }
+    response
 }

@@ -3,7 +3,7 @@
 //! "<id>.<timestamp>.<raw body>", keyed by the base64 part of a `whsec_`
 //! secret.
 
-use super::{any_matches, check_freshness, Rejection};
+use super::{any_matches, check_freshness, mac_of, Rejection};
 use crate::headers;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -28,26 +28,33 @@ pub fn verify(
     body: &[u8],
     now: u64,
 ) -> Result<(), Rejection> {
-    let header =
-        |name: &'static str| headers::get(headers, name).ok_or(Rejection::MissingHeader(name));
+    let header = |name: &str| headers::get(headers, name).ok_or_else(|| Rejection::missing(name));
     let id = header(ID)?;
     let timestamp_text = header(TIMESTAMP)?;
     let signatures = header(SIGNATURE)?;
     let timestamp = timestamp_text
         .trim()
         .parse::<u64>()
-        .map_err(|_| Rejection::Malformed(TIMESTAMP, "not a Unix time"))?;
+        .map_err(|_| Rejection::malformed(TIMESTAMP, "not a Unix time"))?;
     let candidates: Vec<&str> = signatures
         .split(' ')
         .filter_map(|entry| entry.strip_prefix("v1,"))
         .collect();
     if candidates.is_empty() {
-        return Err(Rejection::Malformed(SIGNATURE, "no v1,<base64> entry"));
+        return Err(Rejection::malformed(SIGNATURE, "no v1,<base64> entry"));
     }
     check_freshness(timestamp, now, tolerance)?;
     any_matches(
-        key,
-        &[id.as_bytes(), timestamp_text.trim().as_bytes(), body],
+        &mac_of(
+            key,
+            &[
+                id.as_bytes(),
+                b".",
+                timestamp_text.trim().as_bytes(),
+                b".",
+                body,
+            ],
+        ),
         candidates
             .iter()
             .map(|candidate| STANDARD.decode(candidate).ok()),
@@ -111,7 +118,7 @@ mod tests {
             (TIMESTAMP, headers(Some(MSG_ID), None, Some(SIGNATURE_V1))),
             (SIGNATURE, headers(Some(MSG_ID), Some("1614265330"), None)),
         ] {
-            assert_eq!(check(&list, BODY, T), Err(Rejection::MissingHeader(name)));
+            assert_eq!(check(&list, BODY, T), Err(Rejection::missing(name)));
         }
         let malformed = headers(Some(MSG_ID), Some("yesterday"), Some(SIGNATURE_V1));
         assert!(matches!(

@@ -10,8 +10,9 @@ use std::task::{Context, Poll};
 
 use crate::canonical::Fingerprint;
 use crate::decision_log::DecisionLog;
-use crate::engine::Backend;
+use crate::engine::{Backend, StoredRequest};
 use crate::headers;
+use crate::index::IndexUpdate;
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt, ReceiptState};
 
@@ -32,9 +33,12 @@ pub struct OriginCall {
 #[derive(Default)]
 pub struct KeyState {
     pub stored: Option<Receipt>,
+    pub request: Option<StoredRequest>,
     pub alarm: Option<u64>,
     /// Bumped whenever the key becomes new (first forward, purge, expiry).
     pub era: u64,
+    /// The highest epoch ever forwarded for the key, across eras: an
+    /// origin may fence on it forever.
     pub highest_epoch: u64,
     /// The stored response once the receipt completed, in this era.
     pub completed: Option<(Fingerprint, HttpResponse)>,
@@ -52,8 +56,8 @@ pub struct World {
     pub calls_by_task: RefCell<Vec<(usize, usize)>>,
     /// How many of the next storage writes fail.
     pub failing_writes: Cell<u32>,
-    /// Owner tokens handed out so far.
-    pub owners: Cell<u64>,
+    /// Receipt ids handed out so far.
+    pub receipt_ids: Cell<u64>,
     pub violations: RefCell<Vec<String>>,
 }
 
@@ -67,7 +71,7 @@ impl World {
             polling: Cell::new(None),
             calls_by_task: RefCell::new(Vec::new()),
             failing_writes: Cell::new(0),
-            owners: Cell::new(0),
+            receipt_ids: Cell::new(0),
             violations: RefCell::new(Vec::new()),
         }
     }
@@ -179,7 +183,6 @@ impl Backend for SimBackend {
             match live {
                 None => {
                     state.era += 1;
-                    state.highest_epoch = 0;
                     state.completed = None;
                     state.accepted.clear();
                 }
@@ -203,13 +206,40 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn delete(&self) -> Result<(), String> {
+    fn save_request(&self, request: &StoredRequest) -> Result<(), String> {
+        if self.world.failing_writes.get() > 0 {
+            return Err("injected write failure".into());
+        }
+        self.world.keys.borrow_mut()[self.key].request = Some(request.clone());
+        Ok(())
+    }
+
+    fn load_request(&self) -> Result<Option<StoredRequest>, String> {
+        Ok(self.world.keys.borrow()[self.key].request.clone())
+    }
+
+    fn delete_request(&self) -> Result<(), String> {
+        self.world.keys.borrow_mut()[self.key].request = None;
+        Ok(())
+    }
+
+    async fn delete_all(&self) -> Result<bool, String> {
         let mut keys = self.world.keys.borrow_mut();
         let state = &mut keys[self.key];
+        let existed = state.stored.is_some();
         state.stored = None;
+        state.request = None;
+        state.alarm = None;
         state.completed = None;
         state.era += 1;
-        Ok(())
+        Ok(existed)
+    }
+
+    fn stored_deletable_at(&self) -> Result<Option<u64>, String> {
+        Ok(self.world.keys.borrow()[self.key]
+            .stored
+            .as_ref()
+            .and_then(Receipt::deletable_at))
     }
 
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String> {
@@ -217,10 +247,15 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn new_owner(&self) -> u64 {
-        let owner = self.world.owners.get() + 1;
-        self.world.owners.set(owner);
-        owner
+    fn random(&self) -> u64 {
+        // Deterministic: the schedule replays from its seed alone.
+        self.world.now.get().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7
+    }
+
+    fn new_receipt_id(&self, _now_ms: u64) -> String {
+        let id = self.world.receipt_ids.get() + 1;
+        self.world.receipt_ids.set(id);
+        format!("receipt-{id}")
     }
 
     async fn forward(&self, request: OutboundRequest, timeout_ms: u64) -> ForwardResult {
@@ -241,6 +276,16 @@ impl Backend for SimBackend {
                 ));
             }
             state.highest_epoch = state.highest_epoch.max(epoch);
+            if state
+                .stored
+                .as_ref()
+                .is_some_and(|receipt| receipt.fingerprint != fingerprint)
+            {
+                problems.push(format!(
+                    "I4 key {}: a different payload was forwarded while a receipt existed",
+                    self.key
+                ));
+            }
             if matches!(&state.completed, Some((done, _)) if *done == fingerprint) {
                 problems.push(format!(
                     "I3 key {}: a completed key was forwarded again",
@@ -297,5 +342,9 @@ impl Backend for SimBackend {
         }
     }
 
-    fn log(&self, _line: &DecisionLog) {}
+    fn emit(&self, _event: &DecisionLog, _logged: bool) {}
+
+    async fn index(&self, _update: IndexUpdate) -> Result<(), String> {
+        Ok(())
+    }
 }

@@ -1,0 +1,258 @@
+//! SPEC §2b: a first delivery is stored whole and acknowledged once it is
+//! durable; the object's alarm delivers it to the origin, one forward at a
+//! time, retrying on the route's schedule until it completes or is dead.
+//! Alarms survive restarts and deploys, and the alarm is always set to the
+//! receipt's next step before a forward is sent, so a crash mid-forward
+//! only delays the delivery until its lease ends.
+
+use futures::future::join3;
+
+use super::{Backend, Delivery, Engine, Policy, StoredRequest};
+use crate::answer::{Ack, Answer};
+use crate::config::Delivery as DeliveryMode;
+use crate::decision_log::Trace;
+use crate::key::IdempotencyKey;
+use crate::origin::{Idempotency, OutboundRequest};
+use crate::problem::Problem;
+use crate::receipt::{
+    decide_async, next_async_step, AsyncDecision, AsyncStep, DeliveryKind, Receipt, ReceiptState,
+    Recorded,
+};
+
+impl<B: Backend> Engine<B> {
+    pub(super) async fn answer_async(
+        &self,
+        delivery: Delivery,
+        policy: &Policy,
+        trace: &mut Trace,
+    ) -> Answer {
+        let DeliveryMode::Async(settings) = &policy.delivery else {
+            unreachable!("an async policy");
+        };
+        let now = self.backend.now_ms();
+        let decided = self.with_receipt(|receipt| {
+            let decision = decide_async(receipt.as_ref(), &delivery.fingerprint, now);
+            match receipt.as_mut() {
+                Some(receipt) if decision == AsyncDecision::Duplicate => {
+                    receipt.duplicates += 1;
+                    let pending = receipt.deletable_at().is_none();
+                    (
+                        decision,
+                        Some((
+                            receipt.identity.receipt_id.clone(),
+                            receipt.state_name(),
+                            receipt.next_wake(),
+                            pending,
+                        )),
+                        receipt.epoch,
+                    )
+                }
+                Some(receipt) => (decision, None, receipt.epoch),
+                None => (decision, None, 0),
+            }
+        });
+        let (decision, duplicate, epoch) = match decided {
+            Ok(decided) => decided,
+            Err(message) => return Answer::Rejected(Problem::StorageUnavailable { message }),
+        };
+        let ack = |receipt_id: String, state: &'static str| Ack {
+            receipt_id,
+            state,
+            status: settings.ack_status,
+            body: settings.ack_body.clone(),
+        };
+        match decision {
+            AsyncDecision::Mismatch => Answer::Rejected(Problem::FingerprintMismatch),
+            AsyncDecision::Duplicate => {
+                let (receipt_id, state, wake, pending) =
+                    duplicate.expect("a duplicate has a receipt");
+                trace.epoch = (epoch > 0).then_some(epoch);
+                trace.receipt_id = Some(receipt_id.clone());
+                // After a restart, or a failed alarm write, nothing says the
+                // alarm serves this receipt: a duplicate re-arms it.
+                if pending && !self.alarm_known.get() {
+                    let _ = self.set_alarm(wake).await;
+                }
+                Answer::Duplicate(ack(receipt_id, state))
+            }
+            AsyncDecision::Accept => {
+                let previous = self.with_receipt(Option::take).ok().flatten();
+                let mut receipt = self.new_receipt(
+                    delivery.identity.clone(),
+                    delivery.fingerprint.clone(),
+                    DeliveryKind::Async,
+                    previous.as_ref(),
+                    policy,
+                );
+                receipt.queue(now, now);
+                let index = self.plan_index(&mut receipt);
+                let receipt_id = receipt.identity.receipt_id.clone();
+                trace.receipt_id = Some(receipt_id.clone());
+                let stored = StoredRequest {
+                    method: delivery.request.method,
+                    url: delivery.request.url,
+                    path_and_query: delivery.path_and_query,
+                    headers: delivery.request.headers,
+                    raw_body_sha256: delivery.raw_body_sha256,
+                    body: delivery.request.body,
+                };
+                // Request and receipt are written in one turn, so in one
+                // commit; the acknowledgement leaves only once it is durable.
+                let written = self
+                    .backend
+                    .save_request(&stored)
+                    .and_then(|()| self.store(receipt));
+                if let Err(message) = written {
+                    *self.cache.borrow_mut() = None;
+                    return Answer::Rejected(Problem::StorageUnavailable { message });
+                }
+                if let Err(message) = self.set_alarm(now).await {
+                    // The receipt is stored: a retry of the sender finds it
+                    // and re-arms the alarm.
+                    return Answer::Rejected(Problem::StorageUnavailable { message });
+                }
+                self.write_index(index).await;
+                Answer::Queued(ack(receipt_id, "queued"))
+            }
+        }
+    }
+
+    /// The alarm of an async receipt: attempt its delivery, wait for its
+    /// next step, or expire it.
+    pub(super) async fn advance_async(
+        &self,
+        receipt: Receipt,
+        policy: &Policy,
+    ) -> Result<(), String> {
+        let now = self.backend.now_ms();
+        match next_async_step(&receipt, now) {
+            AsyncStep::Expire => self.expire(receipt).await,
+            AsyncStep::WaitUntil(at) => self.set_alarm(at).await,
+            AsyncStep::Attempt { takeover } => self.attempt(receipt, takeover, policy).await,
+        }
+    }
+
+    /// One forward of the stored delivery (SPEC §2b): a new epoch, the
+    /// lease and the alarm for its end written before it is sent, then the
+    /// outcome: completed, retried on the schedule, or dead.
+    async fn attempt(
+        &self,
+        mut receipt: Receipt,
+        takeover: bool,
+        policy: &Policy,
+    ) -> Result<(), String> {
+        let now = self.backend.now_ms();
+        let Some(stored) = self.backend.load_request()? else {
+            // Cannot happen while the receipt is pending; if storage lost
+            // the request, the delivery is dead rather than retried forever.
+            receipt.state = ReceiptState::Dead { dead_at: now };
+            receipt.expires_at = now.saturating_add(policy.retention_ms);
+            let index = self.plan_index(&mut receipt);
+            let wake = receipt.next_wake();
+            self.store(receipt.clone())?;
+            self.set_alarm(wake).await?;
+            self.write_index(index).await;
+            self.emit_change("dead", &receipt, Trace::default());
+            return Ok(());
+        };
+        let key = IdempotencyKey::parse(&receipt.identity.key, "receipt")
+            .map_err(|problem| problem.detail())?;
+        let epoch = self.new_epoch(&receipt, now);
+        receipt.begin_forward(epoch, now, policy.lease_ms, policy.retention_ms);
+        let index = self.plan_index(&mut receipt);
+        let lease_end = receipt.next_wake();
+        let scope = receipt.identity.scope.clone();
+        self.store(receipt)?;
+        let request = OutboundRequest {
+            method: stored.method.clone(),
+            url: stored.url.clone(),
+            headers: stored.headers.clone(),
+            body: stored.body,
+        }
+        .with_idempotency(&Idempotency {
+            key: &key,
+            scope: &scope,
+            epoch,
+            path_and_query: &stored.path_and_query,
+            body_sha256: &stored.raw_body_sha256,
+            forward_secret: policy.forward_secret.as_ref().map(|secret| secret.expose()),
+            unix_seconds: now / 1000,
+        });
+        // Sent in the same turn as the alarm for the lease's end is set, so
+        // the lease counts from the send, and a crash from here on leaves
+        // an alarm that takes the delivery over.
+        let (alarm, (), result) = join3(
+            self.backend.set_alarm(lease_end),
+            self.write_index(index),
+            self.backend.forward(request, policy.origin_timeout_ms),
+        )
+        .await;
+        if alarm.is_ok() {
+            self.alarm_known.set(true);
+        }
+        let origin_ms = self.backend.now_ms().saturating_sub(now);
+        let Some(recorded) = self.record(epoch, &result, policy).await else {
+            // Purged meanwhile, or storage failed: the runtime retries.
+            return Ok(());
+        };
+        let decision = match (recorded, takeover) {
+            (Recorded::Completed, true) => "taken_over",
+            (Recorded::Completed, false) => "forwarded",
+            (Recorded::Dead, _) => "dead",
+            _ => "failed",
+        };
+        if let Ok(Some(receipt)) = self.with_receipt(|receipt| receipt.clone()) {
+            self.emit_change(
+                decision,
+                &receipt,
+                Trace {
+                    origin_ms: Some(origin_ms),
+                    ..Trace::default()
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The operator's re-drive (SPEC §7): a dead or failed async receipt is
+    /// queued again at once, with a fresh schedule; its next forward gets a
+    /// new epoch.
+    pub async fn redrive(&self) -> Result<Receipt, Problem> {
+        let storage = |message| Problem::StorageUnavailable { message };
+        let now = self.backend.now_ms();
+        let receipt = self
+            .with_receipt(|receipt| receipt.clone())
+            .map_err(storage)?
+            .filter(|receipt| !receipt.is_expired(now))
+            .ok_or(Problem::NotFound)?;
+        let redrivable = receipt.delivery == DeliveryKind::Async
+            && matches!(
+                receipt.state,
+                ReceiptState::Dead { .. } | ReceiptState::Failed { .. }
+            );
+        if !redrivable {
+            return Err(Problem::NotRedrivable {
+                state: format!(
+                    "{} ({})",
+                    receipt.state_name(),
+                    delivery_name(receipt.delivery)
+                ),
+            });
+        }
+        let mut receipt = receipt;
+        receipt.queue(now, now);
+        let index = self.plan_index(&mut receipt);
+        self.store(receipt.clone()).map_err(storage)?;
+        self.set_alarm(now).await.map_err(storage)?;
+        self.write_index(index).await;
+        self.emit_change("redriven", &receipt, Trace::default());
+        Ok(receipt)
+    }
+}
+
+fn delivery_name(kind: DeliveryKind) -> &'static str {
+    match kind {
+        DeliveryKind::Sync => "sync",
+        DeliveryKind::Async => "async",
+    }
+}

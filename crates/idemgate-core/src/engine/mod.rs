@@ -1,0 +1,454 @@
+//! The Durable Object's logic, written against a small [`Backend`] trait:
+//! the real backend wraps Durable Object storage, alarms, timers, fetch and
+//! the D1 index (the Worker's `dedup_object`); tests and simulations bring
+//! their own.
+//!
+//! One engine serves one key. Storage calls are synchronous (SQLite-backed
+//! Durable Object storage), so a decision and the write that follows it run
+//! with no other delivery in between: that is the serialisation the
+//! gateway relies on. Waiters and the receipt cache are in memory only and
+//! are rebuilt from storage after a restart.
+//!
+//! - [`sync`]: SPEC §2, the forward while the sender waits, and duplicates
+//!   that wait for its outcome;
+//! - [`async_delivery`]: SPEC §2b, acknowledge, then deliver from the alarm
+//!   with retries.
+
+mod async_delivery;
+mod sync;
+#[cfg(test)]
+mod tests;
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+
+use futures::channel::oneshot;
+use serde::{Deserialize, Serialize};
+
+use crate::answer::{Answer, Settled};
+use crate::canonical::Fingerprint;
+use crate::config::{Delivery as DeliveryMode, InFlightPolicy, RouteConfig};
+use crate::decision_log::{DecisionLog, Trace};
+use crate::headers::HeaderList;
+use crate::index::{update_for, IndexUpdate};
+use crate::key::IdempotencyKey;
+use crate::origin::OutboundRequest;
+use crate::problem::Problem;
+use crate::receipt::{
+    DeliveryKind, ForwardResult, Identity, Receipt, RecordPolicy, RetryableStatuses,
+};
+use crate::signature::Secret;
+
+/// What the engine needs from the world.
+#[allow(async_fn_in_trait)] // single-threaded (wasm32): no Send bound wanted
+pub trait Backend {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+    fn load(&self) -> Result<Option<Receipt>, String>;
+    /// Writes the receipt, with its stored response's body.
+    fn save(&self, receipt: &Receipt) -> Result<(), String>;
+    /// Async: the delivery as accepted, kept until it completes.
+    fn save_request(&self, request: &StoredRequest) -> Result<(), String>;
+    fn load_request(&self) -> Result<Option<StoredRequest>, String>;
+    fn delete_request(&self) -> Result<(), String>;
+    /// Deletes everything the object stores, its alarm included; answers
+    /// whether a receipt was there. Never parses the receipt.
+    async fn delete_all(&self) -> Result<bool, String>;
+    /// When the stored receipt may be deleted, read without parsing it:
+    /// `Ok(None)` when there is no receipt or it must be kept.
+    fn stored_deletable_at(&self) -> Result<Option<u64>, String>;
+    async fn set_alarm(&self, at_ms: u64) -> Result<(), String>;
+    /// Sends the request; gives up after `timeout_ms` with `TimedOut`.
+    async fn forward(&self, request: OutboundRequest, timeout_ms: u64) -> ForwardResult;
+    fn sleep(&self, ms: u64) -> impl Future<Output = ()>;
+    /// Random bits (retry jitter).
+    fn random(&self) -> u64;
+    /// A UUIDv7 for a new life of the key, from `now_ms` and random bits.
+    fn new_receipt_id(&self, now_ms: u64) -> String;
+    /// One event per decision: counted, and logged when `logged`.
+    fn emit(&self, event: &DecisionLog, logged: bool);
+    /// Writes the receipt index (D1).
+    async fn index(&self, update: IndexUpdate) -> Result<(), String>;
+}
+
+/// Storage operations, as counted by a backend: the cost of a delivery.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StorageOps {
+    pub reads: u64,
+    pub writes: u64,
+    pub alarm_writes: u64,
+    pub index_writes: u64,
+}
+
+impl StorageOps {
+    pub fn bump(counter: &Cell<StorageOps>, bump: impl FnOnce(&mut StorageOps)) {
+        let mut ops = counter.get();
+        bump(&mut ops);
+        counter.set(ops);
+    }
+}
+
+/// The part of a route's configuration the Durable Object acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub delivery: DeliveryMode,
+    pub in_flight: InFlightPolicy,
+    pub wait_ms: u64,
+    pub max_waiters: usize,
+    pub origin_timeout_ms: u64,
+    pub lease_ms: u64,
+    pub retention_ms: u64,
+    pub max_stored_response_bytes: u64,
+    pub retryable: RetryableStatuses,
+    pub forward_secret: Option<Secret>,
+    pub log_duplicates: bool,
+}
+
+impl From<&RouteConfig> for Policy {
+    fn from(route: &RouteConfig) -> Policy {
+        Policy {
+            delivery: route.delivery.clone(),
+            in_flight: route.in_flight,
+            wait_ms: route.wait_ms,
+            max_waiters: route.max_waiters,
+            origin_timeout_ms: route.origin_timeout_ms,
+            lease_ms: route.lease_ms,
+            retention_ms: route.retention_seconds * 1_000,
+            max_stored_response_bytes: route.max_stored_response_bytes,
+            retryable: route.retryable_statuses.clone(),
+            forward_secret: route.forward_secret.clone(),
+            log_duplicates: route.log_duplicates,
+        }
+    }
+}
+
+impl Policy {
+    fn record_policy(&self, random: u64) -> RecordPolicy {
+        RecordPolicy {
+            retryable: self.retryable.clone(),
+            retention_ms: self.retention_ms,
+            max_stored_response_bytes: self.max_stored_response_bytes,
+            retry_schedule_ms: match &self.delivery {
+                DeliveryMode::Async(settings) => settings.retry_schedule_ms.clone(),
+                DeliveryMode::Sync => Vec::new(),
+            },
+            random,
+        }
+    }
+}
+
+/// One admitted delivery, as handed to the key's Durable Object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// Which key this is; the engine sets the receipt id of a new life.
+    pub identity: Identity,
+    pub key: IdempotencyKey,
+    pub fingerprint: Fingerprint,
+    /// The request to send if this delivery is forwarded, without
+    /// idemgate's idempotency headers (the epoch is not known yet).
+    pub request: OutboundRequest,
+    /// The path and query as the origin receives them (signed).
+    pub path_and_query: String,
+    /// Hex SHA-256 of the raw body (signed).
+    pub raw_body_sha256: String,
+}
+
+/// An async delivery as stored until it completes: what its forwards send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredRequest {
+    pub method: String,
+    pub url: String,
+    pub path_and_query: String,
+    pub headers: HeaderList,
+    pub raw_body_sha256: String,
+    /// Kept out of the JSON: storage holds it as a blob beside it.
+    #[serde(skip)]
+    pub body: Vec<u8>,
+}
+
+pub struct Engine<B: Backend> {
+    backend: B,
+    /// `None` until storage was read once; then the receipt as stored, plus
+    /// the duplicates counted since the last write.
+    cache: RefCell<Option<Option<Receipt>>>,
+    /// Duplicates waiting for an outcome, by the payload they carry.
+    waiters: RefCell<Vec<(Fingerprint, oneshot::Sender<Settled>)>>,
+    /// Whether the durable alarm is known to serve the receipt as it is.
+    alarm_known: Cell<bool>,
+    /// The highest epoch this instance has seen or forwarded: it outlives a
+    /// purge or an expiry, which delete the receipt, so that a new life's
+    /// first forward within the same millisecond still gets a higher epoch.
+    epoch_floor: Cell<u64>,
+}
+
+impl<B: Backend> Engine<B> {
+    pub fn new(backend: B) -> Engine<B> {
+        Engine {
+            backend,
+            cache: RefCell::new(None),
+            waiters: RefCell::new(Vec::new()),
+            alarm_known: Cell::new(false),
+            epoch_floor: Cell::new(0),
+        }
+    }
+
+    /// The epoch for a new forward of `receipt` (SPEC §2: above every
+    /// earlier forward of the key, across lives).
+    fn new_epoch(&self, receipt: &Receipt, now: u64) -> u64 {
+        let floor = receipt.epoch.max(self.epoch_floor.get());
+        let epoch = crate::receipt::next_epoch(floor, now);
+        self.epoch_floor.set(epoch);
+        epoch
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub async fn deliver(&self, delivery: Delivery, policy: &Policy) -> Answer {
+        let started = self.backend.now_ms();
+        let identity = delivery.identity.clone();
+        let mut trace = Trace::default();
+        let answer = match policy.delivery {
+            DeliveryMode::Sync => self.answer_sync(delivery, policy, &mut trace).await,
+            DeliveryMode::Async(_) => self.answer_async(delivery, policy, &mut trace).await,
+        };
+        let elapsed = self.backend.now_ms().saturating_sub(started);
+        let mut event = DecisionLog::of_answer(&answer, trace.clone(), elapsed);
+        event.route = Some(identity.route);
+        event.scope = Some(identity.scope);
+        event.receipt_id = trace.receipt_id;
+        self.backend
+            .emit(&event, event.is_logged(policy.log_duplicates));
+        answer
+    }
+
+    /// Runs `f` on the cached receipt, reading storage the first time.
+    fn with_receipt<T>(&self, f: impl FnOnce(&mut Option<Receipt>) -> T) -> Result<T, String> {
+        let mut cache = self.cache.borrow_mut();
+        if cache.is_none() {
+            *cache = Some(self.backend.load()?);
+        }
+        Ok(f(cache.as_mut().expect("filled above")))
+    }
+
+    /// Writes `receipt`; on failure the cache is dropped, so the next
+    /// delivery decides from what storage really holds.
+    fn store(&self, receipt: Receipt) -> Result<(), String> {
+        match self.backend.save(&receipt) {
+            Ok(()) => {
+                *self.cache.borrow_mut() = Some(Some(receipt));
+                Ok(())
+            }
+            Err(message) => {
+                *self.cache.borrow_mut() = None;
+                self.alarm_known.set(false);
+                Err(message)
+            }
+        }
+    }
+
+    /// The index write `receipt` now needs, marking the receipt with the
+    /// state the index will show (written with the receipt).
+    fn plan_index(&self, receipt: &mut Receipt) -> Option<IndexUpdate> {
+        let update = update_for(
+            &receipt.identity.object,
+            Some(receipt),
+            receipt.indexed.as_deref(),
+        );
+        match &update {
+            Some(IndexUpdate::Upsert(row)) => receipt.indexed = Some(row.state.clone()),
+            Some(IndexUpdate::Delete { .. }) => receipt.indexed = None,
+            None => {}
+        }
+        update
+    }
+
+    /// Writes the index. A failure never fails a delivery (the object is
+    /// the truth); it is logged, and the next transition writes again.
+    async fn write_index(&self, update: Option<IndexUpdate>) {
+        let Some(update) = update else { return };
+        if self.backend.index(update).await.is_err() {
+            let _ = self.with_receipt(|receipt| {
+                if let Some(receipt) = receipt {
+                    receipt.indexed = Some("unknown".into());
+                }
+            });
+            let mut line = DecisionLog::new("index_failed", 0);
+            line.reason = Some("storage-unavailable");
+            self.backend.emit(&line, true);
+        }
+    }
+
+    /// A state change the engine made on its own (alarm, operator).
+    fn emit_change(&self, decision: &'static str, receipt: &Receipt, trace: Trace) {
+        let mut line = DecisionLog::new(decision, 0);
+        line.route = Some(receipt.identity.route.clone());
+        line.scope = Some(receipt.identity.scope.clone());
+        line.receipt_id = Some(receipt.identity.receipt_id.clone());
+        line.epoch = Some(receipt.epoch);
+        line.origin_status = receipt.last_status();
+        line.origin_ms = trace.origin_ms;
+        self.backend.emit(&line, true);
+    }
+
+    /// A new life of the key: a new receipt, with a new receipt id, whose
+    /// epochs continue above those of `previous` (an expired receipt still
+    /// in storage).
+    fn new_receipt(
+        &self,
+        mut identity: Identity,
+        fingerprint: Fingerprint,
+        kind: DeliveryKind,
+        previous: Option<&Receipt>,
+        policy: &Policy,
+    ) -> Receipt {
+        let now = self.backend.now_ms();
+        identity.receipt_id = self.backend.new_receipt_id(now);
+        let mut receipt = Receipt::new(
+            identity,
+            fingerprint,
+            kind,
+            crate::receipt::ReceiptState::Queued {
+                next_attempt_at: now,
+            },
+            now,
+            policy.retention_ms,
+        );
+        receipt.epoch = previous.map_or(0, |previous| previous.epoch);
+        receipt
+    }
+
+    /// Counts duplicates a gateway isolate answered on this key's behalf;
+    /// kept in memory and written with the receipt's next write.
+    pub fn absorb(&self, duplicates: u64) {
+        let _ = self.with_receipt(|receipt| {
+            if let Some(receipt) = receipt {
+                receipt.duplicates += duplicates;
+            }
+        });
+    }
+
+    /// Until when the answer just given may be replayed from an isolate's
+    /// cache: the receipt's expiry, when it is completed with its body kept.
+    pub fn replayable_until(&self) -> Option<u64> {
+        self.with_receipt(|receipt| {
+            let receipt = receipt.as_ref()?;
+            let stored = receipt.stored_response()?;
+            stored.body_stored.then_some(receipt.expires_at)
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// The receipt as the operator API shows it, duplicates included.
+    pub fn receipt(&self) -> Result<Option<Receipt>, String> {
+        let now = self.backend.now_ms();
+        self.with_receipt(|receipt| receipt.clone().filter(|r| !r.is_expired(now)))
+    }
+
+    /// Deletes everything the object stores, without reading the receipt
+    /// (one that no longer parses can still be purged); returns whether
+    /// there was one. `object` names the index row to drop.
+    pub async fn purge(&self, object: &str) -> Result<bool, String> {
+        let known = self.cache.borrow().clone().flatten();
+        let existed = self.backend.delete_all().await?;
+        *self.cache.borrow_mut() = Some(None);
+        self.alarm_known.set(false);
+        if existed {
+            self.write_index(Some(IndexUpdate::Delete {
+                object: object.to_string(),
+            }))
+            .await;
+            let mut line = DecisionLog::new("purged", 0);
+            if let Some(receipt) = known {
+                line.route = Some(receipt.identity.route);
+                line.scope = Some(receipt.identity.scope);
+                line.receipt_id = Some(receipt.identity.receipt_id);
+                line.epoch = Some(receipt.epoch);
+            }
+            self.backend.emit(&line, true);
+        }
+        Ok(existed)
+    }
+
+    /// The alarm: retention for every receipt, and the deliveries of async
+    /// ones. `policy_for` gives a route's policy by name. A storage failure
+    /// is an error, so the runtime runs the alarm again.
+    pub async fn on_alarm(
+        &self,
+        policy_for: impl Fn(&str) -> Result<Policy, Problem>,
+    ) -> Result<(), String> {
+        self.alarm_known.set(false);
+        let now = self.backend.now_ms();
+        let receipt = match self.with_receipt(|receipt| receipt.clone()) {
+            Ok(receipt) => receipt,
+            Err(message) => {
+                // A receipt that no longer parses still expires.
+                *self.cache.borrow_mut() = None;
+                return match self.backend.stored_deletable_at()? {
+                    Some(at) if now >= at => self.backend.delete_all().await.map(|_| ()),
+                    Some(at) => self.backend.set_alarm(at).await,
+                    None => Err(message),
+                };
+            }
+        };
+        let Some(receipt) = receipt else {
+            return Ok(());
+        };
+        match receipt.delivery {
+            DeliveryKind::Sync if receipt.is_expired(now) => self.expire(receipt).await,
+            DeliveryKind::Sync => self.set_alarm(receipt.next_wake()).await,
+            DeliveryKind::Async => match policy_for(&receipt.identity.route) {
+                Ok(policy) => self.advance_async(receipt, &policy).await,
+                Err(problem) => {
+                    // The route was renamed or broken by a deploy: keep the
+                    // delivery and look again in an hour.
+                    let mut line = DecisionLog::new("rejected", 0);
+                    line.route = Some(receipt.identity.route.clone());
+                    line.receipt_id = Some(receipt.identity.receipt_id.clone());
+                    line.reason = Some(problem.name());
+                    self.backend.emit(&line, true);
+                    self.set_alarm(now.saturating_add(3_600_000)).await
+                }
+            },
+        }
+    }
+
+    async fn set_alarm(&self, at: u64) -> Result<(), String> {
+        self.backend.set_alarm(at).await?;
+        self.alarm_known.set(true);
+        Ok(())
+    }
+
+    /// Deletes a settled receipt past retention, with all of the object's storage.
+    async fn expire(&self, receipt: Receipt) -> Result<(), String> {
+        self.backend.delete_all().await?;
+        *self.cache.borrow_mut() = Some(None);
+        self.alarm_known.set(false);
+        if receipt.indexed.is_some() {
+            self.write_index(Some(IndexUpdate::Delete {
+                object: receipt.identity.object.clone(),
+            }))
+            .await;
+        }
+        self.emit_change("expired", &receipt, Trace::default());
+        Ok(())
+    }
+}
+
+/// A forward's result as its callers see it.
+fn settle(result: ForwardResult, completed: bool, timeout_ms: u64) -> Settled {
+    match result {
+        ForwardResult::Answered(response) => Settled::Response {
+            response: std::rc::Rc::new(response),
+            completed,
+        },
+        ForwardResult::TimedOut => Settled::Problem(Problem::OriginTimeout {
+            after_ms: timeout_ms,
+        }),
+        ForwardResult::Unreachable(message) => {
+            Settled::Problem(Problem::OriginUnreachable { message })
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! SPEC §2 with the sender waiting: the first delivery is forwarded, and
+//! duplicates wait for its outcome, conflict or are acknowledged.
+
+use futures::channel::oneshot;
+use futures::future::{join, select, Either};
+
+use super::{settle, Backend, Delivery, Engine, Policy};
+use crate::answer::{Answer, Settled};
+use crate::canonical::Fingerprint;
+use crate::config::InFlightPolicy;
+use crate::decision_log::Trace;
+use crate::mutation::{is_active, Mutation};
+use crate::origin::Idempotency;
+use crate::problem::Problem;
+use crate::receipt::{
+    decide, retry_after_secs, Decision, DeliveryKind, ForwardResult, Receipt, Recorded,
+};
+
+impl<B: Backend> Engine<B> {
+    pub(super) async fn answer_sync(
+        &self,
+        mut delivery: Delivery,
+        policy: &Policy,
+        trace: &mut Trace,
+    ) -> Answer {
+        let wait_deadline = self.backend.now_ms().saturating_add(policy.wait_ms);
+        let mut counted = false;
+        // A waiting duplicate holds no copy of its body (SPEC §2: hundreds
+        // may wait on one key); one that wakes without an outcome is told
+        // to retry rather than forward.
+        let mut body_dropped = false;
+        loop {
+            let now = self.backend.now_ms();
+            let decided = self.with_receipt(|receipt| {
+                let decision = decide(receipt.as_ref(), &delivery.fingerprint, now);
+                let duplicate = matches!(decision, Decision::Replay | Decision::InFlight { .. });
+                if let (true, false, Some(receipt)) = (duplicate, counted, receipt.as_mut()) {
+                    receipt.duplicates += 1;
+                }
+                let stored = match decision {
+                    Decision::Replay => {
+                        receipt.as_ref().and_then(Receipt::stored_response).cloned()
+                    }
+                    _ => None,
+                };
+                let known = receipt
+                    .as_ref()
+                    .map(|receipt| (receipt.epoch, receipt.identity.receipt_id.clone()));
+                (decision, stored, known)
+            });
+            let (decision, stored, known) = match decided {
+                Ok(decided) => decided,
+                Err(message) => return Answer::Rejected(Problem::StorageUnavailable { message }),
+            };
+            if let Some((epoch, receipt_id)) = known {
+                trace.epoch = Some(epoch);
+                trace.receipt_id = Some(receipt_id);
+            }
+            match decision {
+                Decision::Forward { .. } if body_dropped => {
+                    return Answer::Rejected(Problem::InFlight {
+                        retry_after_secs: 1,
+                    })
+                }
+                Decision::Forward { takeover } => {
+                    trace.takeover = takeover;
+                    return self.forward_sync(delivery, policy, trace).await;
+                }
+                Decision::Mismatch => return Answer::Rejected(Problem::FingerprintMismatch),
+                Decision::Replay => {
+                    let stored = stored.expect("a completed receipt has a response");
+                    return Answer::Replayed(stored);
+                }
+                Decision::InFlight { lease_expires_at } => {
+                    counted = true;
+                    let retry_after_secs = retry_after_secs(lease_expires_at, now);
+                    let conflict = Answer::Rejected(Problem::InFlight { retry_after_secs });
+                    match policy.in_flight {
+                        InFlightPolicy::Conflict => return conflict,
+                        InFlightPolicy::Ack => return Answer::Acknowledged,
+                        InFlightPolicy::Wait if is_active(Mutation::AcknowledgeWhileWaiting) => {
+                            return Answer::Acknowledged
+                        }
+                        InFlightPolicy::Wait if now >= wait_deadline => return conflict,
+                        InFlightPolicy::Wait if self.waiting() >= policy.max_waiters => {
+                            return conflict
+                        }
+                        InFlightPolicy::Wait => {
+                            delivery.request.body = Vec::new();
+                            body_dropped = true;
+                            // Wake at the outcome, at the wait deadline, or when
+                            // the lease ends; then decide again.
+                            let until = wait_deadline.min(lease_expires_at);
+                            let waited = self
+                                .wait_for_outcome(&delivery.fingerprint, until.saturating_sub(now));
+                            if let Some(settled) = waited.await {
+                                return Answer::Waited(settled);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Duplicates waiting now.
+    fn waiting(&self) -> usize {
+        let mut waiters = self.waiters.borrow_mut();
+        waiters.retain(|(_, waiter)| !waiter.is_canceled());
+        waiters.len()
+    }
+
+    async fn wait_for_outcome(&self, fingerprint: &Fingerprint, ms: u64) -> Option<Settled> {
+        let (sender, receiver) = oneshot::channel();
+        self.waiters
+            .borrow_mut()
+            .push((fingerprint.clone(), sender));
+        let timeout = std::pin::pin!(self.backend.sleep(ms));
+        match select(receiver, timeout).await {
+            Either::Left((Ok(settled), _)) => Some(settled),
+            _ => None,
+        }
+    }
+
+    async fn forward_sync(&self, delivery: Delivery, policy: &Policy, trace: &mut Trace) -> Answer {
+        let now = self.backend.now_ms();
+        let previous = match self.with_receipt(Option::take) {
+            Ok(previous) => previous,
+            Err(message) => return Answer::Rejected(Problem::StorageUnavailable { message }),
+        };
+        let mut receipt = match previous {
+            Some(receipt) if !receipt.is_expired(now) => receipt,
+            expired => self.new_receipt(
+                delivery.identity.clone(),
+                delivery.fingerprint.clone(),
+                DeliveryKind::Sync,
+                expired.as_ref(),
+                policy,
+            ),
+        };
+        let epoch = if trace.takeover && is_active(Mutation::ReuseEpochOnTakeover) {
+            receipt.epoch
+        } else {
+            self.new_epoch(&receipt, now)
+        };
+        receipt.begin_forward(epoch, now, policy.lease_ms, policy.retention_ms);
+        let index = self.plan_index(&mut receipt);
+        let wake = receipt.next_wake();
+        trace.epoch = Some(epoch);
+        trace.receipt_id = Some(receipt.identity.receipt_id.clone());
+        // The receipt is durable before anything is sent: a restart after
+        // this point never forgets that the key was accepted.
+        if let Err(message) = self.store(receipt) {
+            return Answer::Rejected(Problem::StorageUnavailable { message });
+        }
+        self.write_index(index).await;
+        let request = delivery.request.with_idempotency(&Idempotency {
+            key: &delivery.key,
+            scope: &delivery.identity.scope,
+            epoch,
+            path_and_query: &delivery.path_and_query,
+            body_sha256: &delivery.raw_body_sha256,
+            forward_secret: policy.forward_secret.as_ref().map(|secret| secret.expose()),
+            unix_seconds: now / 1000,
+        });
+        // The lease counts from the send: the alarm is set alongside it,
+        // not awaited before it.
+        let (_, result) = join(
+            self.ensure_retention_alarm(wake),
+            self.backend.forward(request, policy.origin_timeout_ms),
+        )
+        .await;
+        trace.origin_ms = Some(self.backend.now_ms().saturating_sub(now));
+        let recorded = self.record(epoch, &result, policy).await;
+        let completed = match recorded {
+            Some(recorded) => recorded == Recorded::Completed,
+            None => {
+                matches!(&result, ForwardResult::Answered(response) if policy.retryable.completes(response.status))
+            }
+        };
+        let settled = settle(result, completed, policy.origin_timeout_ms);
+        // A forward whose key was taken over answers only its own caller:
+        // the waiters belong to the newer forward and get its outcome. And
+        // only waiters of this payload: after a purge, a new forward may
+        // carry another one, whose outcome is not theirs.
+        if recorded.is_some() || is_active(Mutation::WakeWaitersOfStaleForward) {
+            self.wake_waiters(&delivery.fingerprint, &settled);
+        }
+        Answer::Forwarded(settled)
+    }
+
+    fn wake_waiters(&self, fingerprint: &Fingerprint, settled: &Settled) {
+        let waiting = std::mem::take(&mut *self.waiters.borrow_mut());
+        let (answered, still_waiting): (Vec<_>, Vec<_>) = waiting
+            .into_iter()
+            .partition(|(payload, _)| payload == fingerprint);
+        *self.waiters.borrow_mut() = still_waiting;
+        for (_, waiter) in answered {
+            let _ = waiter.send(settled.clone());
+        }
+    }
+
+    /// Stores the outcome of the forward at `epoch`, unless a later forward
+    /// took the key over meanwhile (or it was purged); returns how it was
+    /// recorded, `None` when this forward no longer owned the key. The
+    /// caller gets the origin's answer either way: it happened, whether or
+    /// not it could be recorded.
+    pub(super) async fn record(
+        &self,
+        epoch: u64,
+        result: &ForwardResult,
+        policy: &Policy,
+    ) -> Option<Recorded> {
+        let now = self.backend.now_ms();
+        let record_policy = policy.record_policy(self.backend.random());
+        let recorded = self.with_receipt(|slot| {
+            let mut receipt = slot.clone()?;
+            let recorded = receipt.record(epoch, result, &record_policy, now).ok()?;
+            Some((receipt, recorded))
+        });
+        let Ok(Some((mut receipt, recorded))) = recorded else {
+            return None;
+        };
+        let index = self.plan_index(&mut receipt);
+        let asynchronous = receipt.delivery == DeliveryKind::Async;
+        let wake = receipt.next_wake();
+        if asynchronous && recorded == Recorded::Completed {
+            // In the same turn as the receipt's write, so in the same commit.
+            let _ = self.backend.delete_request();
+        }
+        // A failed write leaves the key in flight until its lease ends; the
+        // next delivery (or the alarm) then forwards with a higher epoch.
+        if self.store(receipt).is_ok() && asynchronous {
+            let _ = self.set_alarm(wake).await;
+        }
+        self.write_index(index).await;
+        Some(recorded)
+    }
+
+    /// A sync receipt's alarm serves retention only: it is set once per
+    /// object lifetime and reschedules itself until the receipt is due. It
+    /// is set without asking whether one exists: whatever alarm it
+    /// replaces, the new one serves the receipt as it now is.
+    async fn ensure_retention_alarm(&self, at_ms: u64) {
+        if !self.alarm_known.get() && self.backend.set_alarm(at_ms).await.is_ok() {
+            self.alarm_known.set(true);
+        }
+    }
+}

@@ -1,0 +1,768 @@
+//! The engine against the in-memory backend: every transition of SPEC §2
+//! and §2b, with virtual time.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use futures::channel::oneshot;
+use futures::executor::block_on;
+use idemgate_origin::{ForwardedHeaders, ForwardedRequest, Verifier};
+
+use super::*;
+use crate::answer::Answer;
+use crate::canonical::sha256_hex;
+use crate::config::AsyncDelivery;
+use crate::headers::get;
+use crate::memory_backend::{created, MemoryBackend};
+use crate::receipt::{next_epoch, HttpResponse, ReceiptState};
+
+const NOW: u64 = 1_700_000_000_000;
+const SECRET: &str = "engine-test-forward-secret";
+
+fn policy(in_flight: InFlightPolicy) -> Policy {
+    Policy {
+        delivery: DeliveryMode::Sync,
+        in_flight,
+        wait_ms: 10_000,
+        max_waiters: 256,
+        origin_timeout_ms: 10_000,
+        lease_ms: 17_000,
+        retention_ms: 60_000,
+        max_stored_response_bytes: 1024,
+        retryable: RetryableStatuses::default(),
+        forward_secret: Some(Secret::new(SECRET.into())),
+        log_duplicates: false,
+    }
+}
+
+fn async_policy(schedule: &[u64]) -> Policy {
+    Policy {
+        delivery: DeliveryMode::Async(AsyncDelivery {
+            retry_schedule_ms: schedule.to_vec(),
+            ack_status: 202,
+            ack_body: None,
+        }),
+        ..policy(InFlightPolicy::Wait)
+    }
+}
+
+fn delivery(body: &str) -> Delivery {
+    Delivery {
+        identity: Identity {
+            route: "default".into(),
+            object: "object-1".into(),
+            scope: "a".repeat(64),
+            key: "k-1".into(),
+            ..Identity::default()
+        },
+        key: IdempotencyKey::parse("k-1", "test").unwrap(),
+        fingerprint: Fingerprint::of_bytes(body.as_bytes()),
+        request: OutboundRequest {
+            method: "POST".into(),
+            url: "http://origin/pay?x=1".into(),
+            headers: vec![],
+            body: body.as_bytes().to_vec(),
+        },
+        path_and_query: "/pay?x=1".into(),
+        raw_body_sha256: sha256_hex(body.as_bytes()),
+    }
+}
+
+fn status(status: u16) -> ForwardResult {
+    ForwardResult::Answered(HttpResponse {
+        status,
+        headers: vec![],
+        body: vec![],
+    })
+}
+
+fn epoch_of(request: &OutboundRequest) -> u64 {
+    get(&request.headers, "idempotency-epoch")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn engine() -> Engine<MemoryBackend> {
+    Engine::new(MemoryBackend::new(NOW))
+}
+
+fn no_policy(_: &str) -> Result<Policy, Problem> {
+    Err(Problem::NotFound)
+}
+
+#[test]
+fn first_delivery_forwards_signed_and_later_ones_replay() {
+    let engine = engine();
+    let policy = policy(InFlightPolicy::Wait);
+    let first = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(first.decision(), "forwarded");
+    let writes_after_first = engine.backend().ops.get().writes;
+    assert_eq!(writes_after_first, 2, "in_flight before, outcome after");
+    let replay = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(replay.decision(), "replayed");
+    assert_eq!(replay.render().body, first.render().body);
+    assert_eq!(
+        engine.backend().ops.get().writes,
+        writes_after_first,
+        "a replay writes nothing"
+    );
+    let forwarded = engine.backend().forwarded.borrow();
+    assert_eq!(forwarded.len(), 1);
+    let sent = &forwarded[0];
+    assert_eq!(epoch_of(sent), next_epoch(0, NOW));
+    assert_eq!(get(&sent.headers, "idempotency-key"), Some("\"k-1\""));
+    assert_eq!(
+        get(&sent.headers, "idempotency-scope"),
+        Some("a".repeat(64).as_str())
+    );
+    // Checked with the origin's own verifier, at the time the engine signed.
+    let headers = ForwardedHeaders::from_lookup(|name| get(&sent.headers, name));
+    let request = ForwardedRequest {
+        method: "POST",
+        path_and_query: "/pay?x=1",
+        body: &sent.body,
+    };
+    let verified = Verifier::new(SECRET)
+        .verify(&headers, &request, NOW / 1000)
+        .unwrap();
+    assert_eq!(
+        (verified.key.as_str(), verified.epoch),
+        ("k-1", next_epoch(0, NOW))
+    );
+    assert!(
+        Verifier::new(SECRET)
+            .verify(&headers, &request, NOW / 1000 + 301)
+            .is_err(),
+        "signed with seconds, not milliseconds"
+    );
+    drop(forwarded);
+    assert_eq!(engine.receipt().unwrap().unwrap().duplicates, 1);
+    assert_eq!(
+        engine.backend().logged(),
+        ["forwarded"],
+        "the replay is counted, not logged"
+    );
+    assert_eq!(engine.backend().counted(), ["forwarded", "replayed"]);
+}
+
+#[test]
+fn duplicates_are_logged_on_request() {
+    let engine = engine();
+    let policy = Policy {
+        log_duplicates: true,
+        ..policy(InFlightPolicy::Wait)
+    };
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(engine.backend().logged(), ["forwarded", "replayed"]);
+    let events = engine.backend().events.borrow();
+    assert_eq!(events[1].0.receipt_id, events[0].0.receipt_id);
+    assert_eq!(events[0].0.route.as_deref(), Some("default"));
+}
+
+#[test]
+fn the_lease_is_lease_ms_counted_from_the_send() {
+    let engine = engine();
+    block_on(engine.deliver(delivery("a"), &policy(InFlightPolicy::Wait)));
+    let at_send = engine.backend().stored_at_send.borrow()[0].clone().unwrap();
+    assert_eq!(
+        at_send.state,
+        ReceiptState::InFlight {
+            lease_expires_at: NOW + 17_000
+        },
+        "LEASE_MS, not ORIGIN_TIMEOUT_MS + 5000"
+    );
+    assert_eq!(
+        engine.backend().alarm.get(),
+        Some(NOW + 60_000),
+        "set with the send"
+    );
+}
+
+#[test]
+fn a_failed_write_forwards_nothing() {
+    let engine = engine();
+    engine.backend().fail_writes.set(true);
+    let answer = block_on(engine.deliver(delivery("a"), &policy(InFlightPolicy::Wait)));
+    assert_eq!(answer.render().status, 503);
+    assert_eq!(answer.render().headers[0].1, "application/problem+json");
+    assert!(engine.backend().forwarded.borrow().is_empty());
+}
+
+#[test]
+fn failures_are_not_cached_and_each_retry_has_a_higher_epoch() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.answer_with(status(500));
+    backend.answer_with(ForwardResult::TimedOut);
+    backend.answer_with(ForwardResult::Unreachable("refused".into()));
+    backend.answer_with(created("paid"));
+    let policy = policy(InFlightPolicy::Wait);
+    let statuses: Vec<u16> = (0..5)
+        .map(|_| {
+            block_on(engine.deliver(delivery("a"), &policy))
+                .render()
+                .status
+        })
+        .collect();
+    assert_eq!(statuses, [500, 504, 502, 201, 201]);
+    let epochs: Vec<u64> = backend.forwarded.borrow().iter().map(epoch_of).collect();
+    assert_eq!(epochs.len(), 4);
+    assert!(
+        epochs.windows(2).all(|pair| pair[0] < pair[1]),
+        "{epochs:?}"
+    );
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert_eq!(receipt.attempts.len(), 4);
+    assert_eq!(receipt.attempts[1].error.as_deref(), Some("timeout"));
+}
+
+#[test]
+fn retryable_statuses_are_configurable() {
+    let engine = engine();
+    engine.backend().answer_with(status(404));
+    let policy = Policy {
+        retryable: RetryableStatuses::parse("404,500-599").unwrap(),
+        ..policy(InFlightPolicy::Wait)
+    };
+    let first = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!((first.decision(), first.render().status), ("failed", 404));
+    let second = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(second.decision(), "forwarded", "404 was not replayed");
+    assert_eq!(engine.backend().forwarded.borrow().len(), 2);
+}
+
+#[test]
+fn a_different_payload_is_rejected_and_not_forwarded() {
+    let engine = engine();
+    let policy = policy(InFlightPolicy::Wait);
+    block_on(engine.deliver(delivery("a"), &policy));
+    let answer = block_on(engine.deliver(delivery("b"), &policy));
+    assert_eq!(answer.render().status, 422);
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+    assert_eq!(engine.backend().logged(), ["forwarded", "mismatch"]);
+}
+
+/// A receipt left in flight by an earlier life of the object.
+fn engine_with_receipt_in_flight() -> Engine<MemoryBackend> {
+    let backend = MemoryBackend::new(NOW);
+    let mut receipt = Receipt::new(
+        delivery("a").identity,
+        Fingerprint::of_bytes(b"a"),
+        DeliveryKind::Sync,
+        ReceiptState::Queued {
+            next_attempt_at: NOW,
+        },
+        NOW,
+        60_000,
+    );
+    receipt.begin_forward(next_epoch(0, NOW), NOW, 15_000, 60_000);
+    *backend.stored.borrow_mut() = Some(receipt);
+    Engine::new(backend)
+}
+
+#[test]
+fn in_flight_policies() {
+    let conflict = engine_with_receipt_in_flight();
+    let answer =
+        block_on(conflict.deliver(delivery("a"), &policy(InFlightPolicy::Conflict))).render();
+    assert_eq!(answer.status, 409);
+    assert_eq!(get(&answer.headers, "retry-after"), Some("15"));
+
+    let ack = engine_with_receipt_in_flight();
+    let answer = block_on(ack.deliver(delivery("a"), &policy(InFlightPolicy::Ack)));
+    assert_eq!(answer.render().status, 202);
+    assert!(ack.backend().forwarded.borrow().is_empty());
+}
+
+#[test]
+fn a_waiter_gives_up_after_wait_ms_when_the_lease_outlasts_it() {
+    let engine = engine_with_receipt_in_flight();
+    let mut policy = policy(InFlightPolicy::Wait);
+    policy.wait_ms = 2_000;
+    let answer = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(answer.decision(), "conflict");
+    assert_eq!(engine.backend().now_ms(), NOW + 2_000);
+    assert!(engine.backend().forwarded.borrow().is_empty());
+}
+
+#[test]
+fn a_waiter_that_outlives_the_lease_is_told_to_retry_and_holds_no_body() {
+    let engine = engine_with_receipt_in_flight();
+    let mut policy = policy(InFlightPolicy::Wait);
+    policy.wait_ms = 20_000;
+    let answer = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(
+        engine.backend().now_ms(),
+        NOW + 15_000,
+        "woke at the lease's end"
+    );
+    assert_eq!(
+        (answer.decision(), answer.render().status),
+        ("conflict", 409)
+    );
+    assert_eq!(get(&answer.render().headers, "retry-after"), Some("1"));
+    assert!(
+        engine.backend().forwarded.borrow().is_empty(),
+        "it dropped its body"
+    );
+    // The caller's retry, with its body, takes the key over.
+    let retry = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(retry.decision(), "forwarded");
+    assert!(epoch_of(&engine.backend().forwarded.borrow()[0]) > next_epoch(0, NOW));
+    assert!(engine.backend().logged().contains(&"taken_over"));
+}
+
+/// Polls futures that wait on each other with no executor: each poll is
+/// independent, and the tests move the clock and open the gates.
+struct Tasks<'a>(
+    Vec<Option<Pin<Box<dyn Future<Output = Answer> + 'a>>>>,
+    Vec<Option<Answer>>,
+);
+
+impl<'a> Tasks<'a> {
+    fn new() -> Tasks<'a> {
+        Tasks(Vec::new(), Vec::new())
+    }
+
+    fn spawn(&mut self, future: impl Future<Output = Answer> + 'a) -> usize {
+        self.0.push(Some(Box::pin(future)));
+        self.1.push(None);
+        self.run();
+        self.0.len() - 1
+    }
+
+    fn run(&mut self) {
+        let mut context = Context::from_waker(Waker::noop());
+        for _ in 0..8 {
+            for (task, answer) in self.0.iter_mut().zip(self.1.iter_mut()) {
+                if let Some(future) = task {
+                    if let Poll::Ready(done) = future.as_mut().poll(&mut context) {
+                        *answer = Some(done);
+                        *task = None;
+                    }
+                }
+            }
+        }
+    }
+
+    fn answer(&self, task: usize) -> Option<&Answer> {
+        self.1[task].as_ref()
+    }
+}
+
+fn gated(backend: &MemoryBackend) -> oneshot::Sender<ForwardResult> {
+    let (sender, receiver) = oneshot::channel();
+    backend.gates.borrow_mut().push_back(receiver);
+    sender
+}
+
+fn body_of(result: &ForwardResult) -> Vec<u8> {
+    match result {
+        ForwardResult::Answered(response) => response.body.clone(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn the_late_answer_of_a_taken_over_forward_wakes_no_waiter() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.manual_clock.set(true);
+    let policy = Policy {
+        wait_ms: 60_000,
+        ..policy(InFlightPolicy::Wait)
+    };
+    let gate_a = gated(backend);
+    let gate_b = gated(backend);
+    let mut tasks = Tasks::new();
+    let a = tasks.spawn(engine.deliver(delivery("a"), &policy));
+    backend.now.set(NOW + 17_000); // A's lease ends; A is still running
+    let b = tasks.spawn(engine.deliver(delivery("a"), &policy));
+    backend.now.set(NOW + 17_001);
+    let waiter = tasks.spawn(engine.deliver(delivery("a"), &policy));
+    assert!(tasks.answer(waiter).is_none(), "waits for B");
+    let late = created("answer of A");
+    gate_a.send(late.clone()).unwrap();
+    tasks.run();
+    assert_eq!(
+        tasks.answer(a).unwrap().render().body,
+        body_of(&late),
+        "A's caller gets A's answer"
+    );
+    assert!(
+        tasks.answer(waiter).is_none(),
+        "A no longer owns the key: the waiter is B's"
+    );
+    let current = created("answer of B");
+    gate_b.send(current.clone()).unwrap();
+    tasks.run();
+    assert_eq!(tasks.answer(b).unwrap().decision(), "forwarded");
+    let waited = tasks.answer(waiter).unwrap();
+    assert_eq!(waited.decision(), "waited");
+    assert_eq!(waited.render().body, body_of(&current));
+    let replay = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(
+        replay.render().body,
+        body_of(&current),
+        "the late answer did not overwrite B's"
+    );
+}
+
+#[test]
+fn waiters_share_the_outcome_but_never_the_cookie() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.manual_clock.set(true);
+    let policy = policy(InFlightPolicy::Wait);
+    let gate = gated(backend);
+    let mut tasks = Tasks::new();
+    let first = tasks.spawn(engine.deliver(delivery("a"), &policy));
+    let waiter = tasks.spawn(engine.deliver(delivery("a"), &policy));
+    gate.send(ForwardResult::Answered(HttpResponse {
+        status: 201,
+        headers: vec![
+            ("set-cookie".into(), "session=first".into()),
+            ("x-a".into(), "1".into()),
+        ],
+        body: b"paid".to_vec(),
+    }))
+    .unwrap();
+    tasks.run();
+    let first = tasks.answer(first).unwrap().render();
+    assert_eq!(get(&first.headers, "set-cookie"), Some("session=first"));
+    let waited = tasks.answer(waiter).unwrap().render();
+    assert_eq!(get(&waited.headers, "set-cookie"), None);
+    assert_eq!(get(&waited.headers, "x-a"), Some("1"));
+    let replay = block_on(engine.deliver(delivery("a"), &policy)).render();
+    assert_eq!(get(&replay.headers, "set-cookie"), None);
+    assert_eq!(replay.body, b"paid");
+}
+
+#[test]
+fn at_most_max_waiters_wait_and_more_conflict_at_once() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.manual_clock.set(true);
+    let policy = Policy {
+        max_waiters: 2,
+        ..policy(InFlightPolicy::Wait)
+    };
+    let _gate = gated(backend);
+    let mut tasks = Tasks::new();
+    tasks.spawn(engine.deliver(delivery("a"), &policy));
+    let waiters: Vec<usize> = (0..2)
+        .map(|_| tasks.spawn(engine.deliver(delivery("a"), &policy)))
+        .collect();
+    let third = tasks.spawn(engine.deliver(delivery("a"), &policy));
+    assert!(waiters.iter().all(|waiter| tasks.answer(*waiter).is_none()));
+    let refused = tasks.answer(third).expect("answered at once");
+    assert_eq!(
+        (refused.decision(), refused.render().status),
+        ("conflict", 409)
+    );
+}
+
+#[test]
+fn the_alarm_deletes_only_a_receipt_that_is_due() {
+    let engine = engine();
+    let policy = policy(InFlightPolicy::Wait);
+    block_on(engine.deliver(delivery("a"), &policy));
+    let backend = engine.backend();
+    assert!(backend.alarm.get().is_some());
+
+    block_on(engine.on_alarm(no_policy)).unwrap();
+    assert!(
+        backend.stored.borrow().is_some(),
+        "an early alarm reschedules"
+    );
+    assert_eq!(backend.alarm.get(), Some(NOW + 60_000));
+
+    backend.now.set(NOW + 60_000);
+    block_on(engine.on_alarm(no_policy)).unwrap();
+    assert!(backend.stored.borrow().is_none());
+    assert_eq!(backend.logged().last(), Some(&"expired"));
+    block_on(engine.on_alarm(no_policy)).unwrap();
+    let again = block_on(engine.deliver(delivery("b"), &policy));
+    assert_eq!(
+        again.decision(),
+        "forwarded",
+        "after retention the key is new"
+    );
+    let epochs: Vec<u64> = backend.forwarded.borrow().iter().map(epoch_of).collect();
+    assert!(
+        epochs[1] > epochs[0],
+        "epochs rise across lives: {epochs:?}"
+    );
+}
+
+#[test]
+fn an_alarm_that_cannot_write_fails_so_the_runtime_retries_it() {
+    let engine = engine();
+    block_on(engine.deliver(delivery("a"), &policy(InFlightPolicy::Wait)));
+    engine.backend().now.set(NOW + 120_000);
+    engine.backend().fail_writes.set(true);
+    assert!(block_on(engine.on_alarm(no_policy)).is_err());
+    engine.backend().fail_writes.set(false);
+    assert!(block_on(engine.on_alarm(no_policy)).is_ok());
+    assert!(engine.backend().stored.borrow().is_none());
+}
+
+#[test]
+fn a_receipt_that_no_longer_parses_still_expires_and_purges() {
+    let engine = engine();
+    block_on(engine.deliver(delivery("a"), &policy(InFlightPolicy::Wait)));
+    let fresh = Engine::new(MemoryBackend::new(NOW));
+    *fresh.backend().stored.borrow_mut() = engine.backend().stored.borrow().clone();
+    fresh.backend().corrupt.set(true);
+    assert!(
+        block_on(fresh.on_alarm(no_policy)).is_ok(),
+        "not due yet: rescheduled"
+    );
+    assert!(fresh.backend().stored.borrow().is_some());
+    fresh.backend().now.set(NOW + 60_000);
+    block_on(fresh.on_alarm(no_policy)).unwrap();
+    assert!(
+        fresh.backend().stored.borrow().is_none(),
+        "deleted without parsing"
+    );
+
+    let purged = Engine::new(MemoryBackend::new(NOW));
+    *purged.backend().stored.borrow_mut() = engine.backend().stored.borrow().clone();
+    purged.backend().corrupt.set(true);
+    assert_eq!(block_on(purged.purge("object-1")), Ok(true));
+    assert_eq!(
+        purged.backend().index.borrow().as_slice(),
+        [IndexUpdate::Delete {
+            object: "object-1".into()
+        }]
+    );
+}
+
+#[test]
+fn purge_makes_the_key_new_with_higher_epochs() {
+    let engine = engine();
+    let policy = policy(InFlightPolicy::Wait);
+    block_on(engine.deliver(delivery("a"), &policy));
+    engine.backend().now.set(NOW + 1);
+    assert_eq!(block_on(engine.purge("object-1")), Ok(true));
+    assert_eq!(block_on(engine.purge("object-1")), Ok(false));
+    assert_eq!(
+        block_on(engine.deliver(delivery("a"), &policy)).decision(),
+        "forwarded"
+    );
+    let epochs: Vec<u64> = engine
+        .backend()
+        .forwarded
+        .borrow()
+        .iter()
+        .map(epoch_of)
+        .collect();
+    assert!(epochs[1] > epochs[0], "{epochs:?}");
+    assert_eq!(
+        engine.backend().logged(),
+        ["forwarded", "purged", "forwarded"]
+    );
+}
+
+#[test]
+fn a_failed_sync_delivery_is_indexed_until_it_completes() {
+    let engine = engine();
+    engine.backend().answer_with(status(503));
+    let policy = policy(InFlightPolicy::Wait);
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.deliver(delivery("a"), &policy));
+    let index = engine.backend().index.borrow();
+    assert_eq!(index.len(), 2);
+    assert!(
+        matches!(&index[0], IndexUpdate::Upsert(row) if row.state == "failed" && row.key == "k-1")
+    );
+    assert_eq!(
+        index[1],
+        IndexUpdate::Delete {
+            object: "object-1".into()
+        }
+    );
+}
+
+#[test]
+fn an_async_delivery_is_acknowledged_durable_then_delivered_by_the_alarm() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000, 60_000]);
+    let ack = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(ack.decision(), "queued");
+    let rendered = ack.render();
+    assert_eq!(rendered.status, 202);
+    let receipt_id = get(&rendered.headers, "idemgate-receipt-id")
+        .unwrap()
+        .to_string();
+    assert!(
+        backend.forwarded.borrow().is_empty(),
+        "acknowledged, not yet forwarded"
+    );
+    assert_eq!(
+        backend.stored.borrow().as_ref().unwrap().state_name(),
+        "queued"
+    );
+    assert_eq!(
+        backend.request.borrow().as_ref().unwrap().body,
+        b"a",
+        "stored whole"
+    );
+    assert_eq!(backend.alarm.get(), Some(NOW), "due at once");
+
+    let duplicate = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(duplicate.decision(), "duplicate");
+    assert_eq!(
+        get(&duplicate.render().headers, "idemgate-receipt-id"),
+        Some(receipt_id.as_str())
+    );
+    assert_eq!(
+        block_on(engine.deliver(delivery("b"), &policy))
+            .render()
+            .status,
+        422
+    );
+
+    block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    assert_eq!(backend.forwarded.borrow().len(), 1);
+    let receipt = backend.stored.borrow().clone().unwrap();
+    assert_eq!(receipt.state_name(), "completed");
+    assert_eq!(receipt.identity.receipt_id, receipt_id);
+    assert!(
+        backend.request.borrow().is_none(),
+        "the stored request goes once delivered"
+    );
+    assert_eq!(backend.alarm.get(), Some(receipt.expires_at));
+    let index: Vec<String> = backend
+        .index
+        .borrow()
+        .iter()
+        .map(|update| match update {
+            IndexUpdate::Upsert(row) => row.state.clone(),
+            IndexUpdate::Delete { .. } => "delete".into(),
+        })
+        .collect();
+    assert_eq!(index, ["queued", "in_flight", "delete"]);
+    let duplicate = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(duplicate.decision(), "duplicate", "never forwarded again");
+    assert_eq!(backend.forwarded.borrow().len(), 1);
+    assert_eq!(backend.logged(), ["queued", "mismatch", "forwarded"]);
+}
+
+#[test]
+fn async_failures_retry_on_schedule_die_and_are_redriven() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000, 60_000]);
+    for _ in 0..3 {
+        backend.answer_with(status(503));
+    }
+    block_on(engine.deliver(delivery("a"), &policy));
+    let alarm = || block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    alarm();
+    assert_eq!(
+        backend.stored.borrow().as_ref().unwrap().state_name(),
+        "failed"
+    );
+    assert_eq!(backend.alarm.get(), Some(NOW + 10_000));
+    alarm(); // early: nothing happens
+    assert_eq!(backend.forwarded.borrow().len(), 1);
+    backend.now.set(NOW + 10_000);
+    alarm();
+    assert_eq!(backend.alarm.get(), Some(NOW + 70_000));
+    backend.now.set(NOW + 70_000);
+    alarm();
+    assert_eq!(
+        backend.stored.borrow().as_ref().unwrap().state_name(),
+        "dead"
+    );
+    assert_eq!(backend.forwarded.borrow().len(), 3);
+    assert!(
+        backend.request.borrow().is_some(),
+        "a dead letter keeps its request"
+    );
+
+    let redriven = block_on(engine.redrive()).unwrap();
+    assert_eq!(redriven.state_name(), "queued");
+    alarm();
+    let receipt = backend.stored.borrow().clone().unwrap();
+    assert_eq!(receipt.state_name(), "completed");
+    let epochs: Vec<u64> = backend.forwarded.borrow().iter().map(epoch_of).collect();
+    assert!(
+        epochs.windows(2).all(|pair| pair[0] < pair[1]),
+        "{epochs:?}"
+    );
+    assert_eq!(
+        backend.logged(),
+        [
+            "queued",
+            "failed",
+            "failed",
+            "dead",
+            "redriven",
+            "forwarded"
+        ]
+    );
+    assert_eq!(
+        block_on(engine.redrive()).unwrap_err().name(),
+        "not-redrivable"
+    );
+}
+
+#[test]
+fn a_crash_mid_forward_is_taken_over_by_the_alarm_after_the_lease() {
+    let engine = engine();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    let gate = gated(engine.backend());
+    let mut tasks = Tasks::new();
+    tasks.spawn(async {
+        let _ = engine.on_alarm(|_| Ok(policy.clone())).await;
+        Answer::Acknowledged
+    });
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+    drop(tasks); // the object crashes with the forward outstanding
+    drop(gate);
+    let lease_end = engine.backend().alarm.get().unwrap();
+    assert_eq!(
+        lease_end,
+        NOW + 17_000,
+        "the alarm was set to the lease's end"
+    );
+    let restarted = Engine::new(MemoryBackend::new(NOW));
+    let backend = restarted.backend();
+    *backend.stored.borrow_mut() = engine.backend().stored.borrow().clone();
+    *backend.request.borrow_mut() = engine.backend().request.borrow().clone();
+    block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    assert!(
+        backend.forwarded.borrow().is_empty(),
+        "not before the lease ends"
+    );
+    backend.now.set(lease_end);
+    block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    let forwarded = backend.forwarded.borrow();
+    assert_eq!(forwarded.len(), 1);
+    assert!(epoch_of(&forwarded[0]) > epoch_of(&engine.backend().forwarded.borrow()[0]));
+    assert_eq!(
+        backend.stored.borrow().as_ref().unwrap().state_name(),
+        "completed"
+    );
+    assert_eq!(backend.logged(), ["taken_over"]);
+}
+
+#[test]
+fn a_sync_receipt_is_not_redrivable() {
+    let engine = engine();
+    engine.backend().answer_with(status(503));
+    block_on(engine.deliver(delivery("a"), &policy(InFlightPolicy::Wait)));
+    let problem = block_on(engine.redrive()).unwrap_err();
+    assert_eq!((problem.status(), problem.name()), (409, "not-redrivable"));
+    assert_eq!(
+        block_on(Engine::new(MemoryBackend::new(NOW)).redrive()).unwrap_err(),
+        Problem::NotFound
+    );
+}

@@ -1,0 +1,656 @@
+//! A strict JSON reader (RFC 8259) and the canonical form of SPEC §1.5.
+//!
+//! Why not `serde_json` plus `serde_jcs`: a fingerprint must tell apart
+//! bodies whose numbers differ in value however large or long they are,
+//! and must refuse duplicate member names; `serde_json` reads numbers as
+//! IEEE doubles (losing digits past 2^53 or 17 significant digits) and
+//! keeps the last of two members of one name. No maintained crate reads
+//! JSON with exact numbers and duplicate detection without switching
+//! `serde_json` to `arbitrary_precision` for the whole build (the `worker`
+//! crate included), so the reader is written here, small and fuzzed.
+//!
+//! The canonical form is RFC 8785 (JCS): members sorted by the UTF-16 code
+//! units of their names, no whitespace, minimal string escapes, numbers in
+//! ECMAScript `Number.prototype.toString` layout. One deliberate departure:
+//! a number is laid out from its exact decimal value rather than from the
+//! nearest double, so `9007199254740993` stays `9007199254740993` (JCS
+//! would print `9007199254740992`). For every number a double holds with
+//! its shortest digits (all the usual ones) the two agree byte for byte.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+/// Nesting deeper than this is refused, as `serde_json` does.
+pub const MAX_DEPTH: usize = 128;
+/// Decimal exponents beyond this are refused: no payment needs them, and a
+/// bound keeps the layout arithmetic far from overflow.
+const MAX_EXPONENT: i64 = 1_000_000_000;
+
+/// A parsed JSON value. Objects keep their members in the order sent
+/// (names are unique); numbers keep their canonical text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    /// The canonical text of the number's exact value.
+    Number(String),
+    String(String),
+    Array(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+/// Why a body is not JSON, with where (1-based line and column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonError {
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            formatter,
+            "{} at line {} column {}",
+            self.message, self.line, self.column
+        )
+    }
+}
+
+/// Parses one JSON text: exactly one value, optionally surrounded by
+/// whitespace, valid UTF-8, no duplicate member names.
+pub fn parse(bytes: &[u8]) -> Result<Json, JsonError> {
+    if let Err(error) = std::str::from_utf8(bytes) {
+        let mut reader = Reader { bytes, at: 0 };
+        reader.at = error.valid_up_to();
+        return Err(reader.error("invalid UTF-8"));
+    }
+    let mut reader = Reader { bytes, at: 0 };
+    reader.skip_whitespace();
+    let value = reader.value(0)?;
+    reader.skip_whitespace();
+    if reader.at < bytes.len() {
+        return Err(reader.error("trailing characters"));
+    }
+    Ok(value)
+}
+
+impl Json {
+    /// RFC 6901: `""` is the whole value, `/a/0` a member then an index.
+    pub fn pointer(&self, pointer: &str) -> Option<&Json> {
+        if pointer.is_empty() {
+            return Some(self);
+        }
+        let mut current = self;
+        for token in pointer.strip_prefix('/')?.split('/') {
+            let token = token.replace("~1", "/").replace("~0", "~");
+            current = match current {
+                Json::Object(members) => &members.iter().find(|(name, _)| *name == token)?.1,
+                Json::Array(items) => {
+                    let valid = token == "0" || !token.starts_with('0');
+                    let index: usize = token.parse().ok().filter(|_| valid)?;
+                    items.get(index)?
+                }
+                _ => return None,
+            };
+        }
+        Some(current)
+    }
+
+    /// The member `name` of an object.
+    pub fn get(&self, name: &str) -> Option<&Json> {
+        match self {
+            Json::Object(members) => members.iter().find(|(key, _)| key == name).map(|m| &m.1),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Json::String(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The RFC 8785 canonical form (with exact numbers; see the module).
+    pub fn canonical(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_canonical(&mut out);
+        out
+    }
+
+    fn write_canonical(&self, out: &mut Vec<u8>) {
+        match self {
+            Json::Null => out.extend_from_slice(b"null"),
+            Json::Bool(true) => out.extend_from_slice(b"true"),
+            Json::Bool(false) => out.extend_from_slice(b"false"),
+            Json::Number(text) => out.extend_from_slice(text.as_bytes()),
+            Json::String(text) => write_string(text, out),
+            Json::Array(items) => {
+                out.push(b'[');
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        out.push(b',');
+                    }
+                    item.write_canonical(out);
+                }
+                out.push(b']');
+            }
+            Json::Object(members) => {
+                let mut sorted: Vec<&(String, Json)> = members.iter().collect();
+                sorted.sort_by(|a, b| utf16_order(&a.0, &b.0));
+                out.push(b'{');
+                for (index, (name, value)) in sorted.into_iter().enumerate() {
+                    if index > 0 {
+                        out.push(b',');
+                    }
+                    write_string(name, out);
+                    out.push(b':');
+                    value.write_canonical(out);
+                }
+                out.push(b'}');
+            }
+        }
+    }
+}
+
+/// RFC 8785 §3.2.3: names sort by their UTF-16 code units.
+fn utf16_order(a: &str, b: &str) -> Ordering {
+    a.encode_utf16().cmp(b.encode_utf16())
+}
+
+/// RFC 8785 §3.2.2.2: only `"`, `\` and control characters are escaped,
+/// the usual ones short, the rest as lowercase `\u00xx`.
+fn write_string(text: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &byte in text.as_bytes() {
+        match byte {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            0x00..=0x1f => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(byte >> 4)]);
+                out.push(HEX[usize::from(byte & 0xf)]);
+            }
+            _ => out.push(byte),
+        }
+    }
+    out.push(b'"');
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn error(&self, message: impl Into<String>) -> JsonError {
+        let before = &self.bytes[..self.at.min(self.bytes.len())];
+        let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        JsonError {
+            message: message.into(),
+            line,
+            column: self.at - line_start + 1,
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn skip_whitespace(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn expect_literal(&mut self, literal: &[u8], value: Json) -> Result<Json, JsonError> {
+        if self.bytes[self.at..].starts_with(literal) {
+            self.at += literal.len();
+            Ok(value)
+        } else {
+            Err(self.error("expected value"))
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Json, JsonError> {
+        match self.peek() {
+            None => Err(self.error("EOF while parsing a value")),
+            Some(b'n') => self.expect_literal(b"null", Json::Null),
+            Some(b't') => self.expect_literal(b"true", Json::Bool(true)),
+            Some(b'f') => self.expect_literal(b"false", Json::Bool(false)),
+            Some(b'"') => self.string().map(Json::String),
+            Some(b'-' | b'0'..=b'9') => self.number().map(Json::Number),
+            Some(b'[') => self.array(depth + 1),
+            Some(b'{') => self.object(depth + 1),
+            Some(_) => Err(self.error("expected value")),
+        }
+    }
+
+    fn enter(&self, depth: usize) -> Result<(), JsonError> {
+        if depth > MAX_DEPTH {
+            Err(self.error("recursion limit exceeded"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Json, JsonError> {
+        self.enter(depth)?;
+        self.at += 1;
+        let mut items = Vec::new();
+        self.skip_whitespace();
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            return Ok(Json::Array(items));
+        }
+        loop {
+            self.skip_whitespace();
+            items.push(self.value(depth)?);
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b']') => {
+                    self.at += 1;
+                    return Ok(Json::Array(items));
+                }
+                None => return Err(self.error("EOF while parsing a list")),
+                Some(_) => return Err(self.error("expected `,` or `]`")),
+            }
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Json, JsonError> {
+        self.enter(depth)?;
+        self.at += 1;
+        let mut members: Vec<(String, Json)> = Vec::new();
+        self.skip_whitespace();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Ok(Json::Object(members));
+        }
+        loop {
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b'"') => {}
+                None => return Err(self.error("EOF while parsing an object")),
+                Some(_) => return Err(self.error("key must be a string")),
+            }
+            let name_at = self.at;
+            let name = self.string()?;
+            if members.iter().any(|(existing, _)| *existing == name) {
+                self.at = name_at;
+                return Err(self.error(format!("duplicate member name {name:?}")));
+            }
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b':') => self.at += 1,
+                None => return Err(self.error("EOF while parsing an object")),
+                Some(_) => return Err(self.error("expected `:`")),
+            }
+            self.skip_whitespace();
+            let value = self.value(depth)?;
+            members.push((name, value));
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b'}') => {
+                    self.at += 1;
+                    return Ok(Json::Object(members));
+                }
+                None => return Err(self.error("EOF while parsing an object")),
+                Some(_) => return Err(self.error("expected `,` or `}`")),
+            }
+        }
+    }
+
+    fn string(&mut self) -> Result<String, JsonError> {
+        self.at += 1; // the opening quote
+        let mut text = String::new();
+        loop {
+            let start = self.at;
+            while let Some(byte) = self.peek() {
+                if byte == b'"' || byte == b'\\' || byte < 0x20 {
+                    break;
+                }
+                self.at += 1;
+            }
+            // The whole input is valid UTF-8 and the run stops at ASCII.
+            text.push_str(std::str::from_utf8(&self.bytes[start..self.at]).expect("checked"));
+            match self.peek() {
+                None => return Err(self.error("EOF while parsing a string")),
+                Some(b'"') => {
+                    self.at += 1;
+                    return Ok(text);
+                }
+                Some(b'\\') => {
+                    self.at += 1;
+                    self.escape(&mut text)?;
+                }
+                Some(_) => {
+                    return Err(self
+                        .error("control character (\\u0000-\\u001F) found while parsing a string"))
+                }
+            }
+        }
+    }
+
+    fn escape(&mut self, text: &mut String) -> Result<(), JsonError> {
+        let Some(kind) = self.peek() else {
+            return Err(self.error("EOF while parsing a string"));
+        };
+        self.at += 1;
+        let decoded = match kind {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let unit = self.hex4()?;
+                match unit {
+                    0xD800..=0xDBFF => {
+                        if !self.bytes[self.at..].starts_with(b"\\u") {
+                            return Err(self.error("lone leading surrogate in hex escape"));
+                        }
+                        self.at += 2;
+                        let low = self.hex4()?;
+                        if !(0xDC00..=0xDFFF).contains(&low) {
+                            return Err(self.error("lone leading surrogate in hex escape"));
+                        }
+                        let code = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                        char::from_u32(code).expect("a surrogate pair is a scalar value")
+                    }
+                    0xDC00..=0xDFFF => {
+                        return Err(self.error("lone trailing surrogate in hex escape"))
+                    }
+                    _ => char::from_u32(unit).expect("not a surrogate"),
+                }
+            }
+            _ => return Err(self.error("invalid escape")),
+        };
+        text.push(decoded);
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> Result<u32, JsonError> {
+        let digits = self.bytes.get(self.at..self.at + 4);
+        let value = digits
+            .and_then(|digits| std::str::from_utf8(digits).ok())
+            .filter(|digits| digits.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|digits| u32::from_str_radix(digits, 16).ok());
+        match value {
+            Some(value) => {
+                self.at += 4;
+                Ok(value)
+            }
+            None => Err(self.error("invalid escape")),
+        }
+    }
+
+    fn digits(&mut self) -> &[u8] {
+        let start = self.at;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.at += 1;
+        }
+        &self.bytes[start..self.at]
+    }
+
+    /// A number, read into its exact decimal value and laid out canonically.
+    fn number(&mut self) -> Result<String, JsonError> {
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.at += 1;
+        }
+        let integer = self.digits().to_vec();
+        if integer.is_empty() {
+            return Err(self.error("invalid number"));
+        }
+        if integer.len() > 1 && integer[0] == b'0' {
+            self.at -= integer.len() - 1;
+            return Err(self.error("invalid number"));
+        }
+        let mut fraction = Vec::new();
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            fraction = self.digits().to_vec();
+            if fraction.is_empty() {
+                return Err(self.error("invalid number"));
+            }
+        }
+        let mut exponent: i64 = 0;
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.at += 1;
+            let sign = match self.peek() {
+                Some(b'-') => {
+                    self.at += 1;
+                    -1
+                }
+                Some(b'+') => {
+                    self.at += 1;
+                    1
+                }
+                _ => 1,
+            };
+            let digits = self.digits();
+            if digits.is_empty() {
+                return Err(self.error("invalid number"));
+            }
+            for &digit in digits {
+                exponent = exponent * 10 + i64::from(digit - b'0');
+                if exponent > MAX_EXPONENT {
+                    return Err(self.error("number out of range"));
+                }
+            }
+            exponent *= sign;
+        }
+        let mut significand: Vec<u8> = integer;
+        significand.extend_from_slice(&fraction);
+        // value = significand x 10^(exponent - fraction digits)
+        let scale = exponent - fraction.len() as i64;
+        Ok(layout(negative, &significand, scale))
+    }
+}
+
+/// ECMAScript's `Number.prototype.toString` layout of the exact value
+/// `digits x 10^scale` (ECMA-262 §6.1.6.1.20, applied to the decimal as
+/// given instead of to the nearest double).
+fn layout(negative: bool, digits: &[u8], scale: i64) -> String {
+    let first = digits.iter().position(|&d| d != b'0');
+    let Some(first) = first else {
+        return "0".to_string(); // zero, whatever its sign or layout
+    };
+    let last = digits
+        .iter()
+        .rposition(|&d| d != b'0')
+        .expect("a nonzero digit");
+    let s = &digits[first..=last];
+    let k = s.len() as i64;
+    // value = s x 10^(n - k)
+    let n = scale + (digits.len() - 1 - last) as i64 + k;
+    let s = std::str::from_utf8(s).expect("ASCII digits");
+    let mut out = String::with_capacity(s.len() + 8);
+    if negative {
+        out.push('-');
+    }
+    if k <= n && n <= 21 {
+        out.push_str(s);
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
+    } else if 0 < n && n <= 21 {
+        out.push_str(&s[..n as usize]);
+        out.push('.');
+        out.push_str(&s[n as usize..]);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
+        out.push_str(s);
+    } else {
+        out.push_str(&s[..1]);
+        if k > 1 {
+            out.push('.');
+            out.push_str(&s[1..]);
+        }
+        out.push('e');
+        out.push(if n > 0 { '+' } else { '-' });
+        out.push_str(&(n - 1).abs().to_string());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canonical(text: &str) -> String {
+        String::from_utf8(parse(text.as_bytes()).unwrap().canonical()).unwrap()
+    }
+
+    fn error(text: &str) -> String {
+        parse(text.as_bytes()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn members_sort_and_whitespace_goes() {
+        assert_eq!(
+            canonical(r#"{ "b": [1, 2, {"d": null, "c": true}], "a": "x" }"#),
+            r#"{"a":"x","b":[1,2,{"c":true,"d":null}]}"#
+        );
+    }
+
+    #[test]
+    fn names_sort_by_utf16_code_units() {
+        // RFC 8785 §3.2.3: U+1F600 (surrogate 0xD83D) sorts before U+FF61.
+        assert_eq!(
+            canonical("{\"\u{ff61}\":2,\"\u{1f600}\":1}"),
+            "{\"\u{1f600}\":1,\"\u{ff61}\":2}"
+        );
+        assert_eq!(
+            canonical(r#"{"ö":4,"\u0080":3,"1":2,"\r":1}"#),
+            "{\"\\r\":1,\"1\":2,\"\u{80}\":3,\"ö\":4}"
+        );
+    }
+
+    #[test]
+    fn strings_escape_only_what_jcs_escapes() {
+        assert_eq!(canonical(r#""\u0041\u00e9\u20ac""#), "\"Aé€\"");
+        assert_eq!(canonical(r#""\ud83d\ude00""#), "\"😀\"");
+        assert_eq!(canonical(r#""\u001f\n\"\\\/""#), r#""\u001f\n\"\\/""#);
+        assert_eq!(canonical(r#""\u000f\b\f\r\t""#), r#""\u000f\b\f\r\t""#);
+        assert_eq!(canonical("\"\u{2028}\""), "\"\u{2028}\"");
+    }
+
+    #[test]
+    fn numbers_take_the_ecmascript_layout_of_their_value() {
+        // RFC 8785 Appendix B and §3.2.2.3 vectors that a double holds exactly.
+        for (input, expected) in [
+            ("[1.0, 1e0, 100e-2, 0.1e1]", "[1,1,1,1]"),
+            ("1e30", "1e+30"),
+            ("-0.0", "0"),
+            ("-0", "0"),
+            ("0.000001", "0.000001"),
+            ("0.0000001", "1e-7"),
+            ("1E21", "1e+21"),
+            ("1e20", "100000000000000000000"),
+            ("4.50", "4.5"),
+            ("2e-3", "0.002"),
+            ("123e-2", "1.23"),
+            ("-1.5E+3", "-1500"),
+            ("0.000000000000000000000000001", "1e-27"),
+            ("12345678901234567890123", "1.2345678901234567890123e+22"),
+        ] {
+            assert_eq!(canonical(input), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn numbers_that_differ_in_value_never_share_a_form() {
+        // A double cannot tell these apart; their values differ.
+        let pairs = [
+            ("9007199254740993", "9007199254740992"),
+            ("333333333.33333329", "333333333.3333333"),
+            ("0.1", "0.10000000000000000555"),
+            ("1e400", "1e401"),
+            ("1", "1.000000000000000000000001"),
+        ];
+        for (a, b) in pairs {
+            assert_ne!(canonical(a), canonical(b), "{a} vs {b}");
+        }
+        assert_eq!(canonical("9007199254740993"), "9007199254740993");
+        assert_eq!(canonical("333333333.33333329"), "333333333.33333329");
+    }
+
+    #[test]
+    fn duplicate_member_names_are_refused() {
+        let message = error(r#"{"amount":1,"amount":100}"#);
+        assert!(
+            message.starts_with("duplicate member name \"amount\""),
+            "{message}"
+        );
+        assert!(message.ends_with("line 1 column 13"), "{message}");
+        // Escapes are resolved before names are compared.
+        assert!(error(r#"{"a":1,"\u0061":2}"#).starts_with("duplicate"));
+        assert!(parse(br#"{"a":{"a":1},"b":{"a":2}}"#).is_ok());
+    }
+
+    #[test]
+    fn refusals_say_what_and_where() {
+        assert_eq!(
+            error("{\"a\":"),
+            "EOF while parsing a value at line 1 column 6"
+        );
+        assert_eq!(error("[1,\n 2,]"), "expected value at line 2 column 4");
+        assert!(error("\"\u{1}\"").starts_with("control character"));
+        assert!(error("01").starts_with("invalid number"));
+        assert!(error("1.").starts_with("invalid number"));
+        assert!(error("1e").starts_with("invalid number"));
+        assert!(error("-").starts_with("invalid number"));
+        assert!(error("1 2").starts_with("trailing characters"));
+        assert!(error("").starts_with("EOF"));
+        assert!(error(r#""\ud800""#).starts_with("lone leading surrogate"));
+        assert!(error(r#""\udc00""#).starts_with("lone trailing surrogate"));
+        assert!(error(r#""\x""#).starts_with("invalid escape"));
+        assert!(error("1e9999999999").starts_with("number out of range"));
+        assert!(error("{1:2}").starts_with("key must be a string"));
+        assert_eq!(
+            parse(&[b'"', 0xff, b'"']).unwrap_err().message,
+            "invalid UTF-8"
+        );
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        assert!(parse(ok.as_bytes()).is_ok());
+        let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        assert!(error(&deep).starts_with("recursion limit exceeded"));
+        let deep_objects = "{\"a\":".repeat(10_000);
+        assert!(error(&deep_objects).starts_with("recursion limit exceeded"));
+    }
+
+    #[test]
+    fn pointers_follow_rfc_6901() {
+        let value = parse(br#"{"a/b":{"m~n":[10,{"id":"x"}]},"":1}"#).unwrap();
+        assert_eq!(value.pointer(""), Some(&value));
+        assert_eq!(value.pointer("/"), Some(&Json::Number("1".into())));
+        assert_eq!(
+            value.pointer("/a~1b/m~0n/1/id"),
+            Some(&Json::String("x".into()))
+        );
+        assert_eq!(value.pointer("/a~1b/m~0n/01"), None);
+        assert_eq!(value.pointer("/a~1b/m~0n/2"), None);
+        assert_eq!(value.pointer("nope"), None);
+    }
+}

@@ -1,0 +1,58 @@
+//! Shopify: `X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256(secret, raw body)>`.
+//! Shopify signs no time; its ids (`X-Shopify-Webhook-Id`) are unsigned
+//! headers, so the default key is the body's hash.
+
+pub const HEADER: &str = "X-Shopify-Hmac-Sha256";
+
+#[cfg(test)]
+mod tests {
+    use super::super::body_hmac::tests::{check, secret};
+    use super::HEADER;
+
+    // Shopify publishes no vector in its docs; this one is from its own
+    // PHP library's tests: Shopify/shopify-api-php,
+    // tests/Webhooks/RegistryTest.php with the key of tests/BaseTestCase.php.
+    const SECRET: &str = "7008c5f4da4718b9b45d26d3fcbbb157";
+    const BODY: &[u8] = br#"{"foo":"bar"}"#;
+    const SIGNATURE: &str = "+R9TwYM4mbLTk3hEAOBkpA7zW2lc9vNFmVKs2u2jtyY=";
+
+    #[test]
+    fn accepts_the_vector_of_shopifys_library() {
+        assert_eq!(
+            check("shopify", secret(SECRET), Some((HEADER, SIGNATURE)), BODY),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn rejects_tampering_a_wrong_secret_and_a_missing_header() {
+        assert!(check(
+            "shopify",
+            secret(SECRET),
+            Some((HEADER, SIGNATURE)),
+            br#"{"foo":"baz"}"#
+        )
+        .unwrap_err()
+        .starts_with("mismatch"));
+        assert!(check(
+            "shopify",
+            secret("shpss_other"),
+            Some((HEADER, SIGNATURE)),
+            BODY
+        )
+        .unwrap_err()
+        .starts_with("mismatch"));
+        assert_eq!(
+            check("shopify", secret(SECRET), None, BODY),
+            Err(format!("missing header {HEADER}"))
+        );
+        assert!(check(
+            "shopify",
+            secret(SECRET),
+            Some((HEADER, "not base64!")),
+            BODY
+        )
+        .unwrap_err()
+        .starts_with("malformed"));
+    }
+}

@@ -1,0 +1,168 @@
+//! `ROUTES` (SPEC §0): several routes in one gateway, paths that match no
+//! route or cannot be normalised, routes given as a TOML table, and a
+//! broken route that names itself.
+
+use crate::support::{client, post_json, Gateway, Reply};
+use crate::{Profile, World, ADMIN_TOKEN};
+
+pub async fn an_unrouted_path_is_404_whatever_the_method(world: &'static World) {
+    let gateway = world.gateway(Profile::Routes).await;
+    let before = world.origin.count("/");
+    for method in [
+        reqwest::Method::GET,
+        reqwest::Method::POST,
+        reqwest::Method::DELETE,
+    ] {
+        let reply = Reply::read(
+            client()
+                .request(method.clone(), gateway.url("/nowhere/x"))
+                .header("idempotency-key", "k")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        reply.assert_problem(404, "no-route");
+    }
+    // Whole segments only: /p/stripex is not under /p/stripe.
+    post_json(&client(), &gateway.url("/p/stripex"), Some("k"), "{}")
+        .await
+        .assert_problem(404, "no-route");
+    assert_eq!(world.origin.count("/"), before, "nothing was forwarded");
+}
+
+pub async fn a_path_that_cannot_be_normalised_is_400(world: &'static World) {
+    let gateway = world.gateway(Profile::Routes).await;
+    for path in ["/v1/a%2Fb", "/v1/a%5Cb", "/v1/a%zz"] {
+        let reply = post_json(&client(), &gateway.url(path), Some("k"), "{}").await;
+        reply.assert_problem(400, "invalid-path");
+    }
+}
+
+/// The API route of the routes profile: its own mode and tenant header,
+/// and GET proxied to the route's origin.
+pub async fn an_api_route_beside_webhook_routes(world: &'static World) {
+    let gateway = world.gateway(Profile::Routes).await;
+    let charge = |tenant: &'static str| {
+        let request = client()
+            .post(gateway.url("/v1/charges"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", "api-1")
+            .header("authorization", format!("Bearer {tenant}"))
+            .body(r#"{"amount":1}"#);
+        async move { Reply::read(request.send().await.unwrap()).await }
+    };
+    let first = charge("alice").await;
+    assert_eq!(first.status, 201);
+    assert!(charge("alice").await.replayed());
+    assert!(!charge("bob").await.replayed());
+    let received = world.origin.received("/v1/charges");
+    assert_eq!(received.len(), 2);
+    // api mode: no Idempotency-Key is 400 (no webhook fallbacks).
+    let missing = Reply::read(
+        client()
+            .post(gateway.url("/v1/charges"))
+            .header("content-type", "application/json")
+            .header("authorization", "Bearer alice")
+            .body(r#"{"id":"x"}"#)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    missing.assert_problem(400, "missing-key");
+    let get = Reply::read(
+        client()
+            .get(gateway.url("/v1/charges?page=1"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(get.status, 201, "proxied to the origin as it is");
+    assert_eq!(get.header("idemgate-decision"), None);
+}
+
+/// `ROUTES` as a TOML table in `wrangler.toml` (numbers and booleans as
+/// TOML values), and as a JSON string, configure the same gateway.
+pub async fn routes_given_as_a_toml_table(world: &'static World) {
+    let origin = world.origin.url();
+    let table = format!(
+        r#"
+[vars.ROUTES.orders]
+path = "/toml/orders"
+origin = "{origin}"
+mode = "api"
+wait_ms = 2000
+log_duplicates = true
+
+[vars.ROUTES.refunds]
+path = "/toml/refunds"
+in_flight = "conflict"
+"#
+    );
+    let gateway = Gateway::start_with(
+        &[
+            ("ORIGIN_URL", origin.as_str()),
+            ("ADMIN_TOKEN", ADMIN_TOKEN),
+        ],
+        &table,
+    )
+    .await;
+    let first = post_json(
+        &client(),
+        &gateway.url("/toml/orders/1"),
+        Some("toml-1"),
+        "{}",
+    )
+    .await;
+    assert_eq!(
+        first.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    assert!(post_json(
+        &client(),
+        &gateway.url("/toml/orders/1"),
+        Some("toml-1"),
+        "{}"
+    )
+    .await
+    .replayed());
+    let refund = post_json(
+        &client(),
+        &gateway.url("/toml/refunds/1"),
+        Some("toml-2"),
+        "{}",
+    )
+    .await;
+    assert_eq!(refund.status, 201);
+    post_json(&client(), &gateway.url("/elsewhere"), Some("toml-3"), "{}")
+        .await
+        .assert_problem(404, "no-route");
+    assert_eq!(world.origin.count("/toml/"), 2);
+}
+
+/// A broken route answers 500 `misconfigured` naming the route and field,
+/// never a secret, and forwards nothing.
+pub async fn a_broken_route_names_itself_and_its_field(world: &'static World) {
+    let origin = world.origin.url();
+    let routes =
+        r#"{"stripe":{"path":"/s","signature":"strip","signing_secret":"STRIPE_ROUTE_SECRET"}}"#;
+    let gateway = Gateway::start(&[
+        ("ORIGIN_URL", origin.as_str()),
+        ("ROUTES", routes),
+        ("STRIPE_ROUTE_SECRET", "whsec_never_shown"),
+    ])
+    .await;
+    let reply = post_json(&client(), &gateway.url("/broken-route"), Some("k"), "{}").await;
+    reply.assert_problem(500, "misconfigured");
+    let detail = reply.json()["detail"].as_str().unwrap().to_string();
+    assert!(
+        detail.starts_with("ROUTES.stripe.signature: unknown scheme \"strip\""),
+        "{detail}"
+    );
+    assert!(!detail.contains("never_shown"));
+    assert_eq!(world.origin.count("/broken-route"), 0);
+}
