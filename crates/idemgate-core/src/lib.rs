@@ -48,3 +48,27 @@ pub mod routes;
 pub mod signature;
 #[cfg(test)]
 mod simulation;
+
+/// Runs `test` on its own thread and fails it if it has not finished in
+/// `seconds`: a broken comparison can turn a wait into an endless loop,
+/// and a hang must fail, not stall the suite.
+#[cfg(test)]
+pub(crate) fn within<T: Send + 'static>(
+    seconds: u64,
+    test: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let _ = sender.send(test());
+    });
+    match receiver.recv_timeout(std::time::Duration::from_secs(seconds)) {
+        Ok(value) => value,
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            // The test panicked: its own message is the failure.
+            std::panic::resume_unwind(handle.join().expect_err("a panicked test"))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("did not finish within {seconds} s: a hang is a failure")
+        }
+    }
+}

@@ -24,6 +24,15 @@ pub enum Mutation {
     /// A forward that lost its key still wakes the key's waiters (breaks
     /// the engine's waiter test).
     WakeWaitersOfStaleForward,
+    /// A replay answers a body other than the stored one (breaks
+    /// invariant 3's byte-for-byte check, on its own).
+    CorruptReplayBody,
+    /// An async delivery is acknowledged before it is stored (breaks
+    /// invariant 7).
+    AcknowledgeBeforeDurable,
+    /// An accepted async delivery is queued without an alarm (breaks
+    /// invariant 8).
+    QueueWithoutAlarm,
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use crate::answer::{Ack, Answer};
 use crate::config::Delivery as DeliveryMode;
 use crate::decision_log::Trace;
 use crate::key::IdempotencyKey;
+use crate::mutation::{is_active, Mutation};
 use crate::origin::{Idempotency, OutboundRequest};
 use crate::problem::Problem;
 use crate::receipt::{
@@ -98,6 +99,9 @@ impl<B: Backend> Engine<B> {
                 };
                 // Request and receipt are written in one turn, so in one
                 // commit; the acknowledgement leaves only once it is durable.
+                if is_active(Mutation::AcknowledgeBeforeDurable) {
+                    return Answer::Queued(ack(receipt_id, "queued"));
+                }
                 let written = self
                     .backend
                     .save_request(&stored)
@@ -105,6 +109,9 @@ impl<B: Backend> Engine<B> {
                 if let Err(message) = written {
                     *self.cache.borrow_mut() = None;
                     return Answer::Rejected(Problem::StorageUnavailable { message });
+                }
+                if is_active(Mutation::QueueWithoutAlarm) {
+                    return Answer::Queued(ack(receipt_id, "queued"));
                 }
                 if let Err(message) = self.set_alarm(now).await {
                     // The receipt is stored: a retry of the sender finds it

@@ -68,7 +68,10 @@ impl<B: Backend> Engine<B> {
                 }
                 Decision::Mismatch => return Answer::Rejected(Problem::FingerprintMismatch),
                 Decision::Replay => {
-                    let stored = stored.expect("a completed receipt has a response");
+                    let mut stored = stored.expect("a completed receipt has a response");
+                    if is_active(Mutation::CorruptReplayBody) {
+                        stored.response.body.push(b'!');
+                    }
                     return Answer::Replayed(stored);
                 }
                 Decision::InFlight { lease_expires_at } => {
@@ -83,6 +86,10 @@ impl<B: Backend> Engine<B> {
                         }
                         InFlightPolicy::Wait if now >= wait_deadline => return conflict,
                         InFlightPolicy::Wait if self.waiting() >= policy.max_waiters => {
+                            return conflict
+                        }
+                        // Nothing left to wait for: never spin in place.
+                        InFlightPolicy::Wait if wait_deadline.min(lease_expires_at) <= now => {
                             return conflict
                         }
                         InFlightPolicy::Wait => {

@@ -279,40 +279,46 @@ fn in_flight_policies() {
 
 #[test]
 fn a_waiter_gives_up_after_wait_ms_when_the_lease_outlasts_it() {
-    let engine = engine_with_receipt_in_flight();
-    let mut policy = policy(InFlightPolicy::Wait);
-    policy.wait_ms = 2_000;
-    let answer = block_on(engine.deliver(delivery("a"), &policy));
-    assert_eq!(answer.decision(), "conflict");
-    assert_eq!(engine.backend().now_ms(), NOW + 2_000);
-    assert!(engine.backend().forwarded.borrow().is_empty());
+    // A broken lease or wait comparison must fail, not hang.
+    crate::within(10, || {
+        let engine = engine_with_receipt_in_flight();
+        let mut policy = policy(InFlightPolicy::Wait);
+        policy.wait_ms = 2_000;
+        let answer = block_on(engine.deliver(delivery("a"), &policy));
+        assert_eq!(answer.decision(), "conflict");
+        assert_eq!(engine.backend().now_ms(), NOW + 2_000);
+        assert!(engine.backend().forwarded.borrow().is_empty());
+    });
 }
 
 #[test]
 fn a_waiter_that_outlives_the_lease_is_told_to_retry_and_holds_no_body() {
-    let engine = engine_with_receipt_in_flight();
-    let mut policy = policy(InFlightPolicy::Wait);
-    policy.wait_ms = 20_000;
-    let answer = block_on(engine.deliver(delivery("a"), &policy));
-    assert_eq!(
-        engine.backend().now_ms(),
-        NOW + 15_000,
-        "woke at the lease's end"
-    );
-    assert_eq!(
-        (answer.decision(), answer.render().status),
-        ("conflict", 409)
-    );
-    assert_eq!(get(&answer.render().headers, "retry-after"), Some("1"));
-    assert!(
-        engine.backend().forwarded.borrow().is_empty(),
-        "it dropped its body"
-    );
-    // The caller's retry, with its body, takes the key over.
-    let retry = block_on(engine.deliver(delivery("a"), &policy));
-    assert_eq!(retry.decision(), "forwarded");
-    assert!(epoch_of(&engine.backend().forwarded.borrow()[0]) > next_epoch(0, NOW));
-    assert!(engine.backend().logged().contains(&"taken_over"));
+    // A broken lease or wait comparison must fail, not hang.
+    crate::within(10, || {
+        let engine = engine_with_receipt_in_flight();
+        let mut policy = policy(InFlightPolicy::Wait);
+        policy.wait_ms = 20_000;
+        let answer = block_on(engine.deliver(delivery("a"), &policy));
+        assert_eq!(
+            engine.backend().now_ms(),
+            NOW + 15_000,
+            "woke at the lease's end"
+        );
+        assert_eq!(
+            (answer.decision(), answer.render().status),
+            ("conflict", 409)
+        );
+        assert_eq!(get(&answer.render().headers, "retry-after"), Some("1"));
+        assert!(
+            engine.backend().forwarded.borrow().is_empty(),
+            "it dropped its body"
+        );
+        // The caller's retry, with its body, takes the key over.
+        let retry = block_on(engine.deliver(delivery("a"), &policy));
+        assert_eq!(retry.decision(), "forwarded");
+        assert!(epoch_of(&engine.backend().forwarded.borrow()[0]) > next_epoch(0, NOW));
+        assert!(engine.backend().logged().contains(&"taken_over"));
+    });
 }
 
 /// Polls futures that wait on each other with no executor: each poll is
@@ -368,101 +374,110 @@ fn body_of(result: &ForwardResult) -> Vec<u8> {
 
 #[test]
 fn the_late_answer_of_a_taken_over_forward_wakes_no_waiter() {
-    let engine = engine();
-    let backend = engine.backend();
-    backend.manual_clock.set(true);
-    let policy = Policy {
-        wait_ms: 60_000,
-        ..policy(InFlightPolicy::Wait)
-    };
-    let gate_a = gated(backend);
-    let gate_b = gated(backend);
-    let mut tasks = Tasks::new();
-    let a = tasks.spawn(engine.deliver(delivery("a"), &policy));
-    backend.now.set(NOW + 17_000); // A's lease ends; A is still running
-    let b = tasks.spawn(engine.deliver(delivery("a"), &policy));
-    backend.now.set(NOW + 17_001);
-    let waiter = tasks.spawn(engine.deliver(delivery("a"), &policy));
-    assert!(tasks.answer(waiter).is_none(), "waits for B");
-    let late = created("answer of A");
-    gate_a.send(late.clone()).unwrap();
-    tasks.run();
-    assert_eq!(
-        tasks.answer(a).unwrap().render().body,
-        body_of(&late),
-        "A's caller gets A's answer"
-    );
-    assert!(
-        tasks.answer(waiter).is_none(),
-        "A no longer owns the key: the waiter is B's"
-    );
-    let current = created("answer of B");
-    gate_b.send(current.clone()).unwrap();
-    tasks.run();
-    assert_eq!(tasks.answer(b).unwrap().decision(), "forwarded");
-    let waited = tasks.answer(waiter).unwrap();
-    assert_eq!(waited.decision(), "waited");
-    assert_eq!(waited.render().body, body_of(&current));
-    let replay = block_on(engine.deliver(delivery("a"), &policy));
-    assert_eq!(
-        replay.render().body,
-        body_of(&current),
-        "the late answer did not overwrite B's"
-    );
+    // A broken lease or wait comparison must fail, not hang.
+    crate::within(10, || {
+        let engine = engine();
+        let backend = engine.backend();
+        backend.manual_clock.set(true);
+        let policy = Policy {
+            wait_ms: 60_000,
+            ..policy(InFlightPolicy::Wait)
+        };
+        let gate_a = gated(backend);
+        let gate_b = gated(backend);
+        let mut tasks = Tasks::new();
+        let a = tasks.spawn(engine.deliver(delivery("a"), &policy));
+        backend.now.set(NOW + 17_000); // A's lease ends; A is still running
+        let b = tasks.spawn(engine.deliver(delivery("a"), &policy));
+        backend.now.set(NOW + 17_001);
+        let waiter = tasks.spawn(engine.deliver(delivery("a"), &policy));
+        assert!(tasks.answer(waiter).is_none(), "waits for B");
+        let late = created("answer of A");
+        gate_a.send(late.clone()).unwrap();
+        tasks.run();
+        assert_eq!(
+            tasks.answer(a).unwrap().render().body,
+            body_of(&late),
+            "A's caller gets A's answer"
+        );
+        assert!(
+            tasks.answer(waiter).is_none(),
+            "A no longer owns the key: the waiter is B's"
+        );
+        let current = created("answer of B");
+        gate_b.send(current.clone()).unwrap();
+        tasks.run();
+        assert_eq!(tasks.answer(b).unwrap().decision(), "forwarded");
+        let waited = tasks.answer(waiter).unwrap();
+        assert_eq!(waited.decision(), "waited");
+        assert_eq!(waited.render().body, body_of(&current));
+        let replay = block_on(engine.deliver(delivery("a"), &policy));
+        assert_eq!(
+            replay.render().body,
+            body_of(&current),
+            "the late answer did not overwrite B's"
+        );
+    });
 }
 
 #[test]
 fn waiters_share_the_outcome_but_never_the_cookie() {
-    let engine = engine();
-    let backend = engine.backend();
-    backend.manual_clock.set(true);
-    let policy = policy(InFlightPolicy::Wait);
-    let gate = gated(backend);
-    let mut tasks = Tasks::new();
-    let first = tasks.spawn(engine.deliver(delivery("a"), &policy));
-    let waiter = tasks.spawn(engine.deliver(delivery("a"), &policy));
-    gate.send(ForwardResult::Answered(HttpResponse {
-        status: 201,
-        headers: vec![
-            ("set-cookie".into(), "session=first".into()),
-            ("x-a".into(), "1".into()),
-        ],
-        body: b"paid".to_vec(),
-    }))
-    .unwrap();
-    tasks.run();
-    let first = tasks.answer(first).unwrap().render();
-    assert_eq!(get(&first.headers, "set-cookie"), Some("session=first"));
-    let waited = tasks.answer(waiter).unwrap().render();
-    assert_eq!(get(&waited.headers, "set-cookie"), None);
-    assert_eq!(get(&waited.headers, "x-a"), Some("1"));
-    let replay = block_on(engine.deliver(delivery("a"), &policy)).render();
-    assert_eq!(get(&replay.headers, "set-cookie"), None);
-    assert_eq!(replay.body, b"paid");
+    // A broken lease or wait comparison must fail, not hang.
+    crate::within(10, || {
+        let engine = engine();
+        let backend = engine.backend();
+        backend.manual_clock.set(true);
+        let policy = policy(InFlightPolicy::Wait);
+        let gate = gated(backend);
+        let mut tasks = Tasks::new();
+        let first = tasks.spawn(engine.deliver(delivery("a"), &policy));
+        let waiter = tasks.spawn(engine.deliver(delivery("a"), &policy));
+        gate.send(ForwardResult::Answered(HttpResponse {
+            status: 201,
+            headers: vec![
+                ("set-cookie".into(), "session=first".into()),
+                ("x-a".into(), "1".into()),
+            ],
+            body: b"paid".to_vec(),
+        }))
+        .unwrap();
+        tasks.run();
+        let first = tasks.answer(first).unwrap().render();
+        assert_eq!(get(&first.headers, "set-cookie"), Some("session=first"));
+        let waited = tasks.answer(waiter).unwrap().render();
+        assert_eq!(get(&waited.headers, "set-cookie"), None);
+        assert_eq!(get(&waited.headers, "x-a"), Some("1"));
+        let replay = block_on(engine.deliver(delivery("a"), &policy)).render();
+        assert_eq!(get(&replay.headers, "set-cookie"), None);
+        assert_eq!(replay.body, b"paid");
+    });
 }
 
 #[test]
 fn at_most_max_waiters_wait_and_more_conflict_at_once() {
-    let engine = engine();
-    let backend = engine.backend();
-    backend.manual_clock.set(true);
-    let policy = Policy {
-        max_waiters: 2,
-        ..policy(InFlightPolicy::Wait)
-    };
-    let _gate = gated(backend);
-    let mut tasks = Tasks::new();
-    tasks.spawn(engine.deliver(delivery("a"), &policy));
-    let waiters: Vec<usize> = (0..2)
-        .map(|_| tasks.spawn(engine.deliver(delivery("a"), &policy)))
-        .collect();
-    let third = tasks.spawn(engine.deliver(delivery("a"), &policy));
-    assert!(waiters.iter().all(|waiter| tasks.answer(*waiter).is_none()));
-    let refused = tasks.answer(third).expect("answered at once");
-    assert_eq!(
-        (refused.decision(), refused.render().status),
-        ("conflict", 409)
-    );
+    // A broken lease or wait comparison must fail, not hang.
+    crate::within(10, || {
+        let engine = engine();
+        let backend = engine.backend();
+        backend.manual_clock.set(true);
+        let policy = Policy {
+            max_waiters: 2,
+            ..policy(InFlightPolicy::Wait)
+        };
+        let _gate = gated(backend);
+        let mut tasks = Tasks::new();
+        tasks.spawn(engine.deliver(delivery("a"), &policy));
+        let waiters: Vec<usize> = (0..2)
+            .map(|_| tasks.spawn(engine.deliver(delivery("a"), &policy)))
+            .collect();
+        let third = tasks.spawn(engine.deliver(delivery("a"), &policy));
+        assert!(waiters.iter().all(|waiter| tasks.answer(*waiter).is_none()));
+        let refused = tasks.answer(third).expect("answered at once");
+        assert_eq!(
+            (refused.decision(), refused.render().status),
+            ("conflict", 409)
+        );
+    });
 }
 
 #[test]
@@ -715,43 +730,46 @@ fn async_failures_retry_on_schedule_die_and_are_redriven() {
 
 #[test]
 fn a_crash_mid_forward_is_taken_over_by_the_alarm_after_the_lease() {
-    let engine = engine();
-    let policy = async_policy(&[10_000]);
-    block_on(engine.deliver(delivery("a"), &policy));
-    let gate = gated(engine.backend());
-    let mut tasks = Tasks::new();
-    tasks.spawn(async {
-        let _ = engine.on_alarm(|_| Ok(policy.clone())).await;
-        Answer::Acknowledged
+    // A broken lease or wait comparison must fail, not hang.
+    crate::within(10, || {
+        let engine = engine();
+        let policy = async_policy(&[10_000]);
+        block_on(engine.deliver(delivery("a"), &policy));
+        let gate = gated(engine.backend());
+        let mut tasks = Tasks::new();
+        tasks.spawn(async {
+            let _ = engine.on_alarm(|_| Ok(policy.clone())).await;
+            Answer::Acknowledged
+        });
+        assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+        drop(tasks); // the object crashes with the forward outstanding
+        drop(gate);
+        let lease_end = engine.backend().alarm.get().unwrap();
+        assert_eq!(
+            lease_end,
+            NOW + 17_000,
+            "the alarm was set to the lease's end"
+        );
+        let restarted = Engine::new(MemoryBackend::new(NOW));
+        let backend = restarted.backend();
+        *backend.stored.borrow_mut() = engine.backend().stored.borrow().clone();
+        *backend.request.borrow_mut() = engine.backend().request.borrow().clone();
+        block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
+        assert!(
+            backend.forwarded.borrow().is_empty(),
+            "not before the lease ends"
+        );
+        backend.now.set(lease_end);
+        block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
+        let forwarded = backend.forwarded.borrow();
+        assert_eq!(forwarded.len(), 1);
+        assert!(epoch_of(&forwarded[0]) > epoch_of(&engine.backend().forwarded.borrow()[0]));
+        assert_eq!(
+            backend.stored.borrow().as_ref().unwrap().state_name(),
+            "completed"
+        );
+        assert_eq!(backend.logged(), ["taken_over"]);
     });
-    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
-    drop(tasks); // the object crashes with the forward outstanding
-    drop(gate);
-    let lease_end = engine.backend().alarm.get().unwrap();
-    assert_eq!(
-        lease_end,
-        NOW + 17_000,
-        "the alarm was set to the lease's end"
-    );
-    let restarted = Engine::new(MemoryBackend::new(NOW));
-    let backend = restarted.backend();
-    *backend.stored.borrow_mut() = engine.backend().stored.borrow().clone();
-    *backend.request.borrow_mut() = engine.backend().request.borrow().clone();
-    block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
-    assert!(
-        backend.forwarded.borrow().is_empty(),
-        "not before the lease ends"
-    );
-    backend.now.set(lease_end);
-    block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
-    let forwarded = backend.forwarded.borrow();
-    assert_eq!(forwarded.len(), 1);
-    assert!(epoch_of(&forwarded[0]) > epoch_of(&engine.backend().forwarded.borrow()[0]));
-    assert_eq!(
-        backend.stored.borrow().as_ref().unwrap().state_name(),
-        "completed"
-    );
-    assert_eq!(backend.logged(), ["taken_over"]);
 }
 
 #[test]

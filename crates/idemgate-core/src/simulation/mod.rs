@@ -10,6 +10,12 @@
 //! checks six invariants; a failure prints the seed, and
 //! `SIM_SEED=<seed> cargo test --lib simulation` replays it exactly.
 //!
+//! About 40% of the schedules run the route as `DELIVERY=async` (SPEC §2b):
+//! acknowledgements, alarm-driven attempts on a retry schedule, dead
+//! letters, re-drives, and restarts in the middle of any of them (a
+//! restart re-arms an alarm whose handler it cut short, as the runtime
+//! retries it).
+//!
 //! 1. A key's forwards carry strictly increasing epochs, also across
 //!    purges and expiries (an origin may fence on them forever).
 //! 2. While a lease is live, at most one forward of the key is outstanding.
@@ -18,7 +24,12 @@
 //! 4. A different payload is never forwarded while a receipt exists.
 //! 5. No delivery gets a 2xx before the origin accepted its payload.
 //! 6. A failed or expired forward never leaves a key stuck: a delivery that
-//!    finds one after its lease is forwarded.
+//!    finds one after its lease is forwarded (sync).
+//! 7. An async acknowledgement (2xx) is given only once a receipt of its
+//!    payload is durable.
+//! 8. Every accepted async delivery ends `completed` or `dead` (none is
+//!    forgotten): checked after each schedule, once the origin recovers
+//!    and time runs on.
 //!
 //! `SIM_SEEDS=100000 cargo test --release --lib simulation::tests::seeds`
 //! explores more schedules; `SIM_STEPS` sets the steps per schedule.
@@ -32,7 +43,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::answer::Answer;
 use crate::canonical::Fingerprint;
-use crate::config::{Delivery as DeliveryMode, InFlightPolicy};
+use crate::config::{AsyncDelivery, Delivery as DeliveryMode, InFlightPolicy};
 use crate::engine::{Delivery, Engine, Policy};
 use crate::headers::{DECISION, REPLAYED};
 use crate::key::IdempotencyKey;
@@ -75,6 +86,9 @@ struct Task {
     id: usize,
     key: usize,
     future: TaskFuture,
+    /// For an alarm task: when the alarm was due (a restart that cuts the
+    /// handler short leaves it armed, as the runtime retries it).
+    alarm_at: Option<u64>,
     /// `None` for an alarm.
     fingerprint: Option<Fingerprint>,
     polled: bool,
@@ -100,6 +114,8 @@ pub struct Simulation {
     next_task: usize,
     policy: Policy,
     retention_ms: u64,
+    /// Whether this schedule's route delivers asynchronously.
+    asynchronous: bool,
     explored: Explored,
     /// `SIM_TRACE=1` prints every step, for replaying one seed.
     trace: bool,
@@ -113,8 +129,19 @@ impl Simulation {
         let mut rng = Rng(seed);
         let lease_ms = rng.pick(&[1_000, 3_000, 8_000]);
         let retention_ms = rng.pick(&[20_000, 60_000]);
+        let asynchronous = rng.chance(40);
+        let delivery = if asynchronous {
+            let schedules: [&[u64]; 3] = [&[1_000, 2_000, 5_000], &[500, 500], &[3_000]];
+            DeliveryMode::Async(AsyncDelivery {
+                retry_schedule_ms: schedules[rng.below(3) as usize].to_vec(),
+                ack_status: 202,
+                ack_body: None,
+            })
+        } else {
+            DeliveryMode::Sync
+        };
         let policy = Policy {
-            delivery: DeliveryMode::Sync,
+            delivery,
             in_flight: rng.pick(&[InFlightPolicy::Wait, InFlightPolicy::Conflict]),
             wait_ms: rng.pick(&[0, 2_000, 10_000]),
             max_waiters: rng.pick(&[0, 2, 256]),
@@ -146,12 +173,14 @@ impl Simulation {
             next_task: 0,
             policy,
             retention_ms,
+            asynchronous,
             explored: Explored::default(),
             trace: std::env::var_os("SIM_TRACE").is_some(),
         }
     }
 
-    /// Runs `steps` steps, stopping at the first violation; returns them.
+    /// Runs `steps` steps, stopping at the first violation, then lets the
+    /// schedule settle (invariant 8); returns the violations.
     pub fn run(&mut self, steps: u64) -> Vec<String> {
         for _ in 0..steps {
             self.step();
@@ -159,6 +188,9 @@ impl Simulation {
             if !self.world.violations.borrow().is_empty() {
                 break;
             }
+        }
+        if self.world.violations.borrow().is_empty() && self.asynchronous {
+            self.settle();
         }
         self.explored.forwards = self.world.calls.borrow().len() as u64;
         self.world
@@ -192,7 +224,9 @@ impl Simulation {
             35..60 => self.answer_a_call(),
             60..85 => self.advance_clock(),
             85..90 => self.restart(),
-            90..93 => self.purge(),
+            90..92 => self.purge(),
+            92..94 if self.asynchronous => self.redrive(),
+            92..94 => self.purge(),
             _ => self.world.failing_writes.set(1 + self.rng.below(2) as u32),
         }
         self.fire_due_alarms();
@@ -241,6 +275,7 @@ impl Simulation {
             id: self.next_task,
             key,
             future,
+            alarm_at: None,
             fingerprint,
             polled: false,
             era_at_start: 0,
@@ -282,6 +317,17 @@ impl Simulation {
         // A Durable Object takes at least a millisecond to come back: the
         // epoch rule relies on it (see `receipt::next_epoch`).
         self.world.now.set(self.world.now.get() + 1);
+        let cut_short: Vec<u64> = self
+            .tasks
+            .iter()
+            .filter(|task| task.key == key)
+            .filter_map(|task| task.alarm_at)
+            .collect();
+        if let Some(at) = cut_short.into_iter().min() {
+            let mut keys = self.world.keys.borrow_mut();
+            let alarm = &mut keys[key].alarm;
+            *alarm = Some(alarm.map_or(at, |armed| armed.min(at)));
+        }
         self.tasks.retain(|task| task.key != key);
         self.engines[key] = Rc::new(Engine::new(SimBackend {
             world: self.world.clone(),
@@ -296,29 +342,93 @@ impl Simulation {
             .now_or_never();
     }
 
+    /// The operator re-drives a key (refused unless it is dead or failed).
+    fn redrive(&mut self) {
+        let key = self.rng.below(KEYS as u64) as usize;
+        let engine = self.engines[key].clone();
+        self.spawn(
+            key,
+            None,
+            Box::pin(async move {
+                let _ = engine.redrive().await;
+                None
+            }),
+        );
+    }
+
+    /// After the schedule: no more failures, the origin answers everything
+    /// with success, and time runs on (alarm to alarm) until nothing is
+    /// pending. Every accepted async delivery must then be settled.
+    fn settle(&mut self) {
+        self.world.failing_writes.set(0);
+        for _ in 0..400 {
+            for call in self.world.open_calls() {
+                self.world
+                    .answer(call, respond(201, format!("settled by call {call}")));
+            }
+            let next_alarm = self
+                .world
+                .keys
+                .borrow()
+                .iter()
+                .filter_map(|key| key.alarm)
+                .min();
+            let now = self.world.now.get();
+            self.world
+                .now
+                .set(next_alarm.map_or(now + 1_000, |at| at.max(now + 1)));
+            self.fire_due_alarms();
+            self.run_until_quiet();
+            let pending = self.world.keys.borrow().iter().any(|key| {
+                key.stored
+                    .as_ref()
+                    .is_some_and(|receipt| receipt.deletable_at().is_none())
+            });
+            if !pending && self.tasks.is_empty() {
+                return;
+            }
+        }
+        for (key, state) in self.world.keys.borrow().iter().enumerate() {
+            if let Some(receipt) = state.stored.as_ref().filter(|r| r.deletable_at().is_none()) {
+                self.world.violate(format!(
+                    "I8 key {key}: an accepted delivery never settled ({}, alarm {:?})",
+                    receipt.state_name(),
+                    state.alarm.map(|at| at.saturating_sub(START))
+                ));
+            }
+        }
+    }
+
     fn fire_due_alarms(&mut self) {
         let now = self.world.now.get();
         for key in 0..KEYS {
             let due = {
                 let mut keys = self.world.keys.borrow_mut();
                 let alarm = &mut keys[key].alarm;
-                let due = alarm.is_some_and(|at| at <= now);
-                if due {
-                    *alarm = None;
+                match *alarm {
+                    Some(at) if at <= now => alarm.take(),
+                    _ => None,
                 }
-                due
             };
-            if due {
+            if let Some(at) = due {
                 let engine = self.engines[key].clone();
                 let policy = self.policy.clone();
+                let world = self.world.clone();
                 self.spawn(
                     key,
                     None,
                     Box::pin(async move {
-                        let _ = engine.on_alarm(|_| Ok(policy.clone())).await;
+                        // A failed alarm is run again by the runtime, with
+                        // backoff, unless the handler armed another one.
+                        if engine.on_alarm(|_| Ok(policy.clone())).await.is_err() {
+                            let retry = world.now.get() + 2_000;
+                            let mut keys = world.keys.borrow_mut();
+                            keys[key].alarm.get_or_insert(retry);
+                        }
                         None
                     }),
                 );
+                self.tasks.last_mut().expect("just spawned").alarm_at = Some(at);
             }
         }
     }
@@ -404,7 +514,7 @@ impl Simulation {
             | ReceiptState::Queued { .. }
             | ReceiptState::Dead { .. } => false,
         };
-        stuck && self.world.failing_writes.get() == 0
+        stuck && self.world.failing_writes.get() == 0 && !self.asynchronous
     }
 
     fn check_answer(&self, index: usize, answer: &Answer) {
@@ -416,7 +526,18 @@ impl Simulation {
         let Some(fingerprint) = &task.fingerprint else {
             return;
         };
-        if (200..300).contains(&rendered.status) {
+        if matches!(answer, Answer::Queued(_) | Answer::Duplicate(_)) {
+            let durable = state
+                .stored
+                .as_ref()
+                .is_some_and(|receipt| &receipt.fingerprint == fingerprint);
+            if !durable && state.era == task.era_at_start {
+                self.world.violate(format!(
+                    "I7 key {}: an acknowledgement before its receipt was durable",
+                    task.key
+                ));
+            }
+        } else if (200..300).contains(&rendered.status) {
             let accepted = state
                 .accepted
                 .iter()
@@ -428,7 +549,8 @@ impl Simulation {
                 ));
             }
         }
-        if let Some(stored) = &task.stored_at_start {
+        // An async duplicate gets the acknowledgement, not the replay.
+        if let Some(stored) = task.stored_at_start.as_ref().filter(|_| !self.asynchronous) {
             let origin_headers: Vec<(String, String)> = rendered
                 .headers
                 .iter()
@@ -507,7 +629,7 @@ mod tests {
             None => 0..env_number("SIM_SEEDS").unwrap_or(2_000),
         };
         let count = seeds.end - seeds.start;
-        let (violations, explored) = explore(seeds, steps(), None);
+        let (violations, explored) = crate::within(600, move || explore(seeds, steps(), None));
         println!(
             "simulation: {count} schedules, {} steps, {} deliveries, {} forwards",
             explored.steps, explored.deliveries, explored.forwards
@@ -517,7 +639,10 @@ mod tests {
 
     /// Each invariant's checker catches its deliberately broken logic.
     fn caught(defect: Mutation, invariant: &str) {
-        let (violations, explored) = explore(0..500, steps(), Some((defect, invariant)));
+        let wanted = invariant.to_string();
+        let (violations, explored) = crate::within(120, move || {
+            explore(0..500, steps(), Some((defect, &wanted)))
+        });
         assert!(
             violations
                 .iter()
@@ -561,5 +686,20 @@ mod tests {
     #[test]
     fn catches_a_key_stuck_after_a_failure() {
         caught(Mutation::FailedStaysInFlight, "I6");
+    }
+
+    #[test]
+    fn catches_a_replay_that_is_not_byte_identical() {
+        caught(Mutation::CorruptReplayBody, "I3");
+    }
+
+    #[test]
+    fn catches_an_acknowledgement_before_the_receipt_is_durable() {
+        caught(Mutation::AcknowledgeBeforeDurable, "I7");
+    }
+
+    #[test]
+    fn catches_a_delivery_queued_without_an_alarm() {
+        caught(Mutation::QueueWithoutAlarm, "I8");
     }
 }
