@@ -307,18 +307,36 @@ async fn storm(
     })
 }
 
-/// Durable Object requests (counted by the gateway) and storage operations
-/// (counted by the object) per kind of delivery.
+/// What one delivery of each kind costs: Durable Object requests, log
+/// lines and metric points (counted by the isolate) and storage operations
+/// (counted by the object), as Cloudflare bills them.
 async fn cost(gateway: &Gateway) -> Value {
     let client = client();
     let mut rows = Vec::new();
-    let zero = json!({"reads": 0, "writes": 0, "alarm_writes": 0});
+    let zero = json!({"reads": 0, "writes": 0, "alarm_writes": 0, "index_writes": 0});
     let delta = |after: &Value, before: &Value, per: f64| {
+        let field = |name: &str| {
+            (after[name].as_f64().unwrap_or(0.0) - before[name].as_f64().unwrap_or(0.0)) / per
+        };
         json!({
-            "reads": (after["reads"].as_f64().unwrap() - before["reads"].as_f64().unwrap()) / per,
-            "writes": (after["writes"].as_f64().unwrap() - before["writes"].as_f64().unwrap()) / per,
-            "alarm_writes": (after["alarm_writes"].as_f64().unwrap() - before["alarm_writes"].as_f64().unwrap()) / per,
+            "reads": field("reads"),
+            "writes": field("writes"),
+            "alarm_writes": field("alarm_writes"),
+            "index_writes": field("index_writes"),
         })
+    };
+    let counted = |before: &Value, after: &Value, per: f64| {
+        json!({
+            "object_requests": counter(before, after, "object_requests") / per,
+            "log_lines": counter(before, after, "log_lines") / per,
+            "metric_points": counter(before, after, "metric_points") / per,
+        })
+    };
+    let row = |kind: &str, counts: Value, storage: Value| {
+        let mut row = counts;
+        row["kind"] = json!(kind);
+        row["storage"] = storage;
+        row
     };
 
     let path = "/cost-first/pay";
@@ -326,7 +344,11 @@ async fn cost(gateway: &Gateway) -> Value {
     post(&client, &gateway.url(path), "cost-first").await;
     let after = stats(gateway).await;
     let first = object_ops(gateway, "cost-first", path).await;
-    rows.push(json!({"kind": "first delivery", "object_requests": counter(&before, &after, "object_requests"), "storage": delta(&first, &zero, 1.0)}));
+    rows.push(row(
+        "first delivery",
+        counted(&before, &after, 1.0),
+        delta(&first, &zero, 1.0),
+    ));
 
     let before = stats(gateway).await;
     for _ in 0..10 {
@@ -334,7 +356,11 @@ async fn cost(gateway: &Gateway) -> Value {
     }
     let after = stats(gateway).await;
     let replayed = object_ops(gateway, "cost-first", path).await;
-    rows.push(json!({"kind": "replay", "object_requests": counter(&before, &after, "object_requests") / 10.0, "storage": delta(&replayed, &first, 10.0)}));
+    rows.push(row(
+        "replay",
+        counted(&before, &after, 10.0),
+        delta(&replayed, &first, 10.0),
+    ));
 
     let path = "/cost-wait/slow/300/pay";
     let before = stats(gateway).await;
@@ -346,15 +372,78 @@ async fn cost(gateway: &Gateway) -> Value {
     storm.join_all().await;
     let after = stats(gateway).await;
     let waited = object_ops(gateway, "cost-wait", path).await;
-    rows.push(json!({"kind": "duplicate under wait", "object_requests": counter(&before, &after, "object_requests") / 10.0, "storage": delta(&waited, &first, 9.0)}));
+    // Nine of the ten waited; the first is a first delivery.
+    let mut counts = counted(&before, &after, 1.0);
+    for name in ["object_requests", "log_lines", "metric_points"] {
+        counts[name] = json!((counts[name].as_f64().unwrap() - 1.0) / 9.0);
+    }
+    rows.push(row(
+        "duplicate under wait",
+        counts,
+        delta(&waited, &first, 9.0),
+    ));
 
     let path = "/cost-fail/status/503/pay";
     let before = stats(gateway).await;
     post(&client, &gateway.url(path), "cost-fail").await;
     let after = stats(gateway).await;
     let failed = object_ops(gateway, "cost-fail", path).await;
-    rows.push(json!({"kind": "failure", "object_requests": counter(&before, &after, "object_requests"), "storage": delta(&failed, &zero, 1.0)}));
+    rows.push(row(
+        "failure",
+        counted(&before, &after, 1.0),
+        delta(&failed, &zero, 1.0),
+    ));
     Value::Array(rows)
+}
+
+/// What one async delivery costs, from acknowledgement to completion, on a
+/// gateway of its own (`DELIVERY=async`); the alarm that later expires the
+/// receipt is one more Durable Object request and one delete.
+async fn async_cost(origin: &TestOrigin) -> Value {
+    let gateway = Gateway::start_logging(
+        tempfile::tempdir().unwrap(),
+        &[
+            ("ORIGIN_URL", origin.url().as_str()),
+            ("ADMIN_TOKEN", ADMIN_TOKEN),
+            ("DELIVERY", "async"),
+        ],
+        "warn",
+    )
+    .await;
+    let client = client();
+    let path = "/cost-async/pay";
+    let before = stats(&gateway).await;
+    let ack = post(&client, &gateway.url(path), "cost-async").await;
+    assert_eq!(ack.status, 202);
+    let mut receipt = Value::Null;
+    for _ in 0..100 {
+        receipt = support::read_receipt(&gateway, ADMIN_TOKEN, "cost-async", path)
+            .await
+            .json();
+        if receipt["state"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = stats(&gateway).await;
+    let ops = &receipt["object_storage_ops"];
+    // The receipt reads themselves are operator calls, not the delivery's.
+    let reads_made = counter(&before, &after, "object_requests") - 1.0;
+    json!({
+        "kind": "async delivery",
+        "state": receipt["state"],
+        "object_requests": 1.0,
+        "alarm_invocations": receipt["attempts"].as_array().map_or(0, Vec::len),
+        "operator_reads_while_waiting": reads_made,
+        "log_lines": counter(&before, &after, "log_lines"),
+        "metric_points": counter(&before, &after, "metric_points"),
+        "storage": {
+            "reads": ops["reads"],
+            "writes": ops["writes"],
+            "alarm_writes": ops["alarm_writes"],
+            "index_writes": ops["index_writes"],
+        },
+    })
 }
 
 fn root() -> std::path::PathBuf {
@@ -389,8 +478,16 @@ fn core_cost() -> Value {
 fn print_setup(title: &str, setup: &Value) {
     println!("\n{title}");
     println!(
-        "\n{:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7}",
-        "throughput", "req/s", "x base", "p50 ms", "p99 ms", "cpu ms", "x floor", "DO/req"
+        "\n{:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7}",
+        "throughput",
+        "req/s",
+        "x base",
+        "p50 ms",
+        "p99 ms",
+        "cpu ms",
+        "x floor",
+        "DO/req",
+        "errors"
     );
     for row in setup["throughput"].as_array().unwrap() {
         let cpu = |name: &str, digits: usize| {
@@ -399,7 +496,7 @@ fn print_setup(title: &str, setup: &Value) {
                 .map_or("n/a".to_string(), |value| format!("{value:.digits$}"))
         };
         println!(
-            "{:<28} {:>9.0} {:>8.2} {:>8.1} {:>8.1} {:>9} {:>9} {:>7.2}",
+            "{:<28} {:>9.0} {:>8.2} {:>8.1} {:>8.1} {:>9} {:>9} {:>7.2} {:>7}",
             row["kind"].as_str().unwrap(),
             row["per_second"].as_f64().unwrap(),
             row["ratio_to_baseline"].as_f64().unwrap(),
@@ -408,24 +505,25 @@ fn print_setup(title: &str, setup: &Value) {
             cpu("worker_cpu_ms_per_request", 3),
             cpu("worker_cpu_ratio_to_floor", 2),
             row["object_requests_per_request"].as_f64().unwrap(),
+            row["errors"].as_u64().unwrap_or(0),
         );
     }
+    println!("(cpu ms: the worker's workerd process alone, per request; errors: failed requests and non-2xx answers)");
     println!(
-        "(cpu ms: the worker's workerd process alone, per request; errors: {})",
-        setup["throughput"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|row| row["errors"].as_u64().unwrap_or(0))
-            .sum::<u64>()
-    );
-    println!(
-        "\n{:<14} {:>9} {:>8} {:>9} {:>10} {:>10} {:>10} {:>8}",
-        "storm", "forwards", "per key", "wall s", "dup p50", "dup p99", "target s", "x target"
+        "\n{:<14} {:>9} {:>8} {:>9} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "storm",
+        "forwards",
+        "per key",
+        "wall s",
+        "dup p50",
+        "dup p99",
+        "target s",
+        "x target",
+        "failed"
     );
     for row in setup["storms"].as_array().unwrap() {
         println!(
-            "{:<14} {:>9} {:>8.2} {:>9.2} {:>10.1} {:>10.1} {:>10.2} {:>8.2}",
+            "{:<14} {:>9} {:>8.2} {:>9.2} {:>10.1} {:>10.1} {:>10.2} {:>8.2} {:>8}",
             format!("{} x {}", row["keys"], row["deliveries_per_key"]),
             row["forwards"],
             row["forwards_per_key"].as_f64().unwrap(),
@@ -434,6 +532,7 @@ fn print_setup(title: &str, setup: &Value) {
             row["duplicate_p99_ms"].as_f64().unwrap(),
             row["target_seconds"].as_f64().unwrap(),
             row["ratio_to_target"].as_f64().unwrap(),
+            row["failed"],
         );
     }
 }
@@ -461,18 +560,36 @@ fn print_table(results: &Value) {
         "wrangler's dev server without the devtools inspector",
         &results["without_inspector"],
     );
+    print_reference(results);
     println!(
-        "\n{:<22} {:>10} {:>8} {:>8} {:>13}",
-        "cost per delivery", "DO req", "reads", "writes", "alarm writes"
+        "\n{:<22} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7}",
+        "cost per delivery",
+        "DO req",
+        "alarms",
+        "reads",
+        "writes",
+        "alarm w",
+        "index w",
+        "logs",
+        "points"
     );
     for row in results["cost"].as_array().unwrap() {
+        let number = |value: &Value| {
+            value
+                .as_f64()
+                .map_or("-".to_string(), |v| format!("{v:.2}"))
+        };
         println!(
-            "{:<22} {:>10.2} {:>8.2} {:>8.2} {:>13.2}",
+            "{:<22} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7}",
             row["kind"].as_str().unwrap(),
-            row["object_requests"].as_f64().unwrap(),
-            row["storage"]["reads"].as_f64().unwrap(),
-            row["storage"]["writes"].as_f64().unwrap(),
-            row["storage"]["alarm_writes"].as_f64().unwrap(),
+            number(&row["object_requests"]),
+            number(&row["alarm_invocations"]),
+            number(&row["storage"]["reads"]),
+            number(&row["storage"]["writes"]),
+            number(&row["storage"]["alarm_writes"]),
+            number(&row["storage"]["index_writes"]),
+            number(&row["log_lines"]),
+            number(&row["metric_points"]),
         );
     }
     let wasm = &results["wasm"];
@@ -489,6 +606,50 @@ fn print_table(results: &Value) {
             row["median_us"].as_f64().unwrap()
         );
     }
+}
+
+/// idemgate against the reference worker, each way of running them.
+fn print_reference(results: &Value) {
+    println!("\nagainst the reference worker (bench/reference/worker.mjs), same origin, same run");
+    println!(
+        "{:<28} {:>12} {:>12} {:>12} {:>12}",
+        "", "command", "x reference", "no inspector", "x reference"
+    );
+    for kind in [
+        "floor: worker only",
+        "baseline: GET passthrough",
+        "first deliveries",
+        "replays",
+    ] {
+        let rate = |setup: &Value| {
+            setup["throughput"]
+                .as_array()
+                .and_then(|rows| rows.iter().find(|row| row["kind"] == kind))
+                .and_then(|row| row["per_second"].as_f64())
+                .unwrap_or(f64::NAN)
+        };
+        let (ours, theirs) = (rate(results), rate(&results["reference"]));
+        let (ours_plain, theirs_plain) = (
+            rate(&results["without_inspector"]),
+            rate(&results["reference"]["without_inspector"]),
+        );
+        println!(
+            "{kind:<28} {:>12} {:>12.2} {:>12} {:>12.2}",
+            format!("{ours:.0}/{theirs:.0}"),
+            ours / theirs,
+            format!("{ours_plain:.0}/{theirs_plain:.0}"),
+            ours_plain / theirs_plain
+        );
+    }
+    let floor_ratio = |setup: &Value| {
+        let rows = setup["throughput"].as_array().unwrap();
+        rows[3]["per_second"].as_f64().unwrap() / rows[0]["per_second"].as_f64().unwrap()
+    };
+    println!(
+        "idemgate replays x its own floor: {:.2} (command), {:.2} (no inspector)",
+        floor_ratio(results),
+        floor_ratio(&results["without_inspector"])
+    );
 }
 
 /// Throughput and storms against one running gateway.
@@ -535,15 +696,26 @@ fn main() {
         .await;
         let measured = run_setup(&origin, &gateway, "cli", seconds).await;
         eprintln!("bench: cost per delivery kind");
-        let cost = cost(&gateway).await;
+        let mut cost = cost(&gateway).await;
         drop(gateway);
+        cost.as_array_mut().unwrap().push(async_cost(&origin).await);
         let gateway = Gateway::start_without_inspector(&[
             ("ORIGIN_URL", origin.url().as_str()),
             ("ADMIN_TOKEN", ADMIN_TOKEN),
         ])
         .await;
         let without_inspector = run_setup(&origin, &gateway, "plain", seconds).await;
+        drop(gateway);
+        eprintln!("bench: the reference worker");
+        let reference = Gateway::start_reference(&origin.url(), true).await;
+        let mut reference_results = run_setup(&origin, &reference, "reference-cli", seconds).await;
+        drop(reference);
+        let reference = Gateway::start_reference(&origin.url(), false).await;
+        reference_results["without_inspector"] =
+            run_setup(&origin, &reference, "reference-plain", seconds).await;
+        drop(reference);
         json!({
+            "reference": reference_results,
             "seconds": seconds,
             "concurrency": CONCURRENCY,
             "throughput": measured["throughput"],

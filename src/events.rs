@@ -2,8 +2,19 @@
 //! decision, written to Analytics Engine when the `IDEMGATE_METRICS`
 //! binding exists, and logged when it changes a receipt or rejects a
 //! delivery (or always, with `LOG_DUPLICATES=true`).
+//!
+//! Absorbed duplicates are the bulk of the traffic and say nothing but
+//! "one more": their counts are written as one data point per route and
+//! decision (`double1` = the count) at most every [`BATCH_MS`], instead of
+//! one point each. That makes a replay cost no JavaScript call for metrics
+//! and a thousand replays one billed point; an isolate evicted before its
+//! next request loses its last unwritten batch (the receipts and
+//! `/__idemgate/stats` still count them).
 
-use worker::{AnalyticsEngineDataPointBuilder, Env};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use worker::{AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
 use idemgate_core::decision_log::DecisionLog;
 
@@ -11,26 +22,46 @@ use crate::log_sink;
 use crate::stats;
 
 pub const METRICS_BINDING: &str = "IDEMGATE_METRICS";
+/// Longest time absorbed duplicates wait to be written as one point.
+pub const BATCH_MS: u64 = 10_000;
 
-pub fn emit(env: &Env, event: &DecisionLog, logged: bool) {
-    let route = event.route.as_deref().unwrap_or("-");
-    stats::record(|stats| {
-        *stats
-            .decisions
-            .entry(route.to_string())
-            .or_default()
-            .entry(event.decision.to_string())
-            .or_default() += 1;
-        if logged {
-            stats.log_lines += 1;
+#[derive(Default)]
+struct Batch {
+    /// Counts by route, then decision.
+    counts: HashMap<String, HashMap<&'static str, u64>>,
+    since: u64,
+}
+
+thread_local! {
+    /// The dataset, looked up once per isolate (`None` inside: no binding).
+    static DATASET: RefCell<Option<Option<AnalyticsEngineDataset>>> = const { RefCell::new(None) };
+    static BATCH: RefCell<Batch> = RefCell::new(Batch::default());
+}
+
+fn with_dataset(env: &Env, write: impl FnOnce(&AnalyticsEngineDataset)) {
+    DATASET.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let dataset = cell.get_or_insert_with(|| env.analytics_engine(METRICS_BINDING).ok());
+        if let Some(dataset) = dataset {
+            write(dataset);
         }
     });
+}
+
+/// One decision event.
+pub fn emit(env: &Env, event: &DecisionLog, logged: bool) {
+    let route = event.route.as_deref().unwrap_or("-");
+    count_locally(route, event.decision, logged);
     if logged {
         log_sink::emit(event);
     }
+    if event.absorbed {
+        batch(env, route, event.decision, worker::Date::now().as_millis());
+        return;
+    }
     // Metrics must never fail a request: without the binding, or if the
     // write fails, nothing is written.
-    if let Ok(dataset) = env.analytics_engine(METRICS_BINDING) {
+    with_dataset(env, |dataset| {
         let written = AnalyticsEngineDataPointBuilder::new()
             .indexes([route])
             .add_blob(route)
@@ -40,10 +71,76 @@ pub fn emit(env: &Env, event: &DecisionLog, logged: bool) {
             .add_double(event.origin_ms.unwrap_or(0) as f64)
             .add_double(event.duration_ms as f64)
             .add_double(event.status.map_or(0.0, f64::from))
-            .add_double(if event.edge { 1 } else { 0 })
-            .write_to(&dataset);
+            .write_to(dataset);
         if written.is_ok() {
             stats::record(|stats| stats.metric_points += 1);
         }
-    }
+    });
+}
+
+/// A duplicate the isolate answered alone: counted, batched, not logged.
+pub fn absorbed_at_edge(env: &Env, route: &str, decision: &'static str, now: u64) {
+    count_locally(route, decision, false);
+    batch(env, route, decision, now);
+}
+
+fn count_locally(route: &str, decision: &'static str, logged: bool) {
+    stats::record(|stats| {
+        match stats.decisions.get_mut(route) {
+            Some(decisions) => *decisions.entry(decision).or_default() += 1,
+            None => {
+                stats
+                    .decisions
+                    .entry(route.to_string())
+                    .or_default()
+                    .insert(decision, 1);
+            }
+        }
+        if logged {
+            stats.log_lines += 1;
+        }
+    });
+}
+
+fn batch(env: &Env, route: &str, decision: &'static str, now: u64) {
+    let due = BATCH.with(|batch| {
+        let mut batch = batch.borrow_mut();
+        match batch.counts.get_mut(route) {
+            Some(decisions) => *decisions.entry(decision).or_default() += 1,
+            None => {
+                batch
+                    .counts
+                    .entry(route.to_string())
+                    .or_default()
+                    .insert(decision, 1);
+            }
+        }
+        if batch.since == 0 {
+            batch.since = now;
+        }
+        (now.saturating_sub(batch.since) >= BATCH_MS).then(|| {
+            batch.since = now;
+            std::mem::take(&mut batch.counts)
+        })
+    });
+    let Some(counts) = due else { return };
+    with_dataset(env, |dataset| {
+        let points = counts.iter().flat_map(|(route, decisions)| {
+            decisions
+                .iter()
+                .map(move |(decision, count)| (route, *decision, *count))
+        });
+        for (route, decision, count) in points {
+            let written = AnalyticsEngineDataPointBuilder::new()
+                .indexes([route.as_str()])
+                .add_blob(route.as_str())
+                .add_blob(decision)
+                .add_blob("")
+                .add_double(count as f64)
+                .write_to(dataset);
+            if written.is_ok() {
+                stats::record(|stats| stats.metric_points += 1);
+            }
+        }
+    });
 }

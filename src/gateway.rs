@@ -136,7 +136,8 @@ async fn deduplicate(
         query: line.query,
         headers: &list,
         body: &body,
-        now: worker::Date::now().as_millis() / 1000,
+        // The runtime's clock stands still between I/O: one reading serves.
+        now: started / 1000,
     };
     if over_limit(body.len() as u64, route.max_body_bytes) {
         return Ok(Err(Problem::PayloadTooLarge {
@@ -190,8 +191,8 @@ async fn deduplicate(
     response.map(Ok)
 }
 
-/// A replay this isolate answers alone: counted for the key's object, and
-/// one event.
+/// A replay this isolate answers alone: counted for the key's object and
+/// the route, logged only with `LOG_DUPLICATES`.
 fn edge_replay(
     env: &Env,
     route: &RouteConfig,
@@ -201,17 +202,21 @@ fn edge_replay(
 ) -> worker::Result<web_sys::Response> {
     stats::record(|stats| stats.cache_hits += 1);
     object_client::count_absorbed(object_name);
-    let mut event = DecisionLog::new(
-        "replayed",
-        worker::Date::now().as_millis().saturating_sub(started),
-    );
-    event.route = Some(route.name.clone());
-    event.receipt_id = headers::get(&replay.headers, RECEIPT_ID).map(str::to_string);
-    event.status = Some(replay.status);
-    event.origin_status = Some(replay.status);
-    event.edge = true;
-    event.absorbed = true;
-    events::emit(env, &event, event.is_logged(route.log_duplicates));
+    if route.log_duplicates {
+        let mut event = DecisionLog::new(
+            "replayed",
+            worker::Date::now().as_millis().saturating_sub(started),
+        );
+        event.route = Some(route.name.clone());
+        event.receipt_id = headers::get(&replay.headers, RECEIPT_ID).map(str::to_string);
+        event.status = Some(replay.status);
+        event.origin_status = Some(replay.status);
+        event.edge = true;
+        event.absorbed = true;
+        events::emit(env, &event, true);
+    } else {
+        events::absorbed_at_edge(env, &route.name, "replayed", started);
+    }
     edge_http::response(&replay)
 }
 

@@ -19,7 +19,7 @@ pub struct GatewayStats {
     /// Of those, byte-identical retries found before their body was parsed.
     pub fast_cache_hits: u64,
     /// Decision events (SPEC §9) by route, then decision.
-    pub decisions: BTreeMap<String, BTreeMap<String, u64>>,
+    pub decisions: BTreeMap<String, BTreeMap<&'static str, u64>>,
     /// Decision events written as log lines.
     pub log_lines: u64,
     /// Data points written to Analytics Engine.

@@ -269,6 +269,69 @@ impl Gateway {
         let dir = tempfile::tempdir().unwrap();
         let config = write_config(dir.path(), vars, "");
         migrate(&config, &dir.path().join("state"));
+        Gateway::start_plain(dir, config).await
+    }
+
+    /// The benchmark's reference worker (`bench/reference/worker.mjs`), a
+    /// JavaScript idempotency middleware, in front of `origin`: under the
+    /// `wrangler dev` command, or without the inspector.
+    #[allow(dead_code)] // the benchmark's alone
+    pub async fn start_reference(origin: &str, inspector: bool) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let repository_config = fs::read_to_string(root().join("wrangler.toml")).unwrap();
+        let date = repository_config
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix("compatibility_date")?
+                    .trim()
+                    .strip_prefix('=')
+            })
+            .map(|value| value.trim().trim_matches('"').to_string())
+            .expect("wrangler.toml sets compatibility_date");
+        let config = dir.path().join("wrangler.toml");
+        fs::write(
+            &config,
+            format!(
+                r#"name = "idemgate-reference"
+main = "{}"
+compatibility_date = "{date}"
+
+[[durable_objects.bindings]]
+name = "IDEMPOTENCY"
+class_name = "IdempotencyObject"
+
+[[migrations]]
+tag = "v1"
+new_sqlite_classes = ["IdempotencyObject"]
+
+[vars]
+ORIGIN_URL = "{origin}"
+"#,
+                root().join("bench/reference/worker.mjs").display()
+            ),
+        )
+        .unwrap();
+        if !inspector {
+            return Gateway::start_plain(dir, config).await;
+        }
+        let port = free_port();
+        let mut command = Command::new(root().join("node_modules/.bin/wrangler"));
+        command
+            .args(["dev", "--config"])
+            .arg(&config)
+            .args(["--ip", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--inspector-port", &free_port().to_string()])
+            .arg("--persist-to")
+            .arg(dir.path().join("state"))
+            .args([
+                "--log-level",
+                "warn",
+                "--show-interactive-dev-session=false",
+            ]);
+        Gateway::spawn(dir, command, port).await
+    }
+
+    async fn start_plain(dir: tempfile::TempDir, config: PathBuf) -> Gateway {
         let port = free_port();
         let mut command = Command::new("node");
         command
