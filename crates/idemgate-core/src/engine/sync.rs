@@ -152,7 +152,10 @@ impl<B: Backend> Engine<B> {
         };
         receipt.begin_forward(epoch, now, policy.lease_ms, policy.retention_ms);
         let index = self.plan_index(&mut receipt);
-        let wake = receipt.next_wake();
+        // The forward settles within its lease, and the receipt then
+        // expires a retention later: an alarm set past both fires once,
+        // to delete, instead of early and again.
+        let wake = receipt.expires_at.saturating_add(policy.lease_ms);
         trace.epoch = Some(epoch);
         trace.receipt_id = Some(receipt.identity.receipt_id.clone());
         // The receipt is durable before anything is sent: a restart after

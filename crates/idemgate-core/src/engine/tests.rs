@@ -176,8 +176,8 @@ fn the_lease_is_lease_ms_counted_from_the_send() {
     );
     assert_eq!(
         engine.backend().alarm.get(),
-        Some(NOW + 60_000),
-        "set with the send"
+        Some(NOW + 60_000 + 17_000),
+        "set with the send, past the retention counted from the lease's end"
     );
 }
 
