@@ -371,10 +371,19 @@ impl Backend for DurableBackend {
         if !self.tables_exist()? {
             return Ok(None);
         }
-        let cursor = self.exec("SELECT deletable_at FROM receipt WHERE id = 1", Vec::new())?;
+        // A first version's table has no `deletable_at` until this adds it.
+        self.has_tables.set(false);
+        self.create_tables()?;
+        let cursor = self.exec(
+            "SELECT deletable_at, record FROM receipt WHERE id = 1",
+            Vec::new(),
+        )?;
         let row = cursor.raw().next().transpose().map_err(storage_error)?;
-        Ok(match row.as_ref().and_then(|row| row.first()) {
-            Some(SqlStorageValue::Integer(at)) => Some(*at as u64),
+        Ok(match row.as_deref() {
+            Some([SqlStorageValue::Integer(at), ..]) => Some(*at as u64),
+            Some([_, SqlStorageValue::String(record), ..]) => {
+                Receipt::deletable_at_of_unparsed(record)
+            }
             _ => None,
         })
     }

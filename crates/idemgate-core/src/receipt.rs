@@ -500,6 +500,20 @@ impl Receipt {
         self.updated_at = now;
     }
 
+    /// When a stored record that no longer parses as a receipt may be
+    /// deleted: its `expires_at`, or its lease's end if later. The first
+    /// version's receipts are such records (their objects are never
+    /// reached again, since v2 names objects differently), and so is a
+    /// corrupted one; without this their storage would be kept forever.
+    pub fn deletable_at_of_unparsed(record: &str) -> Option<u64> {
+        let value: serde_json::Value = serde_json::from_str(record).ok()?;
+        let expires_at = value.get("expires_at")?.as_u64()?;
+        let lease_end = value
+            .get("lease_expires_at")
+            .and_then(serde_json::Value::as_u64);
+        Some(expires_at.max(lease_end.unwrap_or(0)))
+    }
+
     /// When the receipt may be deleted, if ever: a sync receipt in flight is
     /// kept while its lease is live; a pending async delivery is never lost.
     pub fn deletable_at(&self) -> Option<u64> {
@@ -614,6 +628,31 @@ mod tests {
             ],
             body: b"ok".to_vec(),
         })
+    }
+
+    /// A completed receipt as the first version stored it (from its README).
+    const V1_RECORD: &str = r#"{"state":"completed","completed_at":1795979799428,
+        "response":{"status":201,"headers":[["content-type","application/json"]],"body_bytes":352,"body_stored":true},
+        "fingerprint":"c2b11e657e12fd177359627ca89412018e2274d0873cfbfcf1fc50f685582e9e","epoch":1,
+        "first_seen_at":1795979799421,"updated_at":1795979799428,"expires_at":1796238999428,"duplicates":1,
+        "attempts":[{"epoch":1,"started_at":1795979799421,"ended_at":1795979799428,"status":201,"error":null}],
+        "scope":"dad9e5138d4055834414d144ca33d00d53c427a139bce63c4260a270ebc0a18d"}"#;
+
+    #[test]
+    fn a_first_version_receipt_does_not_parse_but_still_expires() {
+        assert!(serde_json::from_str::<Receipt>(V1_RECORD).is_err());
+        assert_eq!(
+            Receipt::deletable_at_of_unparsed(V1_RECORD),
+            Some(1_796_238_999_428)
+        );
+        let in_flight =
+            r#"{"state":"in_flight","lease_expires_at":9000,"owner":7,"expires_at":5000}"#;
+        assert_eq!(Receipt::deletable_at_of_unparsed(in_flight), Some(9000));
+        assert_eq!(Receipt::deletable_at_of_unparsed("{\"state\""), None);
+        assert_eq!(
+            Receipt::deletable_at_of_unparsed(r#"{"expires_at":"soon"}"#),
+            None
+        );
     }
 
     fn policy() -> RecordPolicy {

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""What a million deliveries of each kind cost on Cloudflare, from the
+counts the benchmark measured (bench/results/latest.json) and the published
+prices below. Prints a Markdown table; `scripts/bench` runs it last.
+
+Overage prices of the Workers Paid plan, read on 2026-11-30 (the included
+monthly amounts are left out: they are per account, not per delivery):
+  Workers requests and CPU   https://developers.cloudflare.com/workers/platform/pricing/
+  Durable Objects            https://developers.cloudflare.com/durable-objects/platform/pricing/
+  D1                         https://developers.cloudflare.com/d1/platform/pricing/
+  Analytics Engine           https://developers.cloudflare.com/analytics/analytics-engine/pricing/
+  Workers Logs (Observability pricing from 2026-12-01)
+                             https://developers.cloudflare.com/observability/pricing/
+"""
+
+import json
+import pathlib
+import sys
+
+PRICE_PER_MILLION = {
+    "requests": 0.30,  # Workers requests
+    "cpu_ms": 0.02,  # Workers CPU time, per million CPU-ms
+    "object_requests": 0.15,  # each RPC call and each alarm invocation
+    "gb_seconds": 12.50,  # Durable Object duration, 128 MB while active
+    "rows_written": 1.00,  # SQLite rows written; setAlarm and deletes count as one
+    "rows_read": 0.001,
+    "index_writes": 1.00,  # D1 rows written
+    "metric_points": 0.25,  # Analytics Engine data points
+}
+LOG_PRICE_PER_GB = 0.25  # Observability ingestion
+LOG_LINE_BYTES = 250  # one decision line with its enriched attributes, measured locally at 180-230
+OBJECT_GB = 0.128
+ORIGIN_MS = 100  # assumed origin time per forward: the object is active while it waits
+OBJECT_OVERHEAD_MS = 10  # assumed active time of a call that does not forward
+
+# What a receipt's retention expiry adds to every first delivery, from the
+# code rather than measured: one alarm invocation, one row deleted, one log
+# line and one metric point (the `expired` event).
+EXPIRY = {"object_requests": 1, "rows_written": 1, "log_lines": 1, "metric_points": 1}
+
+
+def per_delivery(cost, cpu_ms):
+    """The billed quantities of one delivery of a kind, before prices."""
+    storage = cost["storage"]
+    forwards = cost["kind"] in ("first delivery", "failure", "async delivery")
+    quantities = {
+        "requests": 1,
+        "cpu_ms": cpu_ms,
+        "object_requests": cost["object_requests"] + cost.get("alarm_invocations", 0),
+        "gb_seconds": OBJECT_GB
+        * (cost["object_requests"] * OBJECT_OVERHEAD_MS + (ORIGIN_MS if forwards else 0))
+        / 1000,
+        "rows_written": storage["writes"] + storage["alarm_writes"],
+        "rows_read": storage["reads"],
+        "index_writes": storage["index_writes"],
+        "metric_points": cost["metric_points"],
+        "log_lines": cost["log_lines"],
+    }
+    if forwards:
+        for name, count in EXPIRY.items():
+            quantities[name] += count
+    return quantities
+
+
+def dollars_per_million(quantities):
+    total = sum(PRICE_PER_MILLION[name] * quantities[name] for name in PRICE_PER_MILLION)
+    return total + quantities["log_lines"] * LOG_LINE_BYTES * LOG_PRICE_PER_GB / 1e3
+
+
+def main():
+    path = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results/latest.json")
+    results = json.loads(path.read_text())
+    cpu = {row["kind"]: row["worker_cpu_ms_per_request"] for row in results["without_inspector"]["throughput"]}
+    cpu_of = {
+        "first delivery": cpu["first deliveries"],
+        "replay": cpu["replays"],
+        "async delivery": cpu["first deliveries"],
+    }
+    print("| per million | requests | DO requests | rows written | D1 rows written | AE points | log lines | worker CPU s | USD |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for cost in results["cost"]:
+        if cost["kind"] not in cpu_of:
+            continue
+        q = per_delivery(cost, cpu_of[cost["kind"]])
+        print(
+            f"| {cost['kind']} | 1 M | {q['object_requests']:.2f} M | {q['rows_written']:.0f} M"
+            f" | {q['index_writes']:.0f} M | {q['metric_points']:.1f} M | {q['log_lines']:.0f} M"
+            f" | {q['cpu_ms'] * 1000:,.0f} | {dollars_per_million(q):.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
