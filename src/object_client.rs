@@ -11,7 +11,7 @@ use worker::js_sys::{Array, Promise, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
-use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply};
+use idemgate_core::object_call::{call_failure, ObjectCall, ObjectReply};
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::HttpResponse;
 
@@ -40,18 +40,9 @@ pub async fn call(
     mut call: ObjectCall,
     body: Vec<u8>,
 ) -> Result<(HttpResponse, Option<u64>), Problem> {
-    let before_sending = |message: String| Problem::StorageUnavailable {
-        message: format!("the key's Durable Object could not be reached: {message}"),
-    };
-    let delivery = matches!(call.op, ObjectOp::Deliver { .. });
-    let after_sending = move |message: String| {
-        let message = format!("the call to the key's Durable Object failed: {message}");
-        if delivery {
-            Problem::OutcomeUnknown { message }
-        } else {
-            Problem::StorageUnavailable { message }
-        }
-    };
+    let delivery = call.op.is_delivery();
+    let before_sending = |message: String| call_failure(delivery, false, message);
+    let after_sending = |message: String| call_failure(delivery, true, message);
     stats::record(|stats| stats.object_requests += 1);
     call.absorbed = take_absorbed(&call.object);
     let stub: DedupObjectStub = env

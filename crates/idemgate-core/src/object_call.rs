@@ -52,6 +52,31 @@ pub enum ObjectOp {
     Redrive,
 }
 
+/// What the caller is told when the call to the key's object fails.
+/// Before the call left, nothing can have been forwarded:
+/// `storage-unavailable`, retry freely. After it left, a delivery may have
+/// been forwarded and charged: `outcome-unknown` (SPEC §6), retry with the
+/// same key only. The operator's calls never forward.
+pub fn call_failure(delivery: bool, call_left: bool, message: String) -> Problem {
+    match (delivery, call_left) {
+        (true, true) => Problem::OutcomeUnknown {
+            message: format!("the call to the key's Durable Object failed: {message}"),
+        },
+        (false, true) => Problem::StorageUnavailable {
+            message: format!("the call to the key's Durable Object failed: {message}"),
+        },
+        (_, false) => Problem::StorageUnavailable {
+            message: format!("the key's Durable Object could not be reached: {message}"),
+        },
+    }
+}
+
+impl ObjectOp {
+    pub fn is_delivery(&self) -> bool {
+        matches!(self, ObjectOp::Deliver { .. })
+    }
+}
+
 impl ObjectCall {
     /// The call for a delivery the gateway admitted.
     pub fn deliver(admitted: Admitted, absorbed: u64) -> ObjectCall {
@@ -175,6 +200,21 @@ impl ObjectReply {
 mod tests {
     use super::*;
     use crate::origin::Target;
+
+    #[test]
+    fn a_delivery_lost_after_its_call_left_is_outcome_unknown() {
+        let deliver = ObjectCall::deliver(admitted(), 0).op;
+        assert!(deliver.is_delivery());
+        let unknown = call_failure(deliver.is_delivery(), true, "reset".into());
+        assert_eq!(unknown.name(), "outcome-unknown");
+        assert_eq!(unknown.status(), 503);
+        let unsent = call_failure(true, false, "no stub".into());
+        assert_eq!(unsent.name(), "storage-unavailable");
+        for op in [ObjectOp::ReadReceipt, ObjectOp::Purge, ObjectOp::Redrive] {
+            let failure = call_failure(op.is_delivery(), true, "reset".into());
+            assert_eq!(failure.name(), "storage-unavailable");
+        }
+    }
 
     fn admitted() -> Admitted {
         Admitted {
