@@ -1075,4 +1075,63 @@ mod tests {
             problem.detail()
         );
     }
+
+    #[test]
+    fn limits_hold_at_their_boundaries() {
+        let ack = |body: String| route(&[("DELIVERY", "async"), ("ACK_BODY", body.as_str())]);
+        assert!(ack("x".repeat(4_096)).is_ok());
+        assert_eq!(variable_of(ack("x".repeat(4_097)).unwrap_err()), "ACK_BODY");
+        assert_eq!(super::parse_schedule("7d").unwrap(), [7 * 86_400_000]);
+        assert!(super::parse_schedule("1s").is_ok());
+        let delays = |count: usize| vec!["1s"; count].join(",");
+        assert_eq!(super::parse_schedule(&delays(20)).unwrap().len(), 20);
+        assert!(super::parse_schedule(&delays(21)).is_err());
+        assert!(!route(&[]).unwrap().is_async());
+    }
+
+    #[test]
+    fn a_setting_is_named_as_it_was_spelt() {
+        for field in ["signature", "signature_scheme"] {
+            let routes = format!(r#"{{"a":{{"path":"/a","{field}":"md5"}}}}"#);
+            let problem = config(&[("ROUTES", routes.as_str()), ("ORIGIN_URL", "http://o")]);
+            assert_eq!(
+                variable_of(problem.unwrap_err()),
+                format!("ROUTES.a.{field}")
+            );
+        }
+        assert_eq!(
+            variable_of(route(&[("DEDUP_MODE", "  ")]).unwrap_err()),
+            "DEDUP_MODE",
+            "blank is not unset"
+        );
+        // A route's path is its own: never the top level's (a shell's PATH).
+        let problem = config(&[
+            ("ROUTES", r#"{"a":{"origin":"http://o"}}"#),
+            ("PATH", "/usr/bin"),
+        ]);
+        assert_eq!(variable_of(problem.unwrap_err()), "ROUTES.a.path");
+    }
+
+    #[test]
+    fn origin_urls_need_a_host_and_a_port_that_is_a_number() {
+        for bad in [
+            "http://:80",
+            "http://o:",
+            "http://o:8a",
+            "http://o:65536",
+            "http://[::1",
+            "http://[::1]:99999",
+            "http://[::1]:x",
+            "http://o/a b",
+            "http://o/\u{7}",
+            "http://o/caf\u{e9}",
+        ] {
+            assert_eq!(
+                variable_of(config(&[("ORIGIN_URL", bad)]).unwrap_err()),
+                "ORIGIN_URL",
+                "{bad:?}"
+            );
+        }
+        assert!(config(&[("ORIGIN_URL", "http://o:65535")]).is_ok());
+    }
 }

@@ -434,17 +434,10 @@ impl Reader<'_> {
         let mut exponent: i64 = 0;
         if matches!(self.peek(), Some(b'e' | b'E')) {
             self.at += 1;
-            let sign = match self.peek() {
-                Some(b'-') => {
-                    self.at += 1;
-                    -1
-                }
-                Some(b'+') => {
-                    self.at += 1;
-                    1
-                }
-                _ => 1,
-            };
+            let negative_exponent = self.peek() == Some(b'-');
+            if matches!(self.peek(), Some(b'-' | b'+')) {
+                self.at += 1;
+            }
             let digits = self.digits();
             if digits.is_empty() {
                 return Err(self.error("invalid number"));
@@ -455,7 +448,9 @@ impl Reader<'_> {
                     return Err(self.error("number out of range"));
                 }
             }
-            exponent *= sign;
+            if negative_exponent {
+                exponent = -exponent;
+            }
         }
         let mut significand: Vec<u8> = integer;
         significand.extend_from_slice(&fraction);
@@ -573,6 +568,19 @@ mod tests {
         ] {
             assert_eq!(canonical(input), expected, "{input}");
         }
+    }
+
+    #[test]
+    fn a_leading_zero_is_reported_where_it_is() {
+        assert_eq!(error("[-0123]"), "invalid number at line 1 column 4");
+        assert_eq!(error("007"), "invalid number at line 1 column 2");
+    }
+
+    #[test]
+    fn exponents_up_to_a_billion_are_read() {
+        assert_eq!(canonical("1e1000000000"), "1e+1000000000");
+        assert_eq!(canonical("-2.5E-999999999"), "-2.5e-999999999");
+        assert!(error("1e1000000001").starts_with("number out of range"));
     }
 
     #[test]

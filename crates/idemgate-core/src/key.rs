@@ -105,13 +105,6 @@ impl KeySource {
             .join("+")
     }
 
-    /// Whether any part reads the JSON body.
-    pub fn reads_json(&self) -> bool {
-        self.parts
-            .iter()
-            .any(|part| matches!(part, KeyPart::JsonPointer(_)))
-    }
-
     /// The headers this source reads, lowercase.
     pub fn headers(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|part| match part {

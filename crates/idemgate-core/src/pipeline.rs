@@ -264,6 +264,8 @@ mod tests {
             "https://edge.example",
             "https://user:pw@edge.example:443/p/q?k=v#frag",
             "https://edge.example/p#frag?not-a-query",
+            "http://a/b?c",
+            "https://x/",
         ] {
             let parsed = url::Url::parse(raw).unwrap();
             assert_eq!(

@@ -655,6 +655,56 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_last_status_is_that_of_the_latest_attempt_that_got_one() {
+        let mut receipt = in_flight(NOW);
+        assert_eq!(receipt.last_status(), None);
+        receipt
+            .record(receipt.epoch, &answered(503), &policy(), NOW + 1)
+            .unwrap();
+        assert_eq!(receipt.last_status(), Some(503));
+        receipt.begin_forward(
+            next_epoch(receipt.epoch, NOW + 2),
+            NOW + 2,
+            LEASE,
+            RETENTION,
+        );
+        assert_eq!(
+            receipt.last_status(),
+            Some(503),
+            "the attempt in flight has none yet"
+        );
+        receipt
+            .record(receipt.epoch, &ForwardResult::TimedOut, &policy(), NOW + 3)
+            .unwrap();
+        assert_eq!(receipt.last_status(), Some(503), "a timeout has none");
+        receipt.begin_forward(
+            next_epoch(receipt.epoch, NOW + 4),
+            NOW + 4,
+            LEASE,
+            RETENTION,
+        );
+        receipt
+            .record(receipt.epoch, &answered(201), &policy(), NOW + 5)
+            .unwrap();
+        assert_eq!(receipt.last_status(), Some(201));
+    }
+
+    #[test]
+    fn the_stored_body_goes_back_into_a_completed_receipt_only() {
+        let mut receipt = in_flight(NOW);
+        assert!(receipt.stored_response_mut().is_none());
+        receipt
+            .record(receipt.epoch, &answered(201), &policy(), NOW + 1)
+            .unwrap();
+        // Storage keeps the body beside the record; loading puts it back.
+        receipt.stored_response_mut().unwrap().response.body = b"from storage".to_vec();
+        assert_eq!(
+            receipt.stored_response().unwrap().response.body,
+            b"from storage"
+        );
+    }
+
     fn policy() -> RecordPolicy {
         RecordPolicy {
             retryable: RetryableStatuses::default(),
@@ -810,6 +860,8 @@ mod tests {
         for bad in ["", "5xx", "99", "600", "500-499", "1-2-3"] {
             assert!(RetryableStatuses::parse(bad).is_err(), "{bad}");
         }
+        let single = RetryableStatuses::parse("409-409").unwrap();
+        assert!(!single.completes(409) && single.completes(408) && single.completes(410));
         let mut receipt = in_flight(NOW);
         let strict_policy = RecordPolicy {
             retryable: strict,

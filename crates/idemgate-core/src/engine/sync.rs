@@ -84,12 +84,13 @@ impl<B: Backend> Engine<B> {
                         InFlightPolicy::Wait if is_active(Mutation::AcknowledgeWhileWaiting) => {
                             return Answer::Acknowledged
                         }
-                        InFlightPolicy::Wait if now >= wait_deadline => return conflict,
-                        InFlightPolicy::Wait if self.waiting() >= policy.max_waiters => {
+                        // The wait ran out (a live lease ends later, or
+                        // the decision would not be in flight): nothing
+                        // is left to wait for, so never spin in place.
+                        InFlightPolicy::Wait if wait_deadline.min(lease_expires_at) <= now => {
                             return conflict
                         }
-                        // Nothing left to wait for: never spin in place.
-                        InFlightPolicy::Wait if wait_deadline.min(lease_expires_at) <= now => {
+                        InFlightPolicy::Wait if self.waiting() >= policy.max_waiters => {
                             return conflict
                         }
                         InFlightPolicy::Wait => {

@@ -779,8 +779,160 @@ fn a_sync_receipt_is_not_redrivable() {
     block_on(engine.deliver(delivery("a"), &policy(InFlightPolicy::Wait)));
     let problem = block_on(engine.redrive()).unwrap_err();
     assert_eq!((problem.status(), problem.name()), (409, "not-redrivable"));
+    assert!(
+        problem.detail().contains("failed (sync)"),
+        "{}",
+        problem.detail()
+    );
     assert_eq!(
         block_on(Engine::new(MemoryBackend::new(NOW)).redrive()).unwrap_err(),
         Problem::NotFound
     );
+}
+
+#[test]
+fn duplicates_an_isolate_absorbed_are_added_to_the_receipt() {
+    let engine = engine();
+    engine.absorb(5);
+    assert_eq!(
+        engine.receipt().unwrap(),
+        None,
+        "no receipt, nothing to count"
+    );
+    block_on(engine.deliver(delivery("a"), &policy(InFlightPolicy::Wait)));
+    engine.absorb(3);
+    engine.absorb(2);
+    assert_eq!(engine.receipt().unwrap().unwrap().duplicates, 5);
+}
+
+#[test]
+fn only_a_completed_receipt_with_its_body_is_replayable_from_an_isolate() {
+    let engine = engine();
+    let policy = policy(InFlightPolicy::Wait);
+    assert_eq!(engine.replayable_until(), None);
+    block_on(engine.deliver(delivery("a"), &policy));
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert_eq!(engine.replayable_until(), Some(receipt.expires_at));
+
+    let failed = self::engine();
+    failed.backend().answer_with(status(503));
+    block_on(failed.deliver(delivery("a"), &policy));
+    assert_eq!(
+        failed.replayable_until(),
+        None,
+        "a failure is never replayed"
+    );
+
+    let large = self::engine();
+    large.backend().answer_with(created(&"x".repeat(2_000)));
+    block_on(large.deliver(delivery("a"), &policy));
+    assert_eq!(
+        large.replayable_until(),
+        None,
+        "a body over MAX_STORED_RESPONSE_BYTES is not kept, so only the object replays it"
+    );
+}
+
+#[test]
+fn a_routes_retention_is_counted_in_milliseconds() {
+    let config = crate::config::Config::from_lookup(|name| match name {
+        "ORIGIN_URL" => Some("http://o".into()),
+        "RETENTION_SECONDS" => Some("120".into()),
+        _ => None,
+    })
+    .unwrap();
+    let policy = Policy::from(&config.routes[0]);
+    assert_eq!(policy.retention_ms, 120_000);
+    assert_eq!(policy.lease_ms, 15_000);
+}
+
+#[test]
+fn async_duplicates_are_counted_and_logged_with_what_is_known() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = Policy {
+        log_duplicates: true,
+        ..async_policy(&[10_000])
+    };
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.deliver(delivery("b"), &policy));
+    assert_eq!(
+        engine.receipt().unwrap().unwrap().duplicates,
+        2,
+        "a different payload is a mismatch, not a duplicate"
+    );
+    block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    block_on(engine.deliver(delivery("a"), &policy));
+    let events = backend.events.borrow();
+    let of = |decision: &str| -> Vec<&DecisionLog> {
+        events
+            .iter()
+            .map(|(event, _)| event)
+            .filter(|event| event.decision == decision)
+            .collect()
+    };
+    let duplicates = of("duplicate");
+    assert_eq!(duplicates.len(), 3);
+    assert_eq!(duplicates[0].epoch, None, "queued: never forwarded yet");
+    let forwarded = of("forwarded");
+    assert_eq!(duplicates[2].epoch, forwarded[0].epoch);
+    assert!(
+        forwarded[0].origin_ms.is_some(),
+        "the attempt's origin time"
+    );
+}
+
+#[test]
+fn a_duplicate_re_arms_the_alarm_only_when_nothing_says_it_is_set() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    let alarm_writes = backend.ops.get().alarm_writes;
+    block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(
+        backend.ops.get().alarm_writes,
+        alarm_writes,
+        "known: no write"
+    );
+
+    // A restart forgets the alarm (say its write failed before the crash).
+    let restarted = Engine::new(MemoryBackend::new(NOW));
+    *restarted.backend().stored.borrow_mut() = backend.stored.borrow().clone();
+    *restarted.backend().request.borrow_mut() = backend.request.borrow().clone();
+    block_on(restarted.deliver(delivery("a"), &policy));
+    assert_eq!(restarted.backend().alarm.get(), Some(NOW), "re-armed");
+    assert_eq!(restarted.backend().ops.get().alarm_writes, 1);
+    block_on(restarted.deliver(delivery("a"), &policy));
+    assert_eq!(restarted.backend().ops.get().alarm_writes, 1, "once");
+
+    // A completed one needs no alarm for delivery.
+    block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    let settled = Engine::new(MemoryBackend::new(NOW));
+    *settled.backend().stored.borrow_mut() = restarted.backend().stored.borrow().clone();
+    block_on(settled.deliver(delivery("a"), &policy));
+    assert_eq!(settled.backend().ops.get().alarm_writes, 0);
+}
+
+#[test]
+fn an_async_forward_is_signed_with_seconds() {
+    let engine = engine();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    let forwarded = engine.backend().forwarded.borrow();
+    let sent = &forwarded[0];
+    let headers = ForwardedHeaders::from_lookup(|name| get(&sent.headers, name));
+    let request = ForwardedRequest {
+        method: "POST",
+        path_and_query: "/pay?x=1",
+        body: &sent.body,
+    };
+    let verifier = Verifier::new(SECRET);
+    assert!(verifier.verify(&headers, &request, NOW / 1000).is_ok());
+    assert!(verifier
+        .verify(&headers, &request, NOW / 1000 + 301)
+        .is_err());
 }

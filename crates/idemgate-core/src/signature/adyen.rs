@@ -174,6 +174,21 @@ mod tests {
     }
 
     #[test]
+    fn a_boolean_success_is_signed_as_its_text() {
+        let boolean = genuine().replace(r#""success":"true""#, r#""success":true"#);
+        assert_ne!(boolean, genuine());
+        assert_eq!(check(&notification(&[boolean])), Ok(()));
+    }
+
+    #[test]
+    fn the_key_is_non_empty_hex() {
+        assert!(decode_key("").is_err());
+        assert!(decode_key("  ").is_err());
+        assert!(decode_key("xyz").is_err());
+        assert_eq!(decode_key(" 0a1B ").unwrap(), [0x0a, 0x1b]);
+    }
+
+    #[test]
     fn a_colon_in_a_field_verifies_as_adyen_signs_it() {
         // Adyen/adyen-python-api-library, test/mocks/util/colon_notification.json:
         // a real test-platform notification whose merchantReference starts with ':'.

@@ -252,11 +252,6 @@ impl SignatureScheme {
     pub fn is_none(&self) -> bool {
         matches!(self, SignatureScheme::None)
     }
-
-    /// Whether the scheme reads the body as JSON (Adyen signs its items).
-    pub fn reads_json(&self) -> bool {
-        matches!(self, SignatureScheme::Adyen { .. })
-    }
 }
 
 /// Why a delivery's signature was rejected.
@@ -407,6 +402,36 @@ mod tests {
             );
             assert!(!shown.contains("MfKQ"), "{shown}");
         }
+    }
+
+    #[test]
+    fn a_configured_key_is_the_key_that_verifies() {
+        // The Standard Webhooks specification's published vector, through
+        // the configured scheme (its decoded key) rather than the module.
+        let scheme = SignatureScheme::configure(
+            "standard-webhooks",
+            &settings(Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")),
+        )
+        .unwrap();
+        let headers: Vec<(String, String)> = [
+            ("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek"),
+            ("webhook-timestamp", "1614265330"),
+            (
+                "webhook-signature",
+                "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+            ),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+        let body = br#"{"test": 2432232314}"#;
+        assert_eq!(verify(&scheme, 300, &headers, body, 1_614_265_330), Ok(()));
+        assert!(verify(&scheme, 300, &headers, b"{}", 1_614_265_330).is_err());
+        assert_eq!(format!("{:?}", Secret::new("x".into())), "Secret(redacted)");
+        let SignatureScheme::StandardWebhooks { key } = &scheme else {
+            panic!("{scheme:?}")
+        };
+        assert_eq!(format!("{key:?}"), "SecretBytes(redacted)");
     }
 
     #[test]
