@@ -1099,11 +1099,25 @@ mod tests {
                 format!("ROUTES.a.{field}")
             );
         }
-        assert_eq!(
-            variable_of(route(&[("DEDUP_MODE", "  ")]).unwrap_err()),
-            "DEDUP_MODE",
-            "blank is not unset"
-        );
+        let blank = route(&[("DEDUP_MODE", "  ")]).unwrap_err();
+        assert!(blank.detail().contains("set but empty"), "{}", blank.detail());
+        assert_eq!(variable_of(blank), "DEDUP_MODE", "blank is not unset");
+        // A derived error names the field as the route spelt it.
+        let env = |_: &str| None;
+        let spelt = |field: &str| -> String {
+            let fields = [
+                ("path".to_string(), Json::String("/a".into())),
+                (field.to_string(), Json::String("x".into())),
+            ];
+            let settings = Settings {
+                env: &env,
+                route: Some(("a", &fields)),
+            };
+            settings.label("SIGNATURE_SCHEME")
+        };
+        assert_eq!(spelt("signature"), "ROUTES.a.signature");
+        assert_eq!(spelt("signature_scheme"), "ROUTES.a.signature_scheme");
+        assert_eq!(spelt("other"), "ROUTES.a.signature_scheme");
         // A route's path is its own: never the top level's (a shell's PATH).
         let problem = config(&[
             ("ROUTES", r#"{"a":{"origin":"http://o"}}"#),
@@ -1125,6 +1139,7 @@ mod tests {
             "http://o/a b",
             "http://o/\u{7}",
             "http://o/caf\u{e9}",
+            "http://o:+80",
         ] {
             assert_eq!(
                 variable_of(config(&[("ORIGIN_URL", bad)]).unwrap_err()),
@@ -1133,5 +1148,8 @@ mod tests {
             );
         }
         assert!(config(&[("ORIGIN_URL", "http://o:65535")]).is_ok());
+        // Only a leading `[` opens an IPv6 literal; a stray `]` is in the port.
+        let stray = config(&[("ORIGIN_URL", "http://x:1]")]).unwrap_err();
+        assert!(stray.detail().contains("port"), "{}", stray.detail());
     }
 }
