@@ -1100,7 +1100,11 @@ mod tests {
             );
         }
         let blank = route(&[("DEDUP_MODE", "  ")]).unwrap_err();
-        assert!(blank.detail().contains("set but empty"), "{}", blank.detail());
+        assert!(
+            blank.detail().contains("set but empty"),
+            "{}",
+            blank.detail()
+        );
         assert_eq!(variable_of(blank), "DEDUP_MODE", "blank is not unset");
         // A derived error names the field as the route spelt it.
         let env = |_: &str| None;
