@@ -25,6 +25,7 @@ use sha2::Sha256;
 
 pub use body_hmac::Encoding;
 
+use crate::headers;
 use crate::problem::Problem;
 
 /// A secret whose `Debug` form never shows its value.
@@ -340,6 +341,61 @@ pub fn verify(
 }
 
 /// HMAC-SHA256 under `key` of `parts` written one after the other.
+/// The shape Stripe and Paddle share: one header of `name=value` entries,
+/// a signed Unix time and any number of signatures (several while a
+/// secret rotates); entries of other names are ignored.
+struct TimestampedHeader {
+    header: &'static str,
+    separator: char,
+    time: &'static str,
+    signature: &'static str,
+    no_time: &'static str,
+    not_a_time: &'static str,
+    no_signature: &'static str,
+}
+
+/// A [`TimestampedHeader`] as sent: the time as written, as seconds, and
+/// the signatures.
+struct Timestamped<'a> {
+    time_text: &'a str,
+    seconds: u64,
+    signatures: Vec<&'a str>,
+}
+
+impl TimestampedHeader {
+    fn parse<'a>(&self, headers: &'a [(String, String)]) -> Result<Timestamped<'a>, Rejection> {
+        let value =
+            headers::get(headers, self.header).ok_or_else(|| Rejection::missing(self.header))?;
+        let mut time_text = None;
+        let mut signatures = Vec::new();
+        for entry in value.split(self.separator) {
+            match entry.trim().split_once('=') {
+                Some((name, text)) if name == self.time => time_text = Some(text),
+                Some((name, signature)) if name == self.signature => signatures.push(signature),
+                Some(_) => {}
+                None => {
+                    return Err(Rejection::malformed(
+                        self.header,
+                        "an entry is not key=value",
+                    ))
+                }
+            }
+        }
+        let time_text = time_text.ok_or_else(|| Rejection::malformed(self.header, self.no_time))?;
+        let seconds = time_text
+            .parse::<u64>()
+            .map_err(|_| Rejection::malformed(self.header, self.not_a_time))?;
+        if signatures.is_empty() {
+            return Err(Rejection::malformed(self.header, self.no_signature));
+        }
+        Ok(Timestamped {
+            time_text,
+            seconds,
+            signatures,
+        })
+    }
+}
+
 fn mac_of(key: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
     for part in parts {

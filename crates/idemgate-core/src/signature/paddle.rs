@@ -4,10 +4,17 @@
 //! rotated); unknown entries are ignored. The timestamp is signed, so a
 //! stale one is refused. The event id `event_id` is in the signed body.
 
-use super::{any_matches, check_freshness, mac_of, Rejection};
-use crate::headers;
+use super::{any_matches, check_freshness, mac_of, Rejection, TimestampedHeader};
 
-const HEADER: &str = "Paddle-Signature";
+const FORMAT: TimestampedHeader = TimestampedHeader {
+    header: "Paddle-Signature",
+    separator: ';',
+    time: "ts",
+    signature: "h1",
+    no_time: "no ts= timestamp",
+    not_a_time: "ts is not a Unix time",
+    no_signature: "no h1= signature",
+};
 
 pub fn verify(
     secret: &[u8],
@@ -16,28 +23,12 @@ pub fn verify(
     body: &[u8],
     now: u64,
 ) -> Result<(), Rejection> {
-    let value = headers::get(headers, HEADER).ok_or_else(|| Rejection::missing(HEADER))?;
-    let mut timestamp = None;
-    let mut candidates = Vec::new();
-    for entry in value.split(';') {
-        match entry.trim().split_once('=') {
-            Some(("ts", text)) => timestamp = Some(text),
-            Some(("h1", signature)) => candidates.push(signature),
-            Some(_) => {}
-            None => return Err(Rejection::malformed(HEADER, "an entry is not key=value")),
-        }
-    }
-    let ts = timestamp.ok_or_else(|| Rejection::malformed(HEADER, "no ts= timestamp"))?;
-    let seconds = ts
-        .parse::<u64>()
-        .map_err(|_| Rejection::malformed(HEADER, "ts is not a Unix time"))?;
-    if candidates.is_empty() {
-        return Err(Rejection::malformed(HEADER, "no h1= signature"));
-    }
-    check_freshness(seconds, now, tolerance)?;
+    let sent = FORMAT.parse(headers)?;
+    check_freshness(sent.seconds, now, tolerance)?;
+    // Paddle signs the time as it was written in the header.
     any_matches(
-        &mac_of(secret, &[ts.as_bytes(), b":", body]),
-        candidates
+        &mac_of(secret, &[sent.time_text.as_bytes(), b":", body]),
+        sent.signatures
             .iter()
             .map(|candidate| hex::decode(candidate).ok()),
     )
@@ -110,7 +101,7 @@ mod tests {
         let t = 1_710_929_255;
         assert_eq!(
             check(GO_SECRET, None, body, t),
-            Err(Rejection::missing(HEADER))
+            Err(Rejection::missing(FORMAT.header))
         );
         assert_eq!(
             check(GO_SECRET, Some(GO_HEADER), b"{}", t),
