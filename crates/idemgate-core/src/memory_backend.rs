@@ -26,6 +26,8 @@ pub struct MemoryBackend {
     pub request: RefCell<Option<StoredRequest>>,
     pub alarm: Cell<Option<u64>>,
     pub fail_writes: Cell<bool>,
+    /// Fails alarm writes only (storage writes succeed).
+    pub fail_alarms: Cell<bool>,
     pub fail_index: Cell<bool>,
     /// Answers the origin gives, in order; a 201 when the script runs out.
     pub script: RefCell<VecDeque<ForwardResult>>,
@@ -168,7 +170,7 @@ impl Backend for MemoryBackend {
 
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String> {
         self.count(|ops| ops.alarm_writes += 1);
-        if self.fail_writes.get() {
+        if self.fail_writes.get() || self.fail_alarms.get() {
             return Err("injected alarm failure".into());
         }
         self.alarm.set(Some(at_ms));

@@ -500,13 +500,18 @@ impl Receipt {
         self.updated_at = now;
     }
 
-    /// When a stored record that no longer parses as a receipt may be
-    /// deleted: its `expires_at`, or its lease's end if later. The first
-    /// version's receipts are such records (their objects are never
-    /// reached again, since v2 names objects differently), and so is a
-    /// corrupted one; without this their storage would be kept forever.
+    /// When a record the first version stored may be deleted: its
+    /// `expires_at`, or its lease's end if later. It no longer parses as a
+    /// receipt, and its object is never reached again (v2 names objects
+    /// differently), so without this its storage would be kept forever.
+    /// A record with a delivery kind is this version's: its deletable
+    /// time is stored beside it, and where that is empty (a pending async
+    /// delivery) it is kept, whatever its `expires_at` says.
     pub fn deletable_at_of_unparsed(record: &str) -> Option<u64> {
         let value: serde_json::Value = serde_json::from_str(record).ok()?;
+        if value.get("delivery").is_some() {
+            return None;
+        }
         let expires_at = value.get("expires_at")?.as_u64()?;
         let lease_end = value
             .get("lease_expires_at")
@@ -649,6 +654,11 @@ mod tests {
             r#"{"state":"in_flight","lease_expires_at":9000,"owner":7,"expires_at":5000}"#;
         assert_eq!(Receipt::deletable_at_of_unparsed(in_flight), Some(9000));
         assert_eq!(Receipt::deletable_at_of_unparsed("{\"state\""), None);
+        // This version's pending async delivery is never freed this way,
+        // however long past its expires_at (a long retry, a re-drive).
+        let pending =
+            r#"{"state":"queued","next_attempt_at":9000,"delivery":"async","expires_at":5000}"#;
+        assert_eq!(Receipt::deletable_at_of_unparsed(pending), None);
         assert_eq!(
             Receipt::deletable_at_of_unparsed(r#"{"expires_at":"soon"}"#),
             None

@@ -241,7 +241,10 @@ impl<B: Backend> Engine<B> {
         }
         // A failed write leaves the key in flight until its lease ends; the
         // next delivery (or the alarm) then forwards with a higher epoch.
-        if self.store(receipt).is_ok() && asynchronous {
+        // An async receipt's alarm delivers it; a sync one's frees it, and
+        // is set again here only when nothing says it is set (its write
+        // failed with the send, or the object restarted since).
+        if self.store(receipt).is_ok() && (asynchronous || !self.alarm_known.get()) {
             let _ = self.set_alarm(wake).await;
         }
         self.write_index(index).await;

@@ -936,3 +936,33 @@ fn an_async_forward_is_signed_with_seconds() {
         .verify(&headers, &request, NOW / 1000 + 301)
         .is_err());
 }
+
+#[test]
+fn a_sync_receipt_whose_alarm_failed_with_the_send_gets_one_with_its_outcome() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.fail_alarms.set(true);
+    let policy = policy(InFlightPolicy::Wait);
+    let gate = gated(backend);
+    let mut tasks = Tasks::new();
+    tasks.spawn(engine.deliver(delivery("a"), &policy));
+    assert_eq!(
+        backend.alarm.get(),
+        None,
+        "the alarm write with the send failed"
+    );
+    backend.fail_alarms.set(false);
+    gate.send(created("ok")).unwrap();
+    tasks.run();
+    drop(tasks);
+    let receipt = backend.stored.borrow().clone().unwrap();
+    assert_eq!(receipt.state_name(), "completed");
+    assert_eq!(
+        backend.alarm.get(),
+        Some(receipt.expires_at),
+        "otherwise the receipt would never be freed"
+    );
+    let writes = backend.ops.get().alarm_writes;
+    block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(backend.ops.get().alarm_writes, writes, "a replay sets none");
+}
