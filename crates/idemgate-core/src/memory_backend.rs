@@ -28,6 +28,8 @@ pub struct MemoryBackend {
     pub fail_writes: Cell<bool>,
     /// Fails alarm writes only (storage writes succeed).
     pub fail_alarms: Cell<bool>,
+    /// Fails the receipt's writes only (a row too large, say).
+    pub fail_receipt_writes: Cell<bool>,
     pub fail_index: Cell<bool>,
     /// Answers the origin gives, in order; a 201 when the script runs out.
     pub script: RefCell<VecDeque<ForwardResult>>,
@@ -128,6 +130,9 @@ impl Backend for MemoryBackend {
 
     fn save(&self, receipt: &Receipt) -> Result<(), String> {
         self.write_allowed()?;
+        if self.fail_receipt_writes.get() {
+            return Err("injected receipt write failure".into());
+        }
         *self.stored.borrow_mut() = Some(receipt.clone());
         self.corrupt.set(false);
         Ok(())

@@ -238,6 +238,11 @@ pub enum AsyncDecision {
     /// A duplicate in any state: the same acknowledgement, nothing forwarded.
     Duplicate,
     Mismatch,
+    /// A sync forward of the key (from before its route became async) is
+    /// still running: not acknowledged, since it may yet fail.
+    InFlight {
+        lease_expires_at: u64,
+    },
 }
 
 /// The recorded outcome belongs to a forward that no longer owns the key.
@@ -285,6 +290,18 @@ pub fn decide_async(
     match receipt.filter(|receipt| !receipt.is_expired(now)) {
         None => AsyncDecision::Accept,
         Some(receipt) if &receipt.fingerprint != fingerprint => AsyncDecision::Mismatch,
+        // A key its route left unfinished while it was sync: acknowledging
+        // it as a duplicate would tell the sender it is done when nothing
+        // will ever deliver it. It is accepted (stored, queued) instead.
+        Some(receipt) if receipt.delivery == DeliveryKind::Sync => match receipt.state {
+            ReceiptState::Completed { .. } => AsyncDecision::Duplicate,
+            ReceiptState::InFlight { lease_expires_at }
+                if !lease_expired(lease_expires_at, now) =>
+            {
+                AsyncDecision::InFlight { lease_expires_at }
+            }
+            _ => AsyncDecision::Accept,
+        },
         Some(_) => AsyncDecision::Duplicate,
     }
 }
@@ -1046,6 +1063,38 @@ mod tests {
         );
         assert_eq!(
             decide_async(Some(&receipt), &fp("b"), NOW),
+            AsyncDecision::Mismatch
+        );
+    }
+
+    #[test]
+    fn a_key_left_unfinished_by_a_sync_route_is_accepted_when_it_becomes_async() {
+        let live = in_flight(NOW);
+        assert_eq!(
+            decide_async(Some(&live), &fp("a"), NOW + LEASE - 1),
+            AsyncDecision::InFlight {
+                lease_expires_at: NOW + LEASE
+            },
+            "its sync forward may yet fail: no acknowledgement"
+        );
+        assert_eq!(
+            decide_async(Some(&live), &fp("a"), NOW + LEASE),
+            AsyncDecision::Accept,
+            "a forward cut short"
+        );
+        let failed = ended(503);
+        assert_eq!(
+            decide_async(Some(&failed), &fp("a"), NOW + 200),
+            AsyncDecision::Accept
+        );
+        let completed = ended(201);
+        assert_eq!(
+            decide_async(Some(&completed), &fp("a"), NOW + 200),
+            AsyncDecision::Duplicate,
+            "the origin has it"
+        );
+        assert_eq!(
+            decide_async(Some(&failed), &fp("b"), NOW + 200),
             AsyncDecision::Mismatch
         );
     }

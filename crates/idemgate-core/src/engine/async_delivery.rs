@@ -16,8 +16,8 @@ use crate::mutation::{is_active, Mutation};
 use crate::origin::{Idempotency, OutboundRequest};
 use crate::problem::Problem;
 use crate::receipt::{
-    decide_async, next_async_step, AsyncDecision, AsyncStep, DeliveryKind, Receipt, ReceiptState,
-    Recorded,
+    decide_async, next_async_step, retry_after_secs, AsyncDecision, AsyncStep, DeliveryKind,
+    Receipt, ReceiptState, Recorded,
 };
 
 impl<B: Backend> Engine<B> {
@@ -64,6 +64,9 @@ impl<B: Backend> Engine<B> {
         };
         match decision {
             AsyncDecision::Mismatch => Answer::Rejected(Problem::FingerprintMismatch),
+            AsyncDecision::InFlight { lease_expires_at } => Answer::Rejected(Problem::InFlight {
+                retry_after_secs: retry_after_secs(lease_expires_at, now),
+            }),
             AsyncDecision::Duplicate => {
                 let (receipt_id, state, wake, pending) =
                     duplicate.expect("a duplicate has a receipt");
@@ -72,7 +75,11 @@ impl<B: Backend> Engine<B> {
                 // After a restart, or a failed alarm write, nothing says the
                 // alarm serves this receipt: a duplicate re-arms it.
                 if pending && !self.alarm_known.get() {
-                    let _ = self.set_alarm(wake).await;
+                    if let Err(message) = self.set_alarm(wake).await {
+                        // Acknowledged, the sender would stop retrying a
+                        // delivery nothing is scheduled to make.
+                        return Answer::Rejected(Problem::StorageUnavailable { message });
+                    }
                 }
                 Answer::Duplicate(ack(receipt_id, state))
             }
@@ -108,6 +115,8 @@ impl<B: Backend> Engine<B> {
                     .and_then(|()| self.store(receipt));
                 if let Err(message) = written {
                     *self.cache.borrow_mut() = None;
+                    // No receipt points at the stored request: it would stay.
+                    let _ = self.backend.delete_request();
                     return Answer::Rejected(Problem::StorageUnavailable { message });
                 }
                 if is_active(Mutation::QueueWithoutAlarm) {
@@ -194,13 +203,12 @@ impl<B: Backend> Engine<B> {
             self.backend.forward(request, policy.origin_timeout_ms),
         )
         .await;
-        if alarm.is_ok() {
-            self.alarm_known.set(true);
-        }
+        self.alarm_known.set(alarm.is_ok());
         let origin_ms = self.backend.now_ms().saturating_sub(now);
         let Some(recorded) = self.record(epoch, &result, policy).await else {
-            // Purged meanwhile, or storage failed: the runtime retries.
-            return Ok(());
+            // Purged meanwhile, or the outcome could not be written (then
+            // the lease's alarm takes the delivery over).
+            return self.ensure_pending_alarm();
         };
         let decision = match (recorded, takeover) {
             (Recorded::Completed, true) => "taken_over",
@@ -217,6 +225,19 @@ impl<B: Backend> Engine<B> {
                     ..Trace::default()
                 },
             );
+        }
+        self.ensure_pending_alarm()
+    }
+
+    /// A pending delivery with no alarm known to be set would never be
+    /// attempted again: the alarm handler fails instead, so the runtime
+    /// runs it again and it sets one.
+    fn ensure_pending_alarm(&self) -> Result<(), String> {
+        let pending = self
+            .with_receipt(|receipt| receipt.as_ref().is_some_and(|r| r.deletable_at().is_none()))
+            .unwrap_or(false);
+        if pending && !self.alarm_known.get() {
+            return Err("the pending delivery's next alarm could not be set".into());
         }
         Ok(())
     }

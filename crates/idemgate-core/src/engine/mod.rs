@@ -316,6 +316,8 @@ impl<B: Backend> Engine<B> {
             policy.retention_ms,
         );
         receipt.epoch = previous.map_or(0, |previous| previous.epoch);
+        // The index row is per object: the new life updates (or deletes) it.
+        receipt.indexed = previous.and_then(|previous| previous.indexed.clone());
         receipt
     }
 
@@ -416,9 +418,10 @@ impl<B: Backend> Engine<B> {
     }
 
     async fn set_alarm(&self, at: u64) -> Result<(), String> {
-        self.backend.set_alarm(at).await?;
-        self.alarm_known.set(true);
-        Ok(())
+        // Until a write succeeds, nothing says which alarm is set.
+        let written = self.backend.set_alarm(at).await;
+        self.alarm_known.set(written.is_ok());
+        written
     }
 
     /// Deletes a settled receipt past retention, with all of the object's storage.

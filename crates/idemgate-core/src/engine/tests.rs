@@ -966,3 +966,106 @@ fn a_sync_receipt_whose_alarm_failed_with_the_send_gets_one_with_its_outcome() {
     block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(backend.ops.get().alarm_writes, writes, "a replay sets none");
 }
+
+#[test]
+fn a_key_a_sync_route_left_failed_is_queued_and_delivered_once_the_route_is_async() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.answer_with(status(503));
+    block_on(engine.deliver(delivery("a"), &policy(InFlightPolicy::Wait)));
+    let failed_epoch = backend.stored.borrow().as_ref().unwrap().epoch;
+    let policy = async_policy(&[10_000]);
+    let answer = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(answer.decision(), "queued", "not a duplicate of a failure");
+    assert_eq!(backend.alarm.get(), Some(NOW));
+    block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    let receipt = backend.stored.borrow().clone().unwrap();
+    assert_eq!(receipt.state_name(), "completed");
+    assert!(receipt.epoch > failed_epoch);
+    assert_eq!(backend.forwarded.borrow().len(), 2);
+    let index: Vec<&'static str> = backend
+        .index
+        .borrow()
+        .iter()
+        .map(|update| match update {
+            IndexUpdate::Upsert(_) => "upsert",
+            IndexUpdate::Delete { .. } => "delete",
+        })
+        .collect();
+    assert_eq!(
+        index.last(),
+        Some(&"delete"),
+        "the failed row goes: {index:?}"
+    );
+}
+
+#[test]
+fn an_async_duplicate_whose_alarm_cannot_be_set_is_not_acknowledged() {
+    let engine = engine();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    let restarted = Engine::new(MemoryBackend::new(NOW));
+    *restarted.backend().stored.borrow_mut() = engine.backend().stored.borrow().clone();
+    restarted.backend().fail_alarms.set(true);
+    let answer = block_on(restarted.deliver(delivery("a"), &policy)).render();
+    assert_eq!(answer.status, 503, "the sender must retry");
+    restarted.backend().fail_alarms.set(false);
+    let answer = block_on(restarted.deliver(delivery("a"), &policy)).render();
+    assert_eq!(answer.status, 202);
+    assert_eq!(restarted.backend().alarm.get(), Some(NOW));
+}
+
+#[test]
+fn an_attempt_that_cannot_set_its_next_alarm_fails_so_the_runtime_runs_it_again() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    backend.answer_with(status(503));
+    backend.fail_alarms.set(true);
+    let attempt = block_on(engine.on_alarm(|_| Ok(policy.clone())));
+    assert!(attempt.is_err(), "no alarm would ever retry it");
+    backend.fail_alarms.set(false);
+    block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    let receipt = backend.stored.borrow().clone().unwrap();
+    assert_eq!(backend.alarm.get(), Some(receipt.next_wake()));
+    assert_eq!(receipt.state_name(), "failed");
+}
+
+#[test]
+fn a_delivered_request_is_kept_until_its_outcome_is_written() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    let gate = gated(backend);
+    let mut tasks = Tasks::new();
+    tasks.spawn(async {
+        let _ = engine.on_alarm(|_| Ok(policy.clone())).await;
+        Answer::Acknowledged
+    });
+    backend.fail_receipt_writes.set(true);
+    gate.send(created("ok")).unwrap();
+    tasks.run();
+    drop(tasks);
+    backend.fail_receipt_writes.set(false);
+    assert!(
+        backend.request.borrow().is_some(),
+        "the outcome was not written: the request stays for the takeover"
+    );
+    let restarted = Engine::new(MemoryBackend::new(NOW + 17_000));
+    *restarted.backend().stored.borrow_mut() = backend.stored.borrow().clone();
+    *restarted.backend().request.borrow_mut() = backend.request.borrow().clone();
+    block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    assert_eq!(
+        restarted
+            .backend()
+            .stored
+            .borrow()
+            .as_ref()
+            .unwrap()
+            .state_name(),
+        "completed",
+        "taken over and delivered, not dead"
+    );
+}
