@@ -1,4 +1,4 @@
-//! The built worker under a real `wrangler dev` (workerd, Durable Objects,
+//! The built worker on wrangler's dev server (workerd, Durable Objects,
 //! local D1), with a fresh state directory, its own ports and its own
 //! variables.
 //!
@@ -221,33 +221,53 @@ impl Gateway {
     /// `[vars.ROUTES.name]` table.
     pub async fn start_with(vars: &[(&str, &str)], extra: &str) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        Gateway::start_configured(dir, vars, extra, "log").await
+        Gateway::start_configured(dir, vars, extra).await
     }
 
     /// Starts on `dir`, whose `state/` may hold Durable Objects of an
     /// earlier run (a restart).
     pub async fn start_in(dir: tempfile::TempDir, vars: &[(&str, &str)]) -> Gateway {
-        Gateway::start_logging(dir, vars, "log").await
+        Gateway::start_configured(dir, vars, "").await
     }
 
-    /// Starts with `wrangler dev --log-level <level>`: `log` keeps the
-    /// worker's console lines, which tests read; a benchmark wants `warn`,
-    /// since printing a line per request costs throughput.
+    /// Wrangler's dev server (`support/dev-server.mjs`: the DevEnv of
+    /// `wrangler dev`, inspector included, console lines kept), addressed at
+    /// the user worker's own socket rather than through wrangler's proxy,
+    /// whose idle-connection race answers a POST with a false 503 "Your
+    /// worker restarted mid-request" (docs/wrangler-dev-proxy-race.md).
+    async fn start_configured(
+        dir: tempfile::TempDir,
+        vars: &[(&str, &str)],
+        extra: &str,
+    ) -> Gateway {
+        let config = write_config(dir.path(), vars, extra);
+        migrate(&config, &dir.path().join("state"));
+        let port = free_port();
+        let mut command = Command::new("node");
+        command
+            .arg(root().join("tests/e2e/support/dev-server.mjs"))
+            .arg(&config)
+            .arg(port.to_string())
+            .arg(free_port().to_string())
+            .arg(dir.path().join("state"))
+            .arg("log");
+        let mut gateway = Gateway::spawn(dir, command, port).await;
+        gateway.base = gateway.user_worker_address().await;
+        gateway.wait_until_ready().await;
+        gateway
+    }
+
+    /// Starts with the `wrangler dev` command at `--log-level <level>`,
+    /// addressed through its proxy as a developer's curl is: what the
+    /// benchmark measures (`warn`, since a line per request costs
+    /// throughput).
+    #[allow(dead_code)] // the benchmark's alone
     pub async fn start_logging(
         dir: tempfile::TempDir,
         vars: &[(&str, &str)],
         level: &str,
     ) -> Gateway {
-        Gateway::start_configured(dir, vars, "", level).await
-    }
-
-    async fn start_configured(
-        dir: tempfile::TempDir,
-        vars: &[(&str, &str)],
-        extra: &str,
-        level: &str,
-    ) -> Gateway {
-        let config = write_config(dir.path(), vars, extra);
+        let config = write_config(dir.path(), vars, "");
         migrate(&config, &dir.path().join("state"));
         let port = free_port();
         let mut command = Command::new(root().join("node_modules/.bin/wrangler"));
@@ -366,6 +386,26 @@ ORIGIN_URL = "{origin}"
     #[allow(dead_code)] // the benchmark's alone
     pub fn process_group(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The user worker's socket, which `dev-server.mjs` prints once the
+    /// runtime is up (before the proxy serves anything).
+    async fn user_worker_address(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(address) = self
+                .log()
+                .lines()
+                .find_map(|line| line.strip_prefix("user worker on "))
+            {
+                return address.trim().to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "dev-server.mjs did not print the user worker's address:\n{}",
+            self.log()
+        );
     }
 
     async fn wait_until_ready(&self) {
