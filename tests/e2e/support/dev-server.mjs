@@ -14,11 +14,11 @@ import { unstable_DevEnv as DevEnv } from "wrangler";
 
 const [config, port, inspectorPort, persist, logLevel] = process.argv.slice(2);
 const devEnv = new DevEnv();
-const announceAndContinue = devEnv.proxy.onReloadComplete.bind(devEnv.proxy);
+const sendToProxy = devEnv.proxy.onReloadComplete.bind(devEnv.proxy);
 devEnv.proxy.onReloadComplete = (event) => {
-  announceAndContinue(event);
-  const { protocol, hostname, port } = event.proxyData.userWorkerUrl;
-  console.log(`user worker on ${protocol}//${hostname}:${port}`);
+  sendToProxy(event);
+  const userWorker = event.proxyData.userWorkerUrl;
+  console.log(`user worker on ${userWorker.protocol}//${userWorker.hostname}:${userWorker.port}`);
 };
 const worker = await devEnv.startWorker({
   config,
