@@ -127,15 +127,17 @@ pub fn remove_snapshot() {
 /// repository's compatibility date, bindings and D1 migrations, no build
 /// step (the test command builds once), and the variables of the test.
 /// `extra` is appended as it is (a `[vars.ROUTES.x]` table, say).
+/// A top-level string setting of the repository's `wrangler.toml`.
+fn repository_setting(name: &str) -> String {
+    fs::read_to_string(root().join("wrangler.toml"))
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().strip_prefix('='))
+        .map(|value| value.trim().trim_matches('"').to_string())
+        .unwrap_or_else(|| panic!("wrangler.toml sets {name}"))
+}
+
 fn write_config(dir: &Path, vars: &[(&str, &str)], extra: &str) -> PathBuf {
-    let repository_config = fs::read_to_string(root().join("wrangler.toml")).unwrap();
-    let setting = |name: &str| {
-        repository_config
-            .lines()
-            .find_map(|line| line.strip_prefix(name)?.trim().strip_prefix('='))
-            .map(|value| value.trim().trim_matches('"').to_string())
-            .unwrap_or_else(|| panic!("wrangler.toml sets {name}"))
-    };
     let mut config = format!(
         r#"name = "idemgate-test"
 main = "{}"
@@ -162,7 +164,7 @@ dataset = "idemgate_test"
 [vars]
 "#,
         snapshot().join("src/entry.mjs").display(),
-        setting("compatibility_date"),
+        repository_setting("compatibility_date"),
         root().join("migrations").display(),
     );
     // Secrets go where real deployments keep them locally (`.dev.vars`),
@@ -269,6 +271,11 @@ impl Gateway {
     ) -> Gateway {
         let config = write_config(dir.path(), vars, "");
         migrate(&config, &dir.path().join("state"));
+        Gateway::start_command(dir, config, level).await
+    }
+
+    /// `wrangler dev --config <config> --log-level <level>` on `dir/state`.
+    async fn start_command(dir: tempfile::TempDir, config: PathBuf, level: &str) -> Gateway {
         let port = free_port();
         let mut command = Command::new(root().join("node_modules/.bin/wrangler"));
         command
@@ -298,16 +305,7 @@ impl Gateway {
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_reference(origin: &str, inspector: bool) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        let repository_config = fs::read_to_string(root().join("wrangler.toml")).unwrap();
-        let date = repository_config
-            .lines()
-            .find_map(|line| {
-                line.strip_prefix("compatibility_date")?
-                    .trim()
-                    .strip_prefix('=')
-            })
-            .map(|value| value.trim().trim_matches('"').to_string())
-            .expect("wrangler.toml sets compatibility_date");
+        let date = repository_setting("compatibility_date");
         let config = dir.path().join("wrangler.toml");
         fs::write(
             &config,
@@ -334,21 +332,7 @@ ORIGIN_URL = "{origin}"
         if !inspector {
             return Gateway::start_plain(dir, config).await;
         }
-        let port = free_port();
-        let mut command = Command::new(root().join("node_modules/.bin/wrangler"));
-        command
-            .args(["dev", "--config"])
-            .arg(&config)
-            .args(["--ip", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--inspector-port", &free_port().to_string()])
-            .arg("--persist-to")
-            .arg(dir.path().join("state"))
-            .args([
-                "--log-level",
-                "warn",
-                "--show-interactive-dev-session=false",
-            ]);
-        Gateway::spawn(dir, command, port).await
+        Gateway::start_command(dir, config, "warn").await
     }
 
     async fn start_plain(dir: tempfile::TempDir, config: PathBuf) -> Gateway {
