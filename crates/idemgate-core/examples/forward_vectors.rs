@@ -1,0 +1,671 @@
+//! Prints `tests/vectors/forwards.json`: forwards signed by the core's own
+//! `OutboundRequest::with_idempotency`, as an origin receives them, each
+//! with what a verifier must answer. The origin verifiers (the Rust crate,
+//! the Node.js and Python packages) are all tested against this one file.
+//!
+//! `cargo run -p idemgate-core --example forward_vectors > tests/vectors/forwards.json`
+//!
+//! `tests/forward_vectors.rs` checks that the committed file is what this
+//! prints, so a change to the signing cannot leave the vectors behind.
+
+use base64::Engine as _;
+use idemgate_core::canonical::sha256_hex;
+use idemgate_core::key::{IdempotencyKey, Scope};
+use idemgate_core::origin::{Idempotency, OutboundRequest};
+use serde::Serialize;
+
+/// The verifier's secret in every vector (a forward signed with another
+/// secret is one of the cases).
+const SECRET: &str = "whsec_test";
+const NOW: u64 = 1_700_000_000;
+const TOLERANCE_SECONDS: u64 = 300;
+const EPOCH: u64 = 1_700_000_000_000_000;
+
+/// One case. Structs, not `serde_json::Value`, so that the field order is
+/// the declaration order whatever features serde_json is built with.
+#[derive(Debug, Clone, Serialize)]
+pub struct Vector {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// What the verifier is configured with.
+    pub secret: &'static str,
+    /// The verifier's clock, Unix seconds.
+    pub now: u64,
+    pub tolerance_seconds: u64,
+    pub request: Received,
+    pub expected: Expected,
+}
+
+/// The request as the origin receives it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Received {
+    pub method: String,
+    pub path_and_query: String,
+    /// Name and value pairs in order: a list, so that a header sent twice
+    /// is two entries.
+    pub headers: Vec<[String; 2]>,
+    pub body_base64: String,
+}
+
+/// What the verifier answers: the verified fields, or an error category.
+#[derive(Debug, Clone, Serialize)]
+pub struct Expected {
+    pub valid: bool,
+    /// `missing-header`, `malformed-header`, `stale` or `bad-signature`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_at: Option<u64>,
+}
+
+/// What idemgate forwards and signs.
+#[derive(Debug, Clone)]
+struct Forward {
+    method: &'static str,
+    path_and_query: String,
+    body: Vec<u8>,
+    key: String,
+    scope: String,
+    epoch: u64,
+    signed_at: u64,
+    secret: &'static str,
+    /// The sender's own headers, which idemgate forwards as they came.
+    other_headers: Vec<(String, String)>,
+}
+
+fn payments_scope() -> String {
+    Scope::new("payments", None, None).id().to_string()
+}
+
+impl Forward {
+    fn genuine() -> Forward {
+        Forward {
+            method: "POST",
+            path_and_query: "/payments".into(),
+            body: br#"{"amount":1000,"currency":"eur"}"#.to_vec(),
+            key: "order-42".into(),
+            scope: payments_scope(),
+            epoch: EPOCH,
+            signed_at: NOW,
+            secret: SECRET,
+            other_headers: vec![("Content-Type".into(), "application/json".into())],
+        }
+    }
+
+    /// The request idemgate sends, headers added by the core itself; their
+    /// names in mixed case, as no verifier may depend on case.
+    fn received(&self) -> Received {
+        let key = IdempotencyKey::parse(&self.key, "vector").expect("a valid key");
+        let body_sha256 = sha256_hex(&self.body);
+        let outbound = OutboundRequest {
+            method: self.method.into(),
+            url: format!("https://origin.example{}", self.path_and_query),
+            headers: self.other_headers.clone(),
+            body: self.body.clone(),
+        }
+        .with_idempotency(&Idempotency {
+            key: &key,
+            scope: &self.scope,
+            epoch: self.epoch,
+            path_and_query: &self.path_and_query,
+            body_sha256: &body_sha256,
+            forward_secret: Some(self.secret),
+            unix_seconds: self.signed_at,
+        });
+        Received {
+            method: outbound.method,
+            path_and_query: self.path_and_query.clone(),
+            headers: outbound
+                .headers
+                .into_iter()
+                .map(|(name, value)| [mixed_case(&name), value])
+                .collect(),
+            body_base64: base64::engine::general_purpose::STANDARD.encode(&outbound.body),
+        }
+    }
+
+    fn verified(&self) -> Expected {
+        Expected {
+            valid: true,
+            error: None,
+            scope: Some(self.scope.clone()),
+            key: Some(self.key.clone()),
+            epoch: Some(self.epoch),
+            body_sha256: Some(sha256_hex(&self.body)),
+            signed_at: Some(self.signed_at),
+        }
+    }
+}
+
+fn mixed_case(name: &str) -> String {
+    match name {
+        "idempotency-key" => "Idempotency-Key".into(),
+        "idempotency-scope" => "idempotency-scope".into(),
+        "idempotency-epoch" => "IDEMPOTENCY-EPOCH".into(),
+        "idempotency-signature" => "Idempotency-signature".into(),
+        other => other.into(),
+    }
+}
+
+fn rejected(error: &'static str) -> Expected {
+    Expected {
+        valid: false,
+        error: Some(error),
+        scope: None,
+        key: None,
+        epoch: None,
+        body_sha256: None,
+        signed_at: None,
+    }
+}
+
+impl Received {
+    fn position(&self, name: &str) -> usize {
+        self.headers
+            .iter()
+            .position(|[header, _]| header.eq_ignore_ascii_case(name))
+            .unwrap_or_else(|| panic!("no {name} header"))
+    }
+
+    fn value(&self, name: &str) -> String {
+        self.headers[self.position(name)][1].clone()
+    }
+
+    fn with_header(mut self, name: &str, value: impl Into<String>) -> Received {
+        let at = self.position(name);
+        self.headers[at][1] = value.into();
+        self
+    }
+
+    fn without_header(mut self, name: &str) -> Received {
+        let at = self.position(name);
+        self.headers.remove(at);
+        self
+    }
+
+    /// The header sent a second time, as the last header.
+    fn with_header_twice(mut self, name: &str, second: impl Into<String>) -> Received {
+        let first = self.headers[self.position(name)][0].clone();
+        self.headers.push([first, second.into()]);
+        self
+    }
+
+    fn with_body(mut self, body: &[u8]) -> Received {
+        self.body_base64 = base64::engine::general_purpose::STANDARD.encode(body);
+        self
+    }
+}
+
+fn case(
+    name: &'static str,
+    description: &'static str,
+    request: Received,
+    expected: Expected,
+) -> Vector {
+    Vector {
+        name,
+        description,
+        secret: SECRET,
+        now: NOW,
+        tolerance_seconds: TOLERANCE_SECONDS,
+        request,
+        expected,
+    }
+}
+
+fn valid(name: &'static str, description: &'static str, forward: Forward) -> Vector {
+    case(name, description, forward.received(), forward.verified())
+}
+
+fn signed_at(offset: i64) -> Forward {
+    Forward {
+        signed_at: NOW.checked_add_signed(offset).expect("a Unix time"),
+        ..Forward::genuine()
+    }
+}
+
+fn genuine_with(name: &str, value: &str) -> Received {
+    Forward::genuine().received().with_header(name, value)
+}
+
+const KEY: &str = "Idempotency-Key";
+const SCOPE: &str = "Idempotency-Scope";
+const EPOCH_HEADER: &str = "Idempotency-Epoch";
+const SIGNATURE: &str = "Idempotency-Signature";
+
+fn accepted() -> Vec<Vector> {
+    let query = Forward {
+        path_and_query: "/payments?currency=eur&note=caf%C3%A9".into(),
+        body: "{\"amount\":1000,\"note\":\"café\"}".as_bytes().to_vec(),
+        ..Forward::genuine()
+    };
+    let empty = Forward {
+        method: "DELETE",
+        path_and_query: "/payments/pay_1".into(),
+        body: vec![],
+        other_headers: vec![],
+        ..Forward::genuine()
+    };
+    let binary = Forward {
+        method: "PUT",
+        body: (0..=255u8).rev().collect(),
+        other_headers: vec![("Content-Type".into(), "application/octet-stream".into())],
+        ..Forward::genuine()
+    };
+    let longest_key = Forward {
+        key: "k".repeat(255),
+        ..Forward::genuine()
+    };
+    let symbols_key = Forward {
+        key: "!#$%&'()*+,-./:;<=>?@[]^_`{|}~".into(),
+        ..Forward::genuine()
+    };
+    let largest_exact_epoch = Forward {
+        epoch: (1 << 53) - 1,
+        ..Forward::genuine()
+    };
+    let stripe = Forward {
+        path_and_query: "/webhooks/stripe".into(),
+        body: br#"{"id":"evt_1","type":"payment_intent.succeeded"}"#.to_vec(),
+        key: "evt_1".into(),
+        scope: Scope::new("stripe", None, None).id().to_string(),
+        other_headers: vec![
+            ("Content-Type".into(), "application/json".into()),
+            // Five hours old: what the sender signed when it first sent.
+            (
+                "Stripe-Signature".into(),
+                format!(
+                    "t={},v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd",
+                    NOW - 5 * 3_600
+                ),
+            ),
+        ],
+        ..Forward::genuine()
+    };
+    let genuine = Forward::genuine().received();
+    let padded =
+        [KEY, SCOPE, EPOCH_HEADER, SIGNATURE]
+            .into_iter()
+            .fold(genuine.clone(), |request, name| {
+                let value = format!(" \t{} ", request.value(name));
+                request.with_header(name, value)
+            });
+    vec![
+        valid("genuine", "A forward as idemgate sends it.", Forward::genuine()),
+        valid(
+            "genuine-with-query",
+            "The path and query are signed as the origin receives them, percent-encoding included; the body is UTF-8 with a non-ASCII character.",
+            query,
+        ),
+        valid("empty-body", "A DELETE without a body: the SHA-256 of no bytes.", empty),
+        valid(
+            "binary-body",
+            "A body that is not UTF-8 (bytes 255 down to 0): it is hashed as bytes, never decoded.",
+            binary,
+        ),
+        valid(
+            "signed-at-tolerance-past",
+            "Signed exactly 300 s before now: within the tolerance.",
+            signed_at(-300),
+        ),
+        valid(
+            "signed-at-tolerance-future",
+            "Signed exactly 300 s after now (the verifier's clock is behind): within the tolerance.",
+            signed_at(300),
+        ),
+        Vector {
+            tolerance_seconds: 3_600,
+            ..valid(
+                "wider-tolerance",
+                "Signed 3000 s ago, with the tolerance set to 3600 s.",
+                signed_at(-3_000),
+            )
+        },
+        valid(
+            "longest-key",
+            "A key of 255 characters, the longest idemgate forwards.",
+            longest_key,
+        ),
+        valid(
+            "key-of-symbols",
+            "A key of every visible ASCII symbol but '\"' and '\\'.",
+            symbols_key,
+        ),
+        valid(
+            "largest-exact-epoch",
+            "Epoch 2^53 - 1: exact in JSON and in JavaScript numbers.",
+            largest_exact_epoch,
+        ),
+        case(
+            "whitespace-around-values",
+            "Spaces and tabs around each value (HTTP's optional whitespace) are not part of it.",
+            padded,
+            Forward::genuine().verified(),
+        ),
+        valid(
+            "async-retry-with-old-sender-signature",
+            "An async route's delivery sent again hours later: idemgate's signature is fresh, the sender's Stripe-Signature (forwarded as it came) is five hours old. Verify idemgate's signature, not the sender's.",
+            stripe,
+        ),
+    ]
+}
+
+fn refused_as_stale() -> Vec<Vector> {
+    vec![
+        case(
+            "stale",
+            "Signed an hour ago.",
+            signed_at(-3_600).received(),
+            rejected("stale"),
+        ),
+        case(
+            "one-second-past-tolerance",
+            "Signed 301 s ago.",
+            signed_at(-301).received(),
+            rejected("stale"),
+        ),
+        case(
+            "future",
+            "Signed an hour ahead of now.",
+            signed_at(3_600).received(),
+            rejected("stale"),
+        ),
+        case(
+            "one-second-ahead-of-tolerance",
+            "Signed 301 s ahead of now.",
+            signed_at(301).received(),
+            rejected("stale"),
+        ),
+    ]
+}
+
+fn refused_as_not_signed() -> Vec<Vector> {
+    let genuine = Forward::genuine();
+    let bad = || rejected("bad-signature");
+    let with_signed_at_changed = {
+        let request = genuine.received();
+        let signature = request.value(SIGNATURE);
+        let changed = signature.replacen(&format!("t={NOW}"), &format!("t={}", NOW - 1), 1);
+        request.with_header(SIGNATURE, changed)
+    };
+    let received_as = |method: &str, path_and_query: &str| Received {
+        method: method.into(),
+        path_and_query: path_and_query.into(),
+        ..genuine.received()
+    };
+    vec![
+        case(
+            "wrong-scope",
+            "Idempotency-Scope is another scope than the one signed.",
+            genuine_with(SCOPE, Scope::new("refunds", None, None).id()),
+            bad(),
+        ),
+        case(
+            "wrong-epoch",
+            "Idempotency-Epoch is one more than the epoch signed.",
+            genuine_with(EPOCH_HEADER, &(EPOCH + 1).to_string()),
+            bad(),
+        ),
+        case(
+            "wrong-key",
+            "Idempotency-Key is another key than the one signed.",
+            genuine_with(KEY, "\"order-43\""),
+            bad(),
+        ),
+        case(
+            "tampered-body",
+            "The body differs from the one signed by one digit.",
+            genuine
+                .received()
+                .with_body(br#"{"amount":1001,"currency":"eur"}"#),
+            bad(),
+        ),
+        case(
+            "wrong-method",
+            "Received as PUT, signed as POST.",
+            received_as("PUT", "/payments"),
+            bad(),
+        ),
+        case(
+            "method-in-lowercase",
+            "Received as 'post', signed as 'POST': the method is compared as it is.",
+            received_as("post", "/payments"),
+            bad(),
+        ),
+        case(
+            "wrong-path",
+            "Received at another path than the one signed.",
+            received_as("POST", "/refunds"),
+            bad(),
+        ),
+        case(
+            "wrong-query",
+            "Received with a query that was not signed.",
+            received_as("POST", "/payments?amount=1"),
+            bad(),
+        ),
+        case(
+            "wrong-secret",
+            "Signed with another secret than the verifier's.",
+            Forward {
+                secret: "whsec_other",
+                ..Forward::genuine()
+            }
+            .received(),
+            bad(),
+        ),
+        case(
+            "signed-at-changed",
+            "The signature's t moved one second back (still within the tolerance): t is signed too.",
+            with_signed_at_changed,
+            bad(),
+        ),
+    ]
+}
+
+fn refused_as_missing() -> Vec<Vector> {
+    vec![
+        case(
+            "missing-key",
+            "No Idempotency-Key header.",
+            Forward::genuine().received().without_header(KEY),
+            rejected("missing-header"),
+        ),
+        case(
+            "missing-scope",
+            "No Idempotency-Scope header.",
+            Forward::genuine().received().without_header(SCOPE),
+            rejected("missing-header"),
+        ),
+        case(
+            "missing-epoch",
+            "No Idempotency-Epoch header.",
+            Forward::genuine().received().without_header(EPOCH_HEADER),
+            rejected("missing-header"),
+        ),
+        case(
+            "missing-signature",
+            "No Idempotency-Signature header (idemgate without FORWARD_SECRET).",
+            Forward::genuine().received().without_header(SIGNATURE),
+            rejected("missing-header"),
+        ),
+    ]
+}
+
+fn refused_as_malformed() -> Vec<Vector> {
+    let genuine = Forward::genuine().received();
+    let signature = genuine.value(SIGNATURE);
+    let (t, v1) = signature.split_once(',').expect("t=..,v1=..");
+    let malformed = |name: &'static str, description: &'static str, header: &str, value: &str| {
+        case(
+            name,
+            description,
+            genuine_with(header, value),
+            rejected("malformed-header"),
+        )
+    };
+    let twice = |name: &'static str, description: &'static str, header: &str| {
+        let value = genuine.value(header);
+        case(
+            name,
+            description,
+            genuine.clone().with_header_twice(header, value),
+            rejected("malformed-header"),
+        )
+    };
+    let longer_key = format!("\"{}\"", "k".repeat(256));
+    let upper_scope = payments_scope().to_uppercase();
+    let short_scope = payments_scope()[..63].to_string();
+    vec![
+        malformed("key-unquoted", "The key without its quotes.", KEY, "order-42"),
+        malformed("key-empty", "An empty quoted key.", KEY, "\"\""),
+        malformed("key-empty-value", "Idempotency-Key present with an empty value.", KEY, ""),
+        malformed("key-with-space", "A space is not a key character.", KEY, "\"two words\""),
+        malformed(
+            "key-with-escape",
+            "An RFC 8941 escape: idemgate's keys never contain '\\' or '\"'.",
+            KEY,
+            "\"order\\\"42\"",
+        ),
+        malformed("key-too-long", "A key of 256 characters.", KEY, &longer_key),
+        malformed(
+            "key-not-ascii",
+            "A non-ASCII character in the key.",
+            KEY,
+            "\"ordér-42\"",
+        ),
+        malformed(
+            "scope-uppercase-hex",
+            "The scope in uppercase hex digits.",
+            SCOPE,
+            &upper_scope,
+        ),
+        malformed(
+            "scope-too-short",
+            "63 hex digits.",
+            SCOPE,
+            &short_scope,
+        ),
+        malformed(
+            "epoch-leading-zero",
+            "A leading zero: not how idemgate writes an epoch.",
+            EPOCH_HEADER,
+            &format!("0{EPOCH}"),
+        ),
+        malformed("epoch-plus-sign", "A '+' sign.", EPOCH_HEADER, &format!("+{EPOCH}")),
+        malformed("epoch-negative", "A '-' sign.", EPOCH_HEADER, &format!("-{EPOCH}")),
+        malformed("epoch-zero", "Epochs start at 1.", EPOCH_HEADER, "0"),
+        malformed("epoch-not-a-number", "Not digits.", EPOCH_HEADER, "1e15"),
+        malformed(
+            "epoch-beyond-u64",
+            "2^64: beyond any epoch.",
+            EPOCH_HEADER,
+            "18446744073709551616",
+        ),
+        malformed(
+            "signature-without-t",
+            "Only v1.",
+            SIGNATURE,
+            v1,
+        ),
+        malformed(
+            "signature-without-v1",
+            "Only t.",
+            SIGNATURE,
+            t,
+        ),
+        malformed(
+            "signature-fields-reordered",
+            "v1 before t.",
+            SIGNATURE,
+            &format!("{v1},{t}"),
+        ),
+        malformed(
+            "signature-t-not-a-number",
+            "t is not digits.",
+            SIGNATURE,
+            &format!("t=soon,{v1}"),
+        ),
+        malformed(
+            "signature-t-plus-sign",
+            "t with a '+' sign: not how idemgate writes it.",
+            SIGNATURE,
+            &format!("t=+{NOW},{v1}"),
+        ),
+        malformed(
+            "signature-t-leading-zero",
+            "t with a leading zero: not how idemgate writes it.",
+            SIGNATURE,
+            &format!("t=0{NOW},{v1}"),
+        ),
+        malformed(
+            "signature-v1-short",
+            "v1 of 62 hex digits.",
+            SIGNATURE,
+            &format!("{t},{}", &v1[..v1.len() - 2]),
+        ),
+        malformed(
+            "signature-v1-uppercase-hex",
+            "v1 in uppercase hex digits: not how idemgate writes it.",
+            SIGNATURE,
+            &format!("{t},{}", v1.to_uppercase().replacen("V1=", "v1=", 1)),
+        ),
+        malformed(
+            "signature-extra-field",
+            "A second signature after v1.",
+            SIGNATURE,
+            &format!("{signature},{v1}"),
+        ),
+        twice(
+            "duplicate-key",
+            "Idempotency-Key sent twice with the same value: a verifier and the code after it could read different ones, so it is refused.",
+            KEY,
+        ),
+        twice(
+            "duplicate-scope",
+            "Idempotency-Scope sent twice with the same value.",
+            SCOPE,
+        ),
+        twice(
+            "duplicate-epoch",
+            "Idempotency-Epoch sent twice with the same value.",
+            EPOCH_HEADER,
+        ),
+        twice(
+            "duplicate-signature",
+            "Idempotency-Signature sent twice with the same value.",
+            SIGNATURE,
+        ),
+    ]
+}
+
+/// Every case, in the order of the file.
+pub fn forward_vectors() -> Vec<Vector> {
+    [
+        accepted(),
+        refused_as_stale(),
+        refused_as_not_signed(),
+        refused_as_missing(),
+        refused_as_malformed(),
+    ]
+    .concat()
+}
+
+/// The file's exact text.
+pub fn forward_vectors_json() -> String {
+    let mut json = serde_json::to_string_pretty(&forward_vectors()).expect("vectors serialize");
+    json.push('\n');
+    json
+}
+
+fn main() {
+    print!("{}", forward_vectors_json());
+}
