@@ -3,10 +3,7 @@
 //! replayed; a tampered body, a wrong secret, a missing signature and
 //! (where the provider signs a time) a stale one are 401 and reach nothing.
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use idemgate_core::signature::{Message, SchemeSettings, SignatureScheme};
 
 use crate::senders::now;
 use crate::support::{client, operator, Reply};
@@ -64,45 +61,56 @@ pub fn route_vars<'a>(routes: &'a str, origin: &'a str) -> Vec<(&'a str, &'a str
     ]
 }
 
-fn mac(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).unwrap();
-    for part in parts {
-        mac.update(part);
-    }
-    mac.finalize().into_bytes().to_vec()
-}
-
-/// One provider's delivery: its body, and how it signs one.
+/// One provider's route: its body, and the key the route derives from it.
 struct Provider {
     route: &'static str,
     secret: &'static str,
     /// Whether the provider signs a time (then a stale one is refused).
     signs_time: bool,
-    /// The idempotency key the route derives from the body.
-    key: fn(&str) -> String,
+    /// The idempotency key the route derives from the signed delivery of
+    /// an event.
+    key: fn(&str, &Message) -> String,
     body: fn(&str) -> String,
-    /// The signature headers of `body` signed with `secret` at `t`.
-    sign: fn(secret: &str, body: &str, t: u64) -> Vec<(String, String)>,
 }
 
-fn header(name: &str, value: String) -> Vec<(String, String)> {
-    vec![(name.to_string(), value)]
+/// The route's sender, as idemgate's core signs for it: the same scheme
+/// and settings the route verifies with, and `secret`.
+fn signer(route: &str, secret: &str) -> SignatureScheme {
+    let routes: serde_json::Value = serde_json::from_str(&routes_json("")).unwrap();
+    let table = &routes[route];
+    let setting = |name: &str| table[name].as_str().map(str::to_string);
+    SignatureScheme::configure(
+        table["signature"].as_str().unwrap(),
+        &SchemeSettings {
+            secret: Some(secret.to_string()),
+            header: setting("signature_header"),
+            encoding: setting("signature_encoding"),
+            prefix: setting("signature_prefix"),
+            url: setting("signature_url"),
+        },
+    )
+    .unwrap()
 }
 
-fn sha256_hex(body: &str) -> String {
+/// `body` as the route's sender signs it with `secret` at `t`.
+fn signed(route: &str, secret: &str, body: &str, t: u64) -> Message {
+    let mut message = Message {
+        headers: Vec::new(),
+        body: body.as_bytes().to_vec(),
+    };
+    signer(route, secret).sign(&mut message, t);
+    message
+}
+
+fn sha256_hex(body: &[u8]) -> String {
     use sha2::Digest;
-    hex::encode(Sha256::digest(body.as_bytes()))
+    hex::encode(sha2::Sha256::digest(body))
 }
 
-fn adyen_item(event: &str, value: u64, secret: &str) -> String {
-    let psp = format!("psp{event}");
-    let signed = format!("{psp}::TestMerchant:ref-{event}:{value}:EUR:AUTHORISATION:true");
-    let signature = STANDARD.encode(mac(
-        &hex::decode(secret).unwrap_or_default(),
-        &[signed.as_bytes()],
-    ));
+/// An unsigned Adyen item: `sign` fills in its `hmacSignature`.
+fn adyen_item(event: &str, value: u64) -> String {
     format!(
-        r#"{{"NotificationRequestItem":{{"additionalData":{{"hmacSignature":"{signature}"}},"amount":{{"currency":"EUR","value":{value}}},"eventCode":"AUTHORISATION","merchantAccountCode":"TestMerchant","merchantReference":"ref-{event}","pspReference":"{psp}","success":"true"}}}}"#
+        r#"{{"NotificationRequestItem":{{"amount":{{"currency":"EUR","value":{value}}},"eventCode":"AUTHORISATION","merchantAccountCode":"TestMerchant","merchantReference":"ref-{event}","pspReference":"psp{event}","success":"true"}}}}"#
     )
 }
 
@@ -112,175 +120,88 @@ fn providers() -> Vec<Provider> {
             route: "stripe",
             secret: STRIPE,
             signs_time: true,
-            key: |event| event.to_string(),
+            key: |event, _| event.to_string(),
             body: |event| {
                 format!(r#"{{"id":"{event}","type":"payment_intent.succeeded","amount":1000}}"#)
-            },
-            sign: |secret, body, t| {
-                header(
-                    "stripe-signature",
-                    format!(
-                        "t={t},v1={}",
-                        hex::encode(mac(
-                            secret.as_bytes(),
-                            &[format!("{t}.").as_bytes(), body.as_bytes()]
-                        ))
-                    ),
-                )
             },
         },
         Provider {
             route: "standard",
             secret: STANDARD_SECRET,
             signs_time: true,
-            key: |event| format!("msg_{event}"),
-            body: |event| format!(r#"{{"type":"invoice.paid","event":"{event}"}}"#),
-            sign: |secret, body, t| {
-                let key = STANDARD
-                    .decode(secret.trim_start_matches("whsec_"))
-                    .unwrap_or_default();
-                let event = body
-                    .split("\"event\":\"")
-                    .nth(1)
+            key: |_, signed| {
+                idemgate_core::headers::get(&signed.headers, "webhook-id")
                     .unwrap()
-                    .trim_end_matches("\"}");
-                let id = format!("msg_{event}");
-                let signature = STANDARD.encode(mac(
-                    &key,
-                    &[format!("{id}.{t}.").as_bytes(), body.as_bytes()],
-                ));
-                vec![
-                    ("webhook-id".into(), id),
-                    ("webhook-timestamp".into(), t.to_string()),
-                    ("webhook-signature".into(), format!("v1,{signature}")),
-                ]
+                    .to_string()
             },
+            body: |event| format!(r#"{{"type":"invoice.paid","event":"{event}"}}"#),
         },
         Provider {
             route: "github",
             secret: GITHUB,
             signs_time: false,
-            key: |_| String::new(),
+            key: |_, signed| sha256_hex(&signed.body),
             body: |event| format!(r#"{{"action":"completed","delivery":"{event}"}}"#),
-            sign: |secret, body, _| {
-                header(
-                    "x-hub-signature-256",
-                    format!(
-                        "sha256={}",
-                        hex::encode(mac(secret.as_bytes(), &[body.as_bytes()]))
-                    ),
-                )
-            },
         },
         Provider {
             route: "shopify",
             secret: SHOPIFY,
             signs_time: false,
-            key: |_| String::new(),
+            key: |_, signed| sha256_hex(&signed.body),
             body: |event| format!(r#"{{"id":"{event}","total_price":"10.00"}}"#),
-            sign: |secret, body, _| {
-                header(
-                    "x-shopify-hmac-sha256",
-                    STANDARD.encode(mac(secret.as_bytes(), &[body.as_bytes()])),
-                )
-            },
         },
         Provider {
             route: "paddle",
             secret: PADDLE,
             signs_time: true,
-            key: |event| event.to_string(),
+            key: |event, _| event.to_string(),
             body: |event| {
                 format!(r#"{{"event_id":"{event}","event_type":"transaction.completed"}}"#)
-            },
-            sign: |secret, body, t| {
-                header(
-                    "paddle-signature",
-                    format!(
-                        "ts={t};h1={}",
-                        hex::encode(mac(
-                            secret.as_bytes(),
-                            &[format!("{t}:").as_bytes(), body.as_bytes()]
-                        ))
-                    ),
-                )
             },
         },
         Provider {
             route: "square",
             secret: SQUARE,
             signs_time: false,
-            key: |event| event.to_string(),
+            key: |event, _| event.to_string(),
             body: |event| format!(r#"{{"event_id":"{event}","type":"payment.updated"}}"#),
-            sign: |secret, body, _| {
-                header(
-                    "x-square-hmacsha256-signature",
-                    STANDARD.encode(mac(
-                        secret.as_bytes(),
-                        &[SQUARE_URL.as_bytes(), body.as_bytes()],
-                    )),
-                )
-            },
         },
         Provider {
             route: "checkout",
             secret: CHECKOUT,
             signs_time: false,
-            key: |event| event.to_string(),
+            key: |event, _| event.to_string(),
             body: |event| format!(r#"{{"id":"{event}","type":"payment_approved"}}"#),
-            sign: |secret, body, _| {
-                header(
-                    "cko-signature",
-                    hex::encode(mac(secret.as_bytes(), &[body.as_bytes()])),
-                )
-            },
         },
         Provider {
             route: "razorpay",
             secret: RAZORPAY,
             signs_time: false,
-            key: |_| String::new(),
+            key: |_, signed| sha256_hex(&signed.body),
             body: |event| {
                 format!(r#"{{"entity":"event","event":"payment.captured","note":"{event}"}}"#)
-            },
-            sign: |secret, body, _| {
-                header(
-                    "x-razorpay-signature",
-                    hex::encode(mac(secret.as_bytes(), &[body.as_bytes()])),
-                )
             },
         },
         Provider {
             route: "adyen",
             secret: ADYEN,
             signs_time: false,
-            key: |_| String::new(),
-            // Signed inside the body: `sign` adds no header, and the body
-            // carries the signature made with the route's own key.
+            key: |_, signed| sha256_hex(&signed.body),
+            // Signed inside the body: each item's signature is filled in.
             body: |event| {
                 format!(
                     r#"{{"live":"false","notificationItems":[{},{}]}}"#,
-                    adyen_item(event, 1000, ADYEN),
-                    adyen_item(&format!("{event}b"), 5, ADYEN)
+                    adyen_item(event, 1000),
+                    adyen_item(&format!("{event}b"), 5)
                 )
             },
-            sign: |_, _, _| Vec::new(),
         },
         Provider {
             route: "generic",
             secret: GENERIC,
             signs_time: false,
-            key: |_| String::new(),
+            key: |_, signed| sha256_hex(&signed.body),
             body: |event| format!(r#"{{"event":"{event}"}}"#),
-            sign: |secret, body, _| {
-                header(
-                    "x-signature",
-                    format!(
-                        "sha256={}",
-                        STANDARD.encode(mac(secret.as_bytes(), &[body.as_bytes()]))
-                    ),
-                )
-            },
         },
     ]
 }
@@ -305,11 +226,11 @@ pub async fn every_provider_is_verified_forwarded_once_and_replayed(world: &'sta
         let url = gateway.url(&format!("/p/{route}/events"));
         let prefix = format!("/p/{route}/");
         let event = format!("evt_{route}_{run}");
-        let body = (provider.body)(&event);
         let t = now();
-        let headers = (provider.sign)(provider.secret, &body, t);
+        let genuine = signed(route, provider.secret, &(provider.body)(&event), t);
+        let (headers, body) = (&genuine.headers, text(&genuine.body));
 
-        let first = send(&url, &headers, &body).await;
+        let first = send(&url, headers, &body).await;
         assert_eq!(
             first.status,
             201,
@@ -317,24 +238,21 @@ pub async fn every_provider_is_verified_forwarded_once_and_replayed(world: &'sta
             String::from_utf8_lossy(&first.body)
         );
         assert!(!first.replayed(), "{route}");
-        let again = send(&url, &headers, &body).await;
+        let again = send(&url, headers, &body).await;
         assert_eq!(again.status, 201, "{route}");
         assert!(again.replayed(), "{route}: the duplicate is replayed");
         assert_eq!(again.body, first.body, "{route}");
         let received = world.origin.received(&prefix);
         assert_eq!(received.len(), 1, "{route}: forwarded once");
         assert_eq!(received[0].body, body.as_bytes(), "{route}: the raw body");
-        for (name, value) in &headers {
+        for (name, value) in headers {
             assert_eq!(
                 received[0].header(name),
                 Some(value.as_str()),
                 "{route}: {name} reaches the origin"
             );
         }
-        let expected_key = match (provider.key)(&event) {
-            key if key.is_empty() => sha256_hex(&body),
-            key => key,
-        };
+        let expected_key = (provider.key)(&event, &genuine);
         assert_eq!(
             received[0].header("idempotency-key"),
             Some(format!("\"{expected_key}\"").as_str()),
@@ -343,29 +261,25 @@ pub async fn every_provider_is_verified_forwarded_once_and_replayed(world: &'sta
         received[0].verify(FORWARD_SECRET).unwrap();
 
         // Forgeries: each is 401 and reaches nothing.
-        let tampered = body.replace("evt_", "evx_");
+        let wrong = signed(route, &wrong_secret(route), &(provider.body)(&event), t);
         let mut cases = vec![
             (
                 "tampered body",
-                (provider.sign)(provider.secret, &body, t),
-                tampered.clone(),
+                headers.clone(),
+                body.replace("evt_", "evx_"),
                 "mismatch",
             ),
             (
                 "wrong secret",
-                (provider.sign)(&wrong_secret(route), &body, t),
-                body.clone(),
+                wrong.headers.clone(),
+                text(&wrong.body),
                 "mismatch",
             ),
         ];
         if route == "adyen" {
-            // The signature is in the body: tamper with a signed field, and
-            // sign with another key; a missing signature is a malformed item.
+            // The signature is in the body: tamper with a signed field; a
+            // missing signature is a malformed item.
             cases[0].2 = body.replacen("\"value\":1000", "\"value\":1001", 1);
-            cases[1].2 = format!(
-                r#"{{"live":"false","notificationItems":[{}]}}"#,
-                adyen_item(&event, 1000, &"11".repeat(32))
-            );
             cases.push((
                 "missing signature",
                 Vec::new(),
@@ -376,18 +290,10 @@ pub async fn every_provider_is_verified_forwarded_once_and_replayed(world: &'sta
             cases.push(("missing header", Vec::new(), body.clone(), "missing header"));
         }
         if provider.signs_time {
-            cases.push((
-                "10 minutes old",
-                (provider.sign)(provider.secret, &body, t - 600),
-                body.clone(),
-                "stale",
-            ));
-            cases.push((
-                "10 minutes ahead",
-                (provider.sign)(provider.secret, &body, t + 600),
-                body.clone(),
-                "stale",
-            ));
+            for (what, at) in [("10 minutes old", t - 600), ("10 minutes ahead", t + 600)] {
+                let stale = signed(route, provider.secret, &body, at);
+                cases.push((what, stale.headers, text(&stale.body), "stale"));
+            }
         }
         for (what, headers, body, reason) in cases {
             let reply = send(&url, &headers, &body).await;
@@ -403,9 +309,14 @@ pub async fn every_provider_is_verified_forwarded_once_and_replayed(world: &'sta
     }
 }
 
+fn text(body: &[u8]) -> String {
+    String::from_utf8(body.to_vec()).unwrap()
+}
+
 fn wrong_secret(route: &str) -> String {
     match route {
         "standard" => "whsec_b3RoZXItc2VjcmV0".into(),
+        "adyen" => "11".repeat(32),
         _ => "another-secret".into(),
     }
 }
@@ -418,14 +329,7 @@ pub async fn a_signed_delivery_is_one_key_however_its_path_is_spelt(world: &'sta
     let event = format!("evt_spelling_{}", now());
     let body = format!(r#"{{"id":"{event}","type":"charge.succeeded"}}"#);
     let t = now();
-    let signature = format!(
-        "t={t},v1={}",
-        hex::encode(mac(
-            STRIPE.as_bytes(),
-            &[format!("{t}.").as_bytes(), body.as_bytes()]
-        ))
-    );
-    let headers = vec![("stripe-signature".to_string(), signature)];
+    let headers = signed("stripe", STRIPE, &body, t).headers;
     let first = send(&gateway.url("/p/stripe"), &headers, &body).await;
     assert_eq!(first.status, 201);
     for spelling in [

@@ -3,10 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use idemgate_core::signature::{Message, SchemeSettings, SignatureScheme};
 
 use crate::support::{client, post_json, read_receipt, Reply};
 use crate::{Profile, World, ADMIN_TOKEN, STANDARD_WEBHOOKS_SECRET, STRIPE_SECRET};
@@ -18,28 +15,48 @@ pub fn now() -> u64 {
         .as_secs()
 }
 
-fn hmac(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).unwrap();
-    for part in parts {
-        mac.update(part);
-    }
-    mac.finalize().into_bytes().to_vec()
+/// `body` signed by idemgate's own signer for `scheme` with `secret` at
+/// `t`, starting from `headers`; the value of the header `signature`.
+fn signature(
+    scheme: &str,
+    secret: &str,
+    headers: &[(&str, &str)],
+    t: u64,
+    body: &str,
+    signature: &str,
+) -> String {
+    let mut message = Message {
+        headers: headers
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect(),
+        body: body.as_bytes().to_vec(),
+    };
+    let settings = SchemeSettings {
+        secret: Some(secret.to_string()),
+        ..SchemeSettings::default()
+    };
+    SignatureScheme::configure(scheme, &settings)
+        .unwrap()
+        .sign(&mut message, t);
+    idemgate_core::headers::get(&message.headers, signature)
+        .unwrap()
+        .to_string()
 }
 
 pub fn stripe_signature(secret: &str, t: u64, body: &str) -> String {
-    let v1 = hmac(
-        secret.as_bytes(),
-        &[format!("{t}.").as_bytes(), body.as_bytes()],
-    );
-    format!("t={t},v1={}", hex::encode(v1))
+    signature("stripe", secret, &[], t, body, "stripe-signature")
 }
 
 fn standard_signature(secret: &str, id: &str, t: u64, body: &str) -> String {
-    let key = STANDARD
-        .decode(secret.trim_start_matches("whsec_"))
-        .unwrap();
-    let digest = hmac(&key, &[format!("{id}.{t}.").as_bytes(), body.as_bytes()]);
-    format!("v1,{}", STANDARD.encode(digest))
+    signature(
+        "standard-webhooks",
+        secret,
+        &[("webhook-id", id)],
+        t,
+        body,
+        "webhook-signature",
+    )
 }
 
 async fn send(url: &str, headers: &[(&str, String)], body: &str) -> Reply {

@@ -14,7 +14,7 @@ use crate::key::{KeyScope, KeySource};
 use crate::problem::Problem;
 use crate::receipt::RetryableStatuses;
 use crate::routes::{is_operator, is_route_name, normalize_path};
-use crate::signature::{SchemeSettings, Secret, SignatureScheme, SCHEME_NAMES};
+use crate::signature::{scheme_names, SchemeSettings, Secret, SignatureScheme};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DedupMode {
@@ -358,16 +358,16 @@ fn route_path(raw: &str, settings: &Settings) -> Result<String, Problem> {
 
 fn signature_scheme(settings: &Settings) -> Result<SignatureScheme, Problem> {
     let Some(scheme) = settings.get("SIGNATURE_SCHEME")? else {
-        return Ok(SignatureScheme::None);
+        return Ok(SignatureScheme::NONE);
     };
     let name = scheme.value.to_ascii_lowercase();
-    if !SCHEME_NAMES.contains(&name.as_str()) {
+    if !scheme_names().any(|known| known == name) {
         return Err(misconfigured(
             scheme.label,
             format!(
                 "unknown scheme {:?}; one of {}",
                 printable(&scheme.value),
-                SCHEME_NAMES.join(", ")
+                scheme_names().collect::<Vec<_>>().join(", ")
             ),
         ));
     }
@@ -986,7 +986,15 @@ mod tests {
         assert_eq!(stripe.origin_url, "https://pay.internal/hooks");
         assert_eq!(stripe.wait_ms, 2_000, "the top-level WAIT_MS");
         assert!(
-            matches!(&stripe.signature_scheme, SignatureScheme::Stripe { secret } if secret.expose() == "whsec_stripe")
+            stripe.signature_scheme
+                == SignatureScheme::configure(
+                    "stripe",
+                    &SchemeSettings {
+                        secret: Some("whsec_stripe".into()),
+                        ..SchemeSettings::default()
+                    }
+                )
+                .unwrap()
         );
         let api = config.route("api").unwrap();
         assert_eq!(

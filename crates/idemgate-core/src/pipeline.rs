@@ -129,12 +129,13 @@ pub struct Admitted {
 
 /// Step 3: the sender's signature, before anything reads the body.
 pub fn authenticate(route: &RouteConfig, inbound: &Inbound) -> Result<(), Problem> {
-    signature::verify(
-        &route.signature_scheme,
-        route.signature_tolerance_seconds,
-        inbound.headers,
-        inbound.body,
+    route.signature_scheme.verify(
+        &signature::SignedRequest {
+            headers: inbound.headers,
+            body: inbound.body,
+        },
         inbound.now,
+        route.signature_tolerance_seconds,
     )
 }
 

@@ -1,12 +1,29 @@
 //! Checkout.com: `Cko-Signature: <hex HMAC-SHA256(signature key, raw body)>`.
 //! The event id `id` (`evt_...`) is in the signed body: the default key.
 
-pub const HEADER: &str = "Cko-Signature";
+use super::body_hmac::{BodyHmac, Encoding};
+use super::SchemeEntry;
+
+const HEADER: &str = "Cko-Signature";
+
+pub const ENTRY: SchemeEntry = SchemeEntry {
+    name: "checkout",
+    configure: |settings| {
+        Ok(Box::new(BodyHmac {
+            secret: settings.required_secret("checkout")?,
+            header: HEADER.to_string(),
+            encoding: Encoding::Hex,
+            prefix: "".to_string(),
+            default_key_sources: "json:/id",
+        }))
+    },
+};
 
 #[cfg(test)]
 mod tests {
-    use super::super::body_hmac::tests::{check, secret};
+    use super::super::body_hmac::tests::secret;
     use super::HEADER;
+    use crate::signature::tests::check;
 
     // Checkout.com publishes no vector; this one was computed with
     // Python's hmac module over an event shaped like its docs' example.

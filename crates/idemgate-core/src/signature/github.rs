@@ -2,13 +2,30 @@
 //! GitHub signs no time and no id; its default key is the body's hash
 //! (`X-GitHub-Delivery` is not signed).
 
-pub const HEADER: &str = "X-Hub-Signature-256";
-pub const PREFIX: &str = "sha256=";
+use super::body_hmac::{BodyHmac, Encoding};
+use super::SchemeEntry;
+
+const HEADER: &str = "X-Hub-Signature-256";
+const PREFIX: &str = "sha256=";
+
+pub const ENTRY: SchemeEntry = SchemeEntry {
+    name: "github",
+    configure: |settings| {
+        Ok(Box::new(BodyHmac {
+            secret: settings.required_secret("github")?,
+            header: HEADER.to_string(),
+            encoding: Encoding::Hex,
+            prefix: PREFIX.to_string(),
+            default_key_sources: "body-sha256",
+        }))
+    },
+};
 
 #[cfg(test)]
 mod tests {
-    use super::super::body_hmac::tests::{check, secret};
+    use super::super::body_hmac::tests::secret;
     use super::HEADER as HEADER_NAME;
+    use crate::signature::tests::check;
 
     // GitHub's published test vector: "Validating webhook deliveries",
     // https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries

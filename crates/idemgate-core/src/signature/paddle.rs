@@ -4,7 +4,17 @@
 //! rotated); unknown entries are ignored. The timestamp is signed, so a
 //! stale one is refused. The event id `event_id` is in the signed body.
 
-use super::{any_matches, check_freshness, mac_of, Rejection, TimestampedHeader};
+use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of, TimestampedHeader};
+use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest};
+
+pub const ENTRY: SchemeEntry = SchemeEntry {
+    name: "paddle",
+    configure: |settings| {
+        Ok(Box::new(Paddle {
+            secret: settings.required_secret("paddle")?,
+        }))
+    },
+};
 
 const FORMAT: TimestampedHeader = TimestampedHeader {
     header: "Paddle-Signature",
@@ -16,7 +26,41 @@ const FORMAT: TimestampedHeader = TimestampedHeader {
     no_signature: "no h1= signature",
 };
 
-pub fn verify(
+#[derive(Debug)]
+struct Paddle {
+    secret: Secret,
+}
+
+impl Scheme for Paddle {
+    fn default_key_sources(&self) -> &'static str {
+        "json:/event_id"
+    }
+
+    fn verify(&self, request: &SignedRequest, now: u64, tolerance: u64) -> Result<(), Rejection> {
+        verify(
+            self.secret.expose().as_bytes(),
+            tolerance,
+            request.headers,
+            request.body,
+            now,
+        )
+    }
+
+    fn sign(&self, message: &mut Message, now: u64) {
+        let ts = now.to_string();
+        let tag = tag_of(
+            self.secret.expose().as_bytes(),
+            &[ts.as_bytes(), b":", &message.body],
+        );
+        set_header(
+            &mut message.headers,
+            FORMAT.header,
+            format!("ts={ts};h1={}", hex::encode(tag)),
+        );
+    }
+}
+
+fn verify(
     secret: &[u8],
     tolerance: u64,
     headers: &[(String, String)],

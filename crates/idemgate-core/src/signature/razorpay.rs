@@ -2,12 +2,29 @@
 //! Its event id (`x-razorpay-event-id`) is an unsigned header and the body
 //! holds none, so the default key is the body's hash.
 
-pub const HEADER: &str = "X-Razorpay-Signature";
+use super::body_hmac::{BodyHmac, Encoding};
+use super::SchemeEntry;
+
+const HEADER: &str = "X-Razorpay-Signature";
+
+pub const ENTRY: SchemeEntry = SchemeEntry {
+    name: "razorpay",
+    configure: |settings| {
+        Ok(Box::new(BodyHmac {
+            secret: settings.required_secret("razorpay")?,
+            header: HEADER.to_string(),
+            encoding: Encoding::Hex,
+            prefix: "".to_string(),
+            default_key_sources: "body-sha256",
+        }))
+    },
+};
 
 #[cfg(test)]
 mod tests {
-    use super::super::body_hmac::tests::{check, secret};
+    use super::super::body_hmac::tests::secret;
     use super::HEADER;
+    use crate::signature::tests::check;
 
     // Razorpay publishes no vector in its docs; this one is from its own
     // Node.js library's tests: razorpay/razorpay-node,

@@ -2,12 +2,29 @@
 //! Shopify signs no time; its ids (`X-Shopify-Webhook-Id`) are unsigned
 //! headers, so the default key is the body's hash.
 
-pub const HEADER: &str = "X-Shopify-Hmac-Sha256";
+use super::body_hmac::{BodyHmac, Encoding};
+use super::SchemeEntry;
+
+const HEADER: &str = "X-Shopify-Hmac-Sha256";
+
+pub const ENTRY: SchemeEntry = SchemeEntry {
+    name: "shopify",
+    configure: |settings| {
+        Ok(Box::new(BodyHmac {
+            secret: settings.required_secret("shopify")?,
+            header: HEADER.to_string(),
+            encoding: Encoding::Base64,
+            prefix: "".to_string(),
+            default_key_sources: "body-sha256",
+        }))
+    },
+};
 
 #[cfg(test)]
 mod tests {
-    use super::super::body_hmac::tests::{check, secret};
+    use super::super::body_hmac::tests::secret;
     use super::HEADER;
+    use crate::signature::tests::check;
 
     // Shopify publishes no vector in its docs; this one is from its own
     // PHP library's tests: Shopify/shopify-api-php,

@@ -7,12 +7,59 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
-use super::{any_matches, mac_of, Rejection};
+use super::mac::{any_matches, mac_of, set_header, tag_of};
+use super::{setting_error, Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest};
 use crate::headers;
+
+pub const ENTRY: SchemeEntry = SchemeEntry {
+    name: "square",
+    configure: |settings| {
+        let url = settings.url.clone().ok_or_else(|| {
+            setting_error(
+                "SIGNATURE_URL",
+                "is required by SIGNATURE_SCHEME=square: the notification URL registered with Square, byte for byte",
+            )
+        })?;
+        Ok(Box::new(Square {
+            key: settings.required_secret("square")?,
+            url,
+        }))
+    },
+};
 
 const HEADER: &str = "x-square-hmacsha256-signature";
 
-pub fn verify(
+#[derive(Debug)]
+struct Square {
+    key: Secret,
+    /// The notification URL registered with Square, signed before the body.
+    url: String,
+}
+
+impl Scheme for Square {
+    fn default_key_sources(&self) -> &'static str {
+        "json:/event_id"
+    }
+
+    fn verify(&self, request: &SignedRequest, _now: u64, _tolerance: u64) -> Result<(), Rejection> {
+        verify(
+            self.key.expose().as_bytes(),
+            &self.url,
+            request.headers,
+            request.body,
+        )
+    }
+
+    fn sign(&self, message: &mut Message, _now: u64) {
+        let tag = tag_of(
+            self.key.expose().as_bytes(),
+            &[self.url.as_bytes(), &message.body],
+        );
+        set_header(&mut message.headers, HEADER, STANDARD.encode(tag));
+    }
+}
+
+fn verify(
     key: &[u8],
     url: &str,
     headers: &[(String, String)],

@@ -1,16 +1,72 @@
 //! Standard Webhooks: `webhook-id`, `webhook-timestamp` and
 //! `webhook-signature` (space-separated `v1,<base64>` entries) over
 //! "<id>.<timestamp>.<raw body>", keyed by the base64 part of a `whsec_`
-//! secret.
+//! secret. The id is signed: it is the default key.
 
-use super::{any_matches, check_freshness, mac_of, Rejection};
-use crate::headers;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+
+use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of};
+use super::{setting_error, Message, Rejection, Scheme, SchemeEntry, SecretBytes, SignedRequest};
+use crate::headers;
+
+pub const ENTRY: SchemeEntry = SchemeEntry {
+    name: "standard-webhooks",
+    configure: |settings| {
+        let secret = settings.required_secret("standard-webhooks")?;
+        let key = decode_secret(secret.expose())
+            .map_err(|reason| setting_error("SIGNING_SECRET", reason))?;
+        Ok(Box::new(StandardWebhooks {
+            key: SecretBytes::new(key),
+        }))
+    },
+};
 
 const ID: &str = "webhook-id";
 const TIMESTAMP: &str = "webhook-timestamp";
 const SIGNATURE: &str = "webhook-signature";
+
+#[derive(Debug)]
+struct StandardWebhooks {
+    key: SecretBytes,
+}
+
+impl Scheme for StandardWebhooks {
+    fn default_key_sources(&self) -> &'static str {
+        "header:webhook-id"
+    }
+
+    fn verify(&self, request: &SignedRequest, now: u64, tolerance: u64) -> Result<(), Rejection> {
+        verify(
+            self.key.expose(),
+            tolerance,
+            request.headers,
+            request.body,
+            now,
+        )
+    }
+
+    /// Keeps a `webhook-id` the message has (a retry reuses it), else
+    /// makes one from the body's hash.
+    fn sign(&self, message: &mut Message, now: u64) {
+        let id = match headers::get(&message.headers, ID) {
+            Some(id) => id.to_string(),
+            None => format!("msg_{}", &crate::canonical::sha256_hex(&message.body)[..24]),
+        };
+        let t = now.to_string();
+        let tag = tag_of(
+            self.key.expose(),
+            &[id.as_bytes(), b".", t.as_bytes(), b".", &message.body],
+        );
+        set_header(&mut message.headers, ID, id);
+        set_header(&mut message.headers, TIMESTAMP, t);
+        set_header(
+            &mut message.headers,
+            SIGNATURE,
+            format!("v1,{}", STANDARD.encode(tag)),
+        );
+    }
+}
 
 /// The HMAC key of a `whsec_<base64>` secret (the prefix is optional).
 pub fn decode_secret(secret: &str) -> Result<Vec<u8>, String> {
@@ -21,7 +77,7 @@ pub fn decode_secret(secret: &str) -> Result<Vec<u8>, String> {
     }
 }
 
-pub fn verify(
+fn verify(
     key: &[u8],
     tolerance: u64,
     headers: &[(String, String)],

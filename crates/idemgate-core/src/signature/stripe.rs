@@ -1,9 +1,19 @@
-//! `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`, where
+//! Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`, where
 //! v1 = hex HMAC-SHA256(secret, "<t>.<raw body>"). Any matching v1 passes
 //! (Stripe sends several while a secret is being rolled); other schemes'
-//! entries (`v0`) are ignored.
+//! entries (`v0`) are ignored. The event id `id` is in the signed body.
 
-use super::{any_matches, check_freshness, mac_of, Rejection, TimestampedHeader};
+use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of, TimestampedHeader};
+use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest};
+
+pub const ENTRY: SchemeEntry = SchemeEntry {
+    name: "stripe",
+    configure: |settings| {
+        Ok(Box::new(Stripe {
+            secret: settings.required_secret("stripe")?,
+        }))
+    },
+};
 
 const FORMAT: TimestampedHeader = TimestampedHeader {
     header: "Stripe-Signature",
@@ -15,7 +25,41 @@ const FORMAT: TimestampedHeader = TimestampedHeader {
     no_signature: "no v1= signature",
 };
 
-pub fn verify(
+#[derive(Debug)]
+struct Stripe {
+    secret: Secret,
+}
+
+impl Scheme for Stripe {
+    fn default_key_sources(&self) -> &'static str {
+        "json:/id"
+    }
+
+    fn verify(&self, request: &SignedRequest, now: u64, tolerance: u64) -> Result<(), Rejection> {
+        verify(
+            self.secret.expose().as_bytes(),
+            tolerance,
+            request.headers,
+            request.body,
+            now,
+        )
+    }
+
+    fn sign(&self, message: &mut Message, now: u64) {
+        let t = now.to_string();
+        let tag = tag_of(
+            self.secret.expose().as_bytes(),
+            &[t.as_bytes(), b".", &message.body],
+        );
+        set_header(
+            &mut message.headers,
+            FORMAT.header,
+            format!("t={t},v1={}", hex::encode(tag)),
+        );
+    }
+}
+
+fn verify(
     secret: &[u8],
     tolerance: u64,
     headers: &[(String, String)],

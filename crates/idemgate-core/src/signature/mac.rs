@@ -1,0 +1,124 @@
+//! What the HMAC schemes share: the MAC itself, the comparison against the
+//! signatures a sender sent, the freshness of a signed time, and the
+//! header shape Stripe and Paddle use.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::Rejection;
+use crate::headers;
+
+/// HMAC-SHA256 under `key` of `parts` written one after the other.
+pub fn mac_of(key: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    for part in parts {
+        mac.update(part);
+    }
+    mac
+}
+
+/// The tag of [`mac_of`], for signing.
+pub fn tag_of(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    mac_of(key, parts).finalize().into_bytes().to_vec()
+}
+
+/// Passes if any decodable candidate is `mac`'s tag, compared in constant
+/// time; senders list several while rolling a secret.
+pub fn any_matches(
+    mac: &Hmac<Sha256>,
+    mut candidates: impl Iterator<Item = Option<Vec<u8>>>,
+) -> Result<(), Rejection> {
+    if candidates.any(|candidate| {
+        candidate.is_some_and(|signature| mac.clone().verify_slice(&signature).is_ok())
+    }) {
+        Ok(())
+    } else {
+        Err(Rejection::Mismatch)
+    }
+}
+
+/// Schemes that sign a timestamp refuse one too far in the past or the future.
+pub fn check_freshness(timestamp: u64, now: u64, tolerance: u64) -> Result<(), Rejection> {
+    let skew_seconds = timestamp.abs_diff(now);
+    if skew_seconds > tolerance {
+        return Err(Rejection::Stale {
+            skew_seconds,
+            tolerance,
+        });
+    }
+    Ok(())
+}
+
+/// The shape Stripe and Paddle share: one header of `name=value` entries,
+/// a signed Unix time and any number of signatures (several while a
+/// secret rotates); entries of other names are ignored.
+pub struct TimestampedHeader {
+    pub header: &'static str,
+    pub separator: char,
+    pub time: &'static str,
+    pub signature: &'static str,
+    pub no_time: &'static str,
+    pub not_a_time: &'static str,
+    pub no_signature: &'static str,
+}
+
+/// A [`TimestampedHeader`] as sent: the time as written, as seconds, and
+/// the signatures.
+pub struct Timestamped<'a> {
+    pub time_text: &'a str,
+    pub seconds: u64,
+    pub signatures: Vec<&'a str>,
+}
+
+impl TimestampedHeader {
+    pub fn parse<'a>(&self, headers: &'a [(String, String)]) -> Result<Timestamped<'a>, Rejection> {
+        let value =
+            headers::get(headers, self.header).ok_or_else(|| Rejection::missing(self.header))?;
+        let mut time_text = None;
+        let mut signatures = Vec::new();
+        for entry in value.split(self.separator) {
+            match entry.trim().split_once('=') {
+                Some((name, text)) if name == self.time => time_text = Some(text),
+                Some((name, signature)) if name == self.signature => signatures.push(signature),
+                Some(_) => {}
+                None => {
+                    return Err(Rejection::malformed(
+                        self.header,
+                        "an entry is not key=value",
+                    ))
+                }
+            }
+        }
+        let time_text = time_text.ok_or_else(|| Rejection::malformed(self.header, self.no_time))?;
+        let seconds = time_text
+            .parse::<u64>()
+            .map_err(|_| Rejection::malformed(self.header, self.not_a_time))?;
+        if signatures.is_empty() {
+            return Err(Rejection::malformed(self.header, self.no_signature));
+        }
+        Ok(Timestamped {
+            time_text,
+            seconds,
+            signatures,
+        })
+    }
+}
+
+/// Sets `name` to `value` in `headers`, replacing any earlier value.
+pub fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: String) {
+    headers.retain(|(header, _)| !header.eq_ignore_ascii_case(name));
+    headers.push((name.to_ascii_lowercase(), value));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freshness_is_symmetric_and_inclusive() {
+        assert!(check_freshness(1_000, 1_300, 300).is_ok());
+        assert!(check_freshness(1_300, 1_000, 300).is_ok());
+        assert!(check_freshness(1_000, 1_301, 300).is_err());
+        assert!(check_freshness(1_301, 1_000, 300).is_err());
+    }
+}
