@@ -1,0 +1,325 @@
+//! The receipt of one key (SPEC §2, §2b), as pure data and pure
+//! functions: no storage, no clock, no network.
+//!
+//! - [`decide`]: the decision tables, leases and epochs;
+//! - [`outcome`]: what a forward's result makes of the receipt;
+//! - [`statuses`]: the status sets configuration names.
+
+mod decide;
+mod outcome;
+mod statuses;
+#[cfg(test)]
+mod tests;
+
+pub use decide::*;
+pub use outcome::*;
+pub use statuses::*;
+
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::Fingerprint;
+use crate::headers::{self, HeaderList};
+
+/// At most this many attempts are kept on a receipt; older ones are dropped.
+pub const MAX_ATTEMPTS_KEPT: usize = 16;
+
+/// An HTTP response as data: what the origin answered, or what is replayed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: HeaderList,
+    /// Kept out of the receipt's JSON: storage holds it as a blob beside it.
+    #[serde(skip)]
+    pub body: Vec<u8>,
+}
+
+/// The response a `completed` receipt replays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredResponse {
+    #[serde(flatten)]
+    pub response: HttpResponse,
+    /// Length of the origin's body.
+    pub body_bytes: usize,
+    /// False when the body was over `MAX_STORED_RESPONSE_BYTES` and was not
+    /// kept: a replay then has the status and headers and an empty body.
+    pub body_stored: bool,
+}
+
+impl StoredResponse {
+    /// What of `response` is kept: no hop-by-hop headers, no `Set-Cookie`,
+    /// and the body only up to `max_body_bytes`.
+    pub fn keep(response: &HttpResponse, max_body_bytes: u64) -> StoredResponse {
+        let body_bytes = response.body.len();
+        let body_stored = body_bytes as u64 <= max_body_bytes;
+        StoredResponse {
+            response: HttpResponse {
+                status: response.status,
+                headers: headers::for_replay(&response.headers),
+                body: if body_stored {
+                    response.body.clone()
+                } else {
+                    Vec::new()
+                },
+            },
+            body_bytes,
+            body_stored,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ReceiptState {
+    /// Async: accepted and durable, waiting for its next attempt.
+    Queued {
+        next_attempt_at: u64,
+    },
+    InFlight {
+        lease_expires_at: u64,
+    },
+    Completed {
+        completed_at: u64,
+        response: StoredResponse,
+    },
+    /// The latest forward failed; an async receipt says when it is retried.
+    Failed {
+        failed_at: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next_attempt_at: Option<u64>,
+    },
+    /// Async: every delay of the schedule was used, and the last attempt failed.
+    Dead {
+        dead_at: u64,
+    },
+}
+
+/// How the receipt's deliveries reach the origin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryKind {
+    #[default]
+    Sync,
+    Async,
+}
+
+/// One forward to the origin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub epoch: u64,
+    pub started_at: u64,
+    pub ended_at: Option<u64>,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+}
+
+/// Which key a receipt is, as the operator sees it: enough to read, purge
+/// or re-drive it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Identity {
+    pub receipt_id: String,
+    pub route: String,
+    /// The name of the Durable Object that holds the receipt.
+    pub object: String,
+    /// The scope id (64 hex digits), as forwarded in `Idempotency-Scope`.
+    pub scope: String,
+    pub key: String,
+    /// The normalised path, under path scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_sha256: Option<String>,
+}
+
+/// The durable record of one key. Times are milliseconds since the epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipt {
+    #[serde(flatten)]
+    pub identity: Identity,
+    #[serde(flatten)]
+    pub state: ReceiptState,
+    pub delivery: DeliveryKind,
+    pub fingerprint: Fingerprint,
+    /// Fencing number of the latest forward (0 before the first): greater
+    /// than that of every earlier forward of the key, across lives.
+    pub epoch: u64,
+    pub first_seen_at: u64,
+    pub updated_at: u64,
+    /// When a settled receipt may be deleted (`RETENTION_SECONDS` after its
+    /// last write). A pending async receipt is never deleted.
+    pub expires_at: u64,
+    /// Deliveries this receipt absorbed (replays and in-flight duplicates).
+    pub duplicates: u64,
+    pub attempts: Vec<Attempt>,
+    /// Async: delays of the retry schedule used since it was last queued.
+    #[serde(default)]
+    pub schedule_step: u32,
+    /// The state the receipt index (D1) shows for this receipt, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexed: Option<String>,
+}
+
+/// How one forward ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForwardResult {
+    Answered(HttpResponse),
+    TimedOut,
+    Unreachable(String),
+}
+
+impl Receipt {
+    /// A new receipt for `identity`; its state is set by the caller's next step.
+    pub fn new(
+        identity: Identity,
+        fingerprint: Fingerprint,
+        delivery: DeliveryKind,
+        state: ReceiptState,
+        now: u64,
+        retention_ms: u64,
+    ) -> Receipt {
+        Receipt {
+            identity,
+            state,
+            delivery,
+            fingerprint,
+            epoch: 0,
+            first_seen_at: now,
+            updated_at: now,
+            expires_at: now.saturating_add(retention_ms),
+            duplicates: 0,
+            attempts: Vec::new(),
+            schedule_step: 0,
+            indexed: None,
+        }
+    }
+
+    /// Starts a forward at `epoch`: in flight until `lease_expires_at`.
+    /// The receipt is written with this state before anything is sent.
+    pub fn begin_forward(&mut self, epoch: u64, now: u64, lease_ms: u64, retention_ms: u64) {
+        self.attempts.push(Attempt {
+            epoch,
+            started_at: now,
+            ended_at: None,
+            status: None,
+            error: None,
+        });
+        if self.attempts.len() > MAX_ATTEMPTS_KEPT {
+            self.attempts.remove(0);
+        }
+        self.epoch = epoch;
+        self.state = ReceiptState::InFlight {
+            lease_expires_at: now.saturating_add(lease_ms),
+        };
+        self.updated_at = now;
+        self.expires_at = now.saturating_add(retention_ms);
+    }
+
+    /// Async: queue the receipt for an attempt at `at` with a fresh schedule
+    /// (a first delivery, or an operator's re-drive).
+    pub fn queue(&mut self, at: u64, now: u64) {
+        self.state = ReceiptState::Queued {
+            next_attempt_at: at,
+        };
+        self.schedule_step = 0;
+        self.updated_at = now;
+    }
+
+    /// When a record the first version stored may be deleted: its
+    /// `expires_at`, or its lease's end if later. It no longer parses as a
+    /// receipt, and its object is never reached again (v2 names objects
+    /// differently), so without this its storage would be kept forever.
+    /// A record with a delivery kind is this version's: its deletable
+    /// time is stored beside it, and where that is empty (a pending async
+    /// delivery) it is kept, whatever its `expires_at` says.
+    pub fn deletable_at_of_unparsed(record: &str) -> Option<u64> {
+        let value: serde_json::Value = serde_json::from_str(record).ok()?;
+        if value.get("delivery").is_some() {
+            return None;
+        }
+        let expires_at = value.get("expires_at")?.as_u64()?;
+        let lease_end = value
+            .get("lease_expires_at")
+            .and_then(serde_json::Value::as_u64);
+        Some(expires_at.max(lease_end.unwrap_or(0)))
+    }
+
+    /// When the receipt may be deleted, if ever: a sync receipt in flight is
+    /// kept while its lease is live; a pending async delivery is never lost.
+    pub fn deletable_at(&self) -> Option<u64> {
+        match (&self.state, self.delivery) {
+            (ReceiptState::InFlight { .. }, DeliveryKind::Async)
+            | (ReceiptState::Queued { .. }, DeliveryKind::Async)
+            | (
+                ReceiptState::Failed {
+                    next_attempt_at: Some(_),
+                    ..
+                },
+                DeliveryKind::Async,
+            ) => None,
+            (ReceiptState::InFlight { lease_expires_at }, DeliveryKind::Sync) => {
+                Some(self.expires_at.max(*lease_expires_at))
+            }
+            _ => Some(self.expires_at),
+        }
+    }
+
+    /// Past retention, and not protected by a live lease or a pending delivery.
+    pub fn is_expired(&self, now: u64) -> bool {
+        self.deletable_at().is_some_and(|at| now >= at)
+    }
+
+    /// When the receipt next needs its alarm: an attempt, a lease end, or
+    /// its expiry.
+    pub fn next_wake(&self) -> u64 {
+        match (&self.state, self.delivery) {
+            (ReceiptState::Queued { next_attempt_at }, _)
+            | (
+                ReceiptState::Failed {
+                    next_attempt_at: Some(next_attempt_at),
+                    ..
+                },
+                _,
+            ) => *next_attempt_at,
+            (ReceiptState::InFlight { lease_expires_at }, DeliveryKind::Async) => *lease_expires_at,
+            _ => self.deletable_at().unwrap_or(self.expires_at),
+        }
+    }
+
+    pub fn state_name(&self) -> &'static str {
+        self.state.name()
+    }
+
+    /// The stored response, when the receipt is completed.
+    pub fn stored_response(&self) -> Option<&StoredResponse> {
+        match &self.state {
+            ReceiptState::Completed { response, .. } => Some(response),
+            _ => None,
+        }
+    }
+
+    pub fn stored_response_mut(&mut self) -> Option<&mut StoredResponse> {
+        match &mut self.state {
+            ReceiptState::Completed { response, .. } => Some(response),
+            _ => None,
+        }
+    }
+
+    /// The origin status of the latest attempt that got one.
+    pub fn last_status(&self) -> Option<u16> {
+        self.attempts
+            .iter()
+            .rev()
+            .find_map(|attempt| attempt.status)
+    }
+}
+
+impl ReceiptState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ReceiptState::Queued { .. } => "queued",
+            ReceiptState::InFlight { .. } => "in_flight",
+            ReceiptState::Completed { .. } => "completed",
+            ReceiptState::Failed { .. } => "failed",
+            ReceiptState::Dead { .. } => "dead",
+        }
+    }
+}
