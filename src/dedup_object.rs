@@ -21,6 +21,7 @@ use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply};
 use idemgate_core::origin::OutboundRequest;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::{ForwardResult, HttpResponse, Receipt};
+use idemgate_core::signature::Secret;
 
 use crate::edge_http;
 use crate::env::config_from_env;
@@ -82,19 +83,8 @@ impl DurableObject for DedupObject {
     /// Retention and async deliveries. A storage failure is an error, so
     /// the runtime runs the alarm again (with backoff).
     async fn alarm(&self) -> worker::Result<Response> {
-        let config = config_from_env(&self.env);
-        let policy_for = |route: &str| {
-            let config = config.clone()?;
-            config
-                .route(route)
-                .map(Policy::from)
-                .ok_or_else(|| Problem::Misconfigured {
-                    variable: format!("ROUTES.{route}"),
-                    reason: "an async receipt names a route that no longer exists".into(),
-                })
-        };
         self.engine
-            .on_alarm(policy_for)
+            .on_alarm()
             .await
             .map_err(worker::Error::RustError)?;
         Response::empty()
@@ -429,5 +419,16 @@ impl Backend for DurableBackend {
     async fn index(&self, update: IndexUpdate) -> Result<(), String> {
         StorageOps::bump(&self.ops, |ops| ops.index_writes += 1);
         receipt_index::write(&self.env, update).await
+    }
+
+    fn secret(&self, name: &str) -> Option<Secret> {
+        crate::env::lookup(&self.env, name)
+            .filter(|value| !value.is_empty())
+            .map(Secret::new)
+    }
+
+    fn route_policy(&self, route: &str) -> Option<Policy> {
+        let config = config_from_env(&self.env).ok()?;
+        config.route(route).map(Policy::from)
     }
 }

@@ -17,7 +17,7 @@ use idemgate_core::problem::Problem;
 /// `JSON.stringify` writes it (an object as JSON, which is also what
 /// `--var ROUTES:'{...}'` passes). Formatting numbers in JavaScript keeps
 /// Rust's float formatting out of the wasm.
-fn lookup(env: &Env, name: &str) -> Option<String> {
+pub fn lookup(env: &Env, name: &str) -> Option<String> {
     let value = Reflect::get(env, &JsValue::from_str(name)).ok()?;
     if value.is_undefined() || value.is_null() {
         return None;

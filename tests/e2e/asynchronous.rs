@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 
-use crate::support::{client, eventually, operator, post_json, DemoOrigin, Gateway, Reply};
+use crate::support::{
+    client, eventually, operator, post_json, DemoOrigin, Gateway, Reply, StripeOrigin,
+};
 use crate::{Profile, World, ADMIN_TOKEN, FORWARD_SECRET};
 
 const BODY: &str = r#"{"amount":4200,"currency":"eur"}"#;
@@ -326,5 +328,96 @@ pub async fn a_burst_of_a_thousand_is_delivered_once_per_key(world: &'static Wor
         latencies[latencies.len() / 2],
         latencies[latencies.len() * 99 / 100],
         latencies[latencies.len() - 1]
+    );
+}
+
+/// SPEC §2b (v3), "nothing acknowledged is lost": a Stripe delivery is
+/// acknowledged, the origin is down for longer than Stripe's timestamp
+/// tolerance, and the retry that finally reaches it carries a stale
+/// `Stripe-Signature`. An origin that verifies idemgate's signature (as
+/// the README tells origins behind async routes to) takes it once; one
+/// that insists on Stripe's own answers 400, which is retried and ends as
+/// a dead letter to re-drive, never as "completed".
+pub async fn a_stale_sender_signature_never_loses_an_acknowledged_delivery(_world: &'static World) {
+    const STRIPE: &str = "whsec_async_stale_stripe";
+    // The origin's own Stripe check allows 2 s: the retries arrive later.
+    let origin = StripeOrigin::start(STRIPE, FORWARD_SECRET, 2).await;
+    let gateway = Gateway::start(&[
+        ("ORIGIN_URL", &origin.url),
+        ("SIGNATURE_SCHEME", "stripe"),
+        ("SIGNING_SECRET", STRIPE),
+        ("DELIVERY", "async"),
+        ("RETRY_SCHEDULE", "1s,1s,2s,2s"),
+        ("FORWARD_SECRET", FORWARD_SECRET),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+    ])
+    .await;
+    origin.set_down(true).await;
+    let run = crate::senders::now();
+    let mut keys = Vec::new();
+    for path in ["/trust-idemgate/hooks", "/trust-stripe/hooks"] {
+        let event = format!("evt_stale_{}_{run}", &path[1..8]);
+        let body = format!(r#"{{"id":"{event}","type":"payment_intent.succeeded"}}"#);
+        let signature = crate::senders::stripe_signature(STRIPE, crate::senders::now(), &body);
+        let ack = client()
+            .post(gateway.url(path))
+            .header("content-type", "application/json")
+            .header("stripe-signature", signature)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ack.status(), 202, "acknowledged once durable");
+        keys.push(event);
+    }
+    // Down well past Stripe's 2 s: every attempt so far was a 503.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    origin.set_down(false).await;
+    let state = |key: &str| {
+        let gateway = &gateway;
+        let key = key.to_string();
+        async move {
+            let reply =
+                operator(gateway, reqwest::Method::GET, ADMIN_TOKEN, &[("key", &key)]).await;
+            reply.json()["state"].as_str().unwrap_or("").to_string()
+        }
+    };
+    eventually(20, "the idemgate-trusting origin takes it", || async {
+        state(&keys[0]).await == "completed"
+    })
+    .await;
+    eventually(
+        20,
+        "the Stripe-only origin's refusals end in a dead letter",
+        || async { state(&keys[1]).await == "dead" },
+    )
+    .await;
+    let log = origin.log().await;
+    let taken: Vec<&serde_json::Value> =
+        log.iter().filter(|entry| entry["status"] == 201).collect();
+    assert_eq!(taken.len(), 1, "delivered once: {log:?}");
+    assert_eq!(taken[0]["path"], "/trust-idemgate/hooks");
+    assert_eq!(taken[0]["idemgate"], "valid", "a fresh idemgate signature");
+    let stripe = taken[0]["stripe"].as_str().unwrap();
+    assert!(
+        stripe.contains("tolerance"),
+        "Stripe's own signature had gone stale: {stripe}"
+    );
+    let refused: Vec<&serde_json::Value> = log
+        .iter()
+        .filter(|entry| entry["path"] == "/trust-stripe/hooks" && entry["status"] == 400)
+        .collect();
+    assert!(!refused.is_empty(), "{log:?}");
+    // The dead letter is there for the operator, with its request.
+    let dead = operator(
+        &gateway,
+        reqwest::Method::GET,
+        ADMIN_TOKEN,
+        &[("key", &keys[1])],
+    )
+    .await;
+    assert_eq!(
+        dead.json()["attempts"].as_array().unwrap().last().unwrap()["status"],
+        400
     );
 }

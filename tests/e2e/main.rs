@@ -259,6 +259,7 @@ fn main() {
         asynchronous::an_origin_that_always_fails_leaves_a_dead_letter_to_redrive,
         asynchronous::a_burst_of_a_thousand_is_delivered_once_per_key,
         asynchronous::a_crash_loses_no_delivery_and_doubles_none,
+        asynchronous::a_stale_sender_signature_never_loses_an_acknowledged_delivery,
         operator::logs_have_state_changes_and_rejections_but_no_secrets,
         demo_origin::storm_charges_once_per_key_and_every_forward_verifies,
         demo_origin::the_ledger_refuses_the_stale_epoch_of_an_overtaken_forward,

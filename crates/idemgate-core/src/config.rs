@@ -12,7 +12,7 @@
 use crate::json::{self, Json};
 use crate::key::{KeyScope, KeySource};
 use crate::problem::Problem;
-use crate::receipt::RetryableStatuses;
+use crate::receipt::{RetryableStatuses, StatusSet};
 use crate::routes::{is_operator, is_route_name, normalize_path};
 use crate::signature::{scheme_names, SchemeSettings, Secret, SignatureScheme};
 
@@ -45,6 +45,10 @@ pub struct AsyncDelivery {
     pub ack_status: u16,
     /// `ACK_BODY` verbatim, or `None` for the JSON acknowledgement.
     pub ack_body: Option<String>,
+    /// `GIVE_UP_STATUSES`: origin statuses that make a receipt dead at once.
+    pub give_up_statuses: StatusSet,
+    /// How long a dead letter is kept for the operator.
+    pub dead_retention_seconds: u64,
 }
 
 /// One route: where its deliveries go and how they are deduplicated.
@@ -73,6 +77,9 @@ pub struct RouteConfig {
     pub signature_tolerance_seconds: u64,
     pub log_duplicates: bool,
     pub forward_secret: Option<Secret>,
+    /// The name `forward_secret` is read by (`FORWARD_SECRET`, or the
+    /// route's own), which an async receipt keeps to sign later attempts.
+    pub forward_secret_name: Option<String>,
     pub admin_token: Option<Secret>,
 }
 
@@ -305,13 +312,30 @@ fn route_config(name: &str, raw_path: &str, settings: &Settings) -> Result<Route
             Some(body) => Some(body.value),
             None => None,
         };
+        let give_up_statuses = match settings.get("GIVE_UP_STATUSES")? {
+            Some(list) => {
+                StatusSet::parse(&list.value).map_err(|reason| misconfigured(list.label, reason))?
+            }
+            None => StatusSet::default(),
+        };
         Delivery::Async(AsyncDelivery {
             retry_schedule_ms,
             ack_status,
             ack_body,
+            give_up_statuses,
+            dead_retention_seconds: settings.number(
+                "DEAD_RETENTION_SECONDS",
+                2_592_000,
+                86_400,
+                31_536_000,
+            )?,
         })
     } else {
         Delivery::Sync
+    };
+    let (forward_secret, forward_secret_name) = match settings.named_secret("FORWARD_SECRET")? {
+        Some((name, secret)) => (Some(secret), Some(name)),
+        None => (None, None),
     };
     Ok(RouteConfig {
         name: name.to_string(),
@@ -338,7 +362,8 @@ fn route_config(name: &str, raw_path: &str, settings: &Settings) -> Result<Route
             false,
             &[("true", true), ("false", false)],
         )?,
-        forward_secret: settings.secret("FORWARD_SECRET")?,
+        forward_secret,
+        forward_secret_name,
         admin_token: settings.secret("ADMIN_TOKEN")?,
     })
 }
@@ -490,6 +515,8 @@ const ROUTE_VARIABLES: &[&str] = &[
     "RETENTION_SECONDS",
     "RETRYABLE_STATUSES",
     "RETRY_SCHEDULE",
+    "GIVE_UP_STATUSES",
+    "DEAD_RETENTION_SECONDS",
     "ACK_STATUS",
     "ACK_BODY",
     "MAX_BODY_BYTES",
@@ -597,10 +624,15 @@ impl Settings<'_> {
     /// A secret: a route names it (the Worker secret, or locally the
     /// `.dev.vars` entry or `--var`, of that name); the top level holds it.
     fn secret(&self, variable: &str) -> Result<Option<Secret>, Problem> {
+        Ok(self.named_secret(variable)?.map(|(_, secret)| secret))
+    }
+
+    /// A secret and the name it is read by.
+    fn named_secret(&self, variable: &str) -> Result<Option<(String, Secret)>, Problem> {
         if let Some(named) = self.own(variable)? {
             let value = (self.env)(&named.value).filter(|value| !value.is_empty());
             return match value {
-                Some(value) => Ok(Some(Secret::new(value))),
+                Some(value) => Ok(Some((named.value.clone(), Secret::new(value)))),
                 None => Err(misconfigured(
                     named.label,
                     format!(
@@ -614,7 +646,7 @@ impl Settings<'_> {
         match (self.env)(variable) {
             None => Ok(None),
             Some(value) if value.is_empty() => Err(misconfigured(variable, "is set but empty")),
-            Some(value) => Ok(Some(Secret::new(value))),
+            Some(value) => Ok(Some((variable.to_string(), Secret::new(value)))),
         }
     }
 
@@ -916,10 +948,64 @@ mod tests {
             ("MAX_BODY_BYTES", "1048577"),
             ("ACK_STATUS", "302"),
             ("RETRY_SCHEDULE", "soon"),
+            ("GIVE_UP_STATUSES", "410,200"),
+            ("GIVE_UP_STATUSES", "x"),
+            ("DEAD_RETENTION_SECONDS", "86399"),
+            ("DEAD_RETENTION_SECONDS", "31536001"),
         ] {
             let problem = super::tests::route(&[("DELIVERY", "async"), (name, value)]).unwrap_err();
-            assert_eq!(variable_of(problem), name);
+            assert_eq!(variable_of(problem), name, "{value}");
         }
+    }
+
+    #[test]
+    fn async_routes_read_what_ends_a_delivery_and_how_long_a_dead_one_stays() {
+        let route = route(&[
+            ("DELIVERY", "async"),
+            ("GIVE_UP_STATUSES", "410, 451"),
+            ("DEAD_RETENTION_SECONDS", "86400"),
+        ])
+        .unwrap();
+        let Delivery::Async(settings) = &route.delivery else {
+            panic!()
+        };
+        assert!(settings.give_up_statuses.contains(410));
+        assert!(!settings.give_up_statuses.contains(404));
+        assert_eq!(settings.dead_retention_seconds, 86_400);
+        let defaults = super::tests::route(&[("DELIVERY", "async")]).unwrap();
+        let Delivery::Async(defaults) = &defaults.delivery else {
+            panic!()
+        };
+        assert_eq!(defaults.dead_retention_seconds, 2_592_000);
+        assert!(!(100..=599).any(|status| defaults.give_up_statuses.contains(status)));
+    }
+
+    #[test]
+    fn a_success_is_never_retryable() {
+        for value in ["200", "500-599,201", "100-599"] {
+            let problem = route(&[("RETRYABLE_STATUSES", value)]).unwrap_err();
+            assert_eq!(variable_of(problem.clone()), "RETRYABLE_STATUSES");
+            assert!(problem.detail().contains("a success"), "{value}");
+        }
+    }
+
+    #[test]
+    fn a_routes_forward_secret_is_known_by_its_name() {
+        let top = route(&[("FORWARD_SECRET", "s")]).unwrap();
+        assert_eq!(top.forward_secret_name.as_deref(), Some("FORWARD_SECRET"));
+        let routed = config(&[
+            ("ORIGIN_URL", "https://pay.internal"),
+            (
+                "ROUTES",
+                r#"{"a":{"path":"/a","forward_secret":"HOOKS_FORWARD"},"b":{"path":"/b"}}"#,
+            ),
+            ("HOOKS_FORWARD", "s2"),
+        ])
+        .unwrap();
+        let a = routed.route("a").unwrap();
+        assert_eq!(a.forward_secret_name.as_deref(), Some("HOOKS_FORWARD"));
+        assert_eq!(a.forward_secret.as_ref().unwrap().expose(), "s2");
+        assert_eq!(routed.route("b").unwrap().forward_secret_name, None);
     }
 
     #[test]

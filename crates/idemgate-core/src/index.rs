@@ -144,10 +144,12 @@ pub const DELETE: &str = "DELETE FROM receipts WHERE object = ?1";
 mod tests {
     use super::*;
     use crate::canonical::Fingerprint;
-    use crate::receipt::{ForwardResult, HttpResponse, Identity, RecordPolicy, RetryableStatuses};
+    use crate::receipt::{
+        AsyncTerms, ForwardResult, HttpResponse, Identity, RecordPolicy, RetryableStatuses,
+    };
 
     fn receipt(delivery: DeliveryKind) -> Receipt {
-        Receipt::new(
+        let mut receipt = Receipt::new(
             Identity {
                 receipt_id: "r".into(),
                 route: "stripe".into(),
@@ -162,7 +164,12 @@ mod tests {
             ReceiptState::Queued { next_attempt_at: 0 },
             0,
             60_000,
-        )
+        );
+        receipt.terms = (delivery == DeliveryKind::Async).then(|| AsyncTerms {
+            retry_schedule_ms: vec![1_000],
+            ..AsyncTerms::default()
+        });
+        receipt
     }
 
     fn status(status: u16) -> ForwardResult {
@@ -178,7 +185,6 @@ mod tests {
             retryable: RetryableStatuses::default(),
             retention_ms: 60_000,
             max_stored_response_bytes: 0,
-            retry_schedule_ms: vec![1_000],
             random: 10,
         }
     }

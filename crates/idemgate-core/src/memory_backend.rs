@@ -12,10 +12,11 @@ use std::task::{Context, Poll};
 use futures::channel::oneshot;
 
 use crate::decision_log::DecisionLog;
-use crate::engine::{Backend, StorageOps, StoredRequest};
+use crate::engine::{Backend, Policy, StorageOps, StoredRequest};
 use crate::index::IndexUpdate;
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt};
+use crate::signature::Secret;
 
 #[derive(Default)]
 pub struct MemoryBackend {
@@ -44,6 +45,10 @@ pub struct MemoryBackend {
     pub gates: RefCell<VecDeque<oneshot::Receiver<ForwardResult>>>,
     /// Sleeps wait for the test to move the clock, instead of moving it.
     pub manual_clock: Cell<bool>,
+    /// Worker secrets by name.
+    pub secrets: RefCell<Vec<(String, Secret)>>,
+    /// Routes' current policies by name (for receipts without terms).
+    pub routes: RefCell<Vec<(String, Policy)>>,
 }
 
 /// A sleep that ends when the test has moved the clock far enough.
@@ -68,6 +73,13 @@ impl MemoryBackend {
         let backend = MemoryBackend::default();
         backend.now.set(now);
         backend
+    }
+
+    pub fn set_secret(&self, name: &str, value: &str) {
+        self.secrets.borrow_mut().retain(|(known, _)| known != name);
+        self.secrets
+            .borrow_mut()
+            .push((name.to_string(), Secret::new(value.to_string())));
     }
 
     pub fn answer_with(&self, result: ForwardResult) {
@@ -229,5 +241,21 @@ impl Backend for MemoryBackend {
         }
         self.index.borrow_mut().push(update);
         Ok(())
+    }
+
+    fn secret(&self, name: &str) -> Option<Secret> {
+        self.secrets
+            .borrow()
+            .iter()
+            .find(|(known, _)| known == name)
+            .map(|(_, secret)| secret.clone())
+    }
+
+    fn route_policy(&self, route: &str) -> Option<Policy> {
+        self.routes
+            .borrow()
+            .iter()
+            .find(|(known, _)| known == route)
+            .map(|(_, policy)| policy.clone())
     }
 }

@@ -1,12 +1,14 @@
 pub mod demo_origin;
 pub mod gateway;
 pub mod origin;
+pub mod stripe_origin;
 
 use reqwest::header::HeaderMap;
 
 pub use demo_origin::DemoOrigin;
 pub use gateway::Gateway;
 pub use origin::TestOrigin;
+pub use stripe_origin::StripeOrigin;
 
 /// One response, read whole.
 #[derive(Debug, Clone)]

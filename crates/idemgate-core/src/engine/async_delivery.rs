@@ -19,6 +19,7 @@ use crate::receipt::{
     decide_async, next_async_step, retry_after_secs, AsyncDecision, AsyncStep, DeliveryKind,
     Receipt, ReceiptState, Recorded,
 };
+use crate::receipt::{AsyncTerms, RecordPolicy, RetryableStatuses};
 
 impl<B: Backend> Engine<B> {
     pub(super) async fn answer_async(
@@ -134,35 +135,56 @@ impl<B: Backend> Engine<B> {
     }
 
     /// The alarm of an async receipt: attempt its delivery, wait for its
-    /// next step, or expire it.
-    pub(super) async fn advance_async(
-        &self,
-        receipt: Receipt,
-        policy: &Policy,
-    ) -> Result<(), String> {
+    /// next step, announce a dead letter's coming expiry, or expire it.
+    pub(super) async fn advance_async(&self, receipt: Receipt) -> Result<(), String> {
         let now = self.backend.now_ms();
         match next_async_step(&receipt, now) {
             AsyncStep::Expire => self.expire(receipt).await,
             AsyncStep::WaitUntil(at) => self.set_alarm(at).await,
-            AsyncStep::Attempt { takeover } => self.attempt(receipt, takeover, policy).await,
+            AsyncStep::WarnExpiry => self.warn_expiry(receipt).await,
+            AsyncStep::Attempt { takeover } => self.attempt(receipt, takeover).await,
         }
+    }
+
+    /// The terms `receipt` is delivered by: its own, or, for one stored
+    /// before receipts kept them, its route's as they are now (SPEC §8's
+    /// defaults when the route is gone).
+    fn terms_of(&self, receipt: &Receipt) -> AsyncTerms {
+        receipt.terms.clone().unwrap_or_else(|| {
+            self.backend
+                .route_policy(&receipt.identity.route)
+                .and_then(|policy| policy.async_terms())
+                .unwrap_or_default()
+        })
+    }
+
+    /// A dead letter expires within a day: logged and counted once, so an
+    /// operator who missed its death hears of it before it is gone.
+    async fn warn_expiry(&self, mut receipt: Receipt) -> Result<(), String> {
+        if let ReceiptState::Dead { expiry_warned, .. } = &mut receipt.state {
+            *expiry_warned = true;
+        }
+        let expires_at = receipt.expires_at;
+        self.store(receipt.clone())?;
+        self.emit_change("dead_expiring", &receipt, Trace::default());
+        self.set_alarm(expires_at).await
     }
 
     /// One forward of the stored delivery (SPEC §2b): a new epoch, the
     /// lease and the alarm for its end written before it is sent, then the
     /// outcome: completed, retried on the schedule, or dead.
-    async fn attempt(
-        &self,
-        mut receipt: Receipt,
-        takeover: bool,
-        policy: &Policy,
-    ) -> Result<(), String> {
+    async fn attempt(&self, mut receipt: Receipt, takeover: bool) -> Result<(), String> {
         let now = self.backend.now_ms();
+        let terms = self.terms_of(&receipt);
+        receipt.terms = Some(terms.clone());
         let Some(stored) = self.backend.load_request()? else {
             // Cannot happen while the receipt is pending; if storage lost
             // the request, the delivery is dead rather than retried forever.
-            receipt.state = ReceiptState::Dead { dead_at: now };
-            receipt.expires_at = now.saturating_add(policy.retention_ms);
+            receipt.state = ReceiptState::Dead {
+                dead_at: now,
+                expiry_warned: false,
+            };
+            receipt.expires_at = now.saturating_add(terms.dead_retention_ms);
             let index = self.plan_index(&mut receipt);
             let wake = receipt.next_wake();
             self.store(receipt.clone())?;
@@ -174,11 +196,16 @@ impl<B: Backend> Engine<B> {
         let key = IdempotencyKey::parse(&receipt.identity.key, "receipt")
             .map_err(|problem| problem.detail())?;
         let epoch = self.new_epoch(&receipt, now);
-        receipt.begin_forward(epoch, now, policy.lease_ms, policy.retention_ms);
+        receipt.begin_forward(epoch, now, terms.lease_ms, terms.retention_ms);
         let index = self.plan_index(&mut receipt);
         let lease_end = receipt.next_wake();
         let scope = receipt.identity.scope.clone();
         self.store(receipt)?;
+        // Read now, so a rotated secret signs pending deliveries too.
+        let forward_secret = terms
+            .forward_secret
+            .as_deref()
+            .and_then(|name| self.backend.secret(name));
         let request = OutboundRequest {
             method: stored.method.clone(),
             url: stored.url.clone(),
@@ -191,7 +218,7 @@ impl<B: Backend> Engine<B> {
             epoch,
             path_and_query: &stored.path_and_query,
             body_sha256: &stored.raw_body_sha256,
-            forward_secret: policy.forward_secret.as_ref().map(|secret| secret.expose()),
+            forward_secret: forward_secret.as_ref().map(|secret| secret.expose()),
             unix_seconds: now / 1000,
         });
         // Sent in the same turn as the alarm for the lease's end is set, so
@@ -200,12 +227,18 @@ impl<B: Backend> Engine<B> {
         let (alarm, (), result) = join3(
             self.backend.set_alarm(lease_end),
             self.write_index(index),
-            self.backend.forward(request, policy.origin_timeout_ms),
+            self.backend.forward(request, terms.origin_timeout_ms),
         )
         .await;
         self.alarm_known.set(alarm.is_ok());
         let origin_ms = self.backend.now_ms().saturating_sub(now);
-        let Some(recorded) = self.record(epoch, &result, policy).await else {
+        let record_policy = RecordPolicy {
+            retryable: RetryableStatuses::default(),
+            retention_ms: terms.retention_ms,
+            max_stored_response_bytes: terms.max_stored_response_bytes,
+            random: self.backend.random(),
+        };
+        let Some(recorded) = self.record(epoch, &result, &record_policy).await else {
             // Purged meanwhile, or the outcome could not be written (then
             // the lease's alarm takes the delivery over).
             return self.ensure_pending_alarm();
@@ -225,6 +258,14 @@ impl<B: Backend> Engine<B> {
                     ..Trace::default()
                 },
             );
+            // Kept a day or less: its coming expiry is announced with it.
+            if let ReceiptState::Dead {
+                expiry_warned: true,
+                ..
+            } = receipt.state
+            {
+                self.emit_change("dead_expiring", &receipt, Trace::default());
+            }
         }
         self.ensure_pending_alarm()
     }

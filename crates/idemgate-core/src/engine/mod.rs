@@ -35,7 +35,8 @@ use crate::key::IdempotencyKey;
 use crate::origin::OutboundRequest;
 use crate::problem::Problem;
 use crate::receipt::{
-    DeliveryKind, ForwardResult, Identity, Receipt, RecordPolicy, RetryableStatuses,
+    AsyncTerms, DeliveryKind, ForwardResult, Identity, Receipt, RecordPolicy, RetryableStatuses,
+    RECORD_VERSION,
 };
 use crate::signature::Secret;
 
@@ -69,6 +70,12 @@ pub trait Backend {
     fn emit(&self, event: &DecisionLog, logged: bool);
     /// Writes the receipt index (D1).
     async fn index(&self, update: IndexUpdate) -> Result<(), String>;
+    /// A Worker secret by its name (an async receipt signs each attempt
+    /// with the secret its terms name, as it is now).
+    fn secret(&self, name: &str) -> Option<Secret>;
+    /// A route's current policy, if the route exists and is valid: the
+    /// terms of an async receipt stored before receipts kept their own.
+    fn route_policy(&self, route: &str) -> Option<Policy>;
 }
 
 /// Storage operations, as counted by a backend: the cost of a delivery.
@@ -101,6 +108,7 @@ pub struct Policy {
     pub max_stored_response_bytes: u64,
     pub retryable: RetryableStatuses,
     pub forward_secret: Option<Secret>,
+    pub forward_secret_name: Option<String>,
     pub log_duplicates: bool,
 }
 
@@ -117,6 +125,7 @@ impl From<&RouteConfig> for Policy {
             max_stored_response_bytes: route.max_stored_response_bytes,
             retryable: route.retryable_statuses.clone(),
             forward_secret: route.forward_secret.clone(),
+            forward_secret_name: route.forward_secret_name.clone(),
             log_duplicates: route.log_duplicates,
         }
     }
@@ -128,12 +137,25 @@ impl Policy {
             retryable: self.retryable.clone(),
             retention_ms: self.retention_ms,
             max_stored_response_bytes: self.max_stored_response_bytes,
-            retry_schedule_ms: match &self.delivery {
-                DeliveryMode::Async(settings) => settings.retry_schedule_ms.clone(),
-                DeliveryMode::Sync => Vec::new(),
-            },
             random,
         }
+    }
+
+    /// The terms an async delivery accepted now keeps for its life.
+    pub fn async_terms(&self) -> Option<AsyncTerms> {
+        let DeliveryMode::Async(settings) = &self.delivery else {
+            return None;
+        };
+        Some(AsyncTerms {
+            retry_schedule_ms: settings.retry_schedule_ms.clone(),
+            give_up: settings.give_up_statuses.clone(),
+            retention_ms: self.retention_ms,
+            dead_retention_ms: settings.dead_retention_seconds.saturating_mul(1_000),
+            origin_timeout_ms: self.origin_timeout_ms,
+            lease_ms: self.lease_ms,
+            max_stored_response_bytes: self.max_stored_response_bytes,
+            forward_secret: self.forward_secret_name.clone(),
+        })
     }
 }
 
@@ -234,7 +256,9 @@ impl<B: Backend> Engine<B> {
 
     /// Writes `receipt`; on failure the cache is dropped, so the next
     /// delivery decides from what storage really holds.
-    fn store(&self, receipt: Receipt) -> Result<(), String> {
+    fn store(&self, mut receipt: Receipt) -> Result<(), String> {
+        // Written by this version, in this version's form.
+        receipt.record_version = RECORD_VERSION;
         match self.backend.save(&receipt) {
             Ok(()) => {
                 *self.cache.borrow_mut() = Some(Some(receipt));
@@ -316,6 +340,7 @@ impl<B: Backend> Engine<B> {
             policy.retention_ms,
         );
         receipt.epoch = previous.map_or(0, |previous| previous.epoch);
+        receipt.terms = policy.async_terms().filter(|_| kind == DeliveryKind::Async);
         // The index row is per object: the new life updates (or deletes) it.
         receipt.indexed = previous.and_then(|previous| previous.indexed.clone());
         receipt
@@ -375,12 +400,9 @@ impl<B: Backend> Engine<B> {
     }
 
     /// The alarm: retention for every receipt, and the deliveries of async
-    /// ones. `policy_for` gives a route's policy by name. A storage failure
-    /// is an error, so the runtime runs the alarm again.
-    pub async fn on_alarm(
-        &self,
-        policy_for: impl Fn(&str) -> Result<Policy, Problem>,
-    ) -> Result<(), String> {
+    /// ones, by the terms each was accepted with. A storage failure is an
+    /// error, so the runtime runs the alarm again.
+    pub async fn on_alarm(&self) -> Result<(), String> {
         self.alarm_known.set(false);
         let now = self.backend.now_ms();
         let receipt = match self.with_receipt(|receipt| receipt.clone()) {
@@ -401,19 +423,7 @@ impl<B: Backend> Engine<B> {
         match receipt.delivery {
             DeliveryKind::Sync if receipt.is_expired(now) => self.expire(receipt).await,
             DeliveryKind::Sync => self.set_alarm(receipt.next_wake()).await,
-            DeliveryKind::Async => match policy_for(&receipt.identity.route) {
-                Ok(policy) => self.advance_async(receipt, &policy).await,
-                Err(problem) => {
-                    // The route was renamed or broken by a deploy: keep the
-                    // delivery and look again in an hour.
-                    let mut line = DecisionLog::new("rejected", 0);
-                    line.route = Some(receipt.identity.route.clone());
-                    line.receipt_id = Some(receipt.identity.receipt_id.clone());
-                    line.reason = Some(problem.name());
-                    self.backend.emit(&line, true);
-                    self.set_alarm(now.saturating_add(3_600_000)).await
-                }
-            },
+            DeliveryKind::Async => self.advance_async(receipt).await,
         }
     }
 

@@ -13,7 +13,8 @@ use crate::mutation::{is_active, Mutation};
 use crate::origin::Idempotency;
 use crate::problem::Problem;
 use crate::receipt::{
-    decide, retry_after_secs, Decision, DeliveryKind, ForwardResult, Receipt, Recorded,
+    decide, retry_after_secs, Decision, DeliveryKind, ForwardResult, Receipt, RecordPolicy,
+    Recorded,
 };
 
 impl<B: Backend> Engine<B> {
@@ -182,7 +183,9 @@ impl<B: Backend> Engine<B> {
         )
         .await;
         trace.origin_ms = Some(self.backend.now_ms().saturating_sub(now));
-        let recorded = self.record(epoch, &result, policy).await;
+        let recorded = self
+            .record(epoch, &result, &policy.record_policy(self.backend.random()))
+            .await;
         let completed = match recorded {
             Some(recorded) => recorded == Recorded::Completed,
             None => {
@@ -220,13 +223,12 @@ impl<B: Backend> Engine<B> {
         &self,
         epoch: u64,
         result: &ForwardResult,
-        policy: &Policy,
+        record_policy: &RecordPolicy,
     ) -> Option<Recorded> {
         let now = self.backend.now_ms();
-        let record_policy = policy.record_policy(self.backend.random());
         let recorded = self.with_receipt(|slot| {
             let mut receipt = slot.clone()?;
-            let recorded = receipt.record(epoch, result, &record_policy, now).ok()?;
+            let recorded = receipt.record(epoch, result, record_policy, now).ok()?;
             Some((receipt, recorded))
         });
         let Ok(Some((mut receipt, recorded))) = recorded else {

@@ -32,6 +32,7 @@ fn policy(in_flight: InFlightPolicy) -> Policy {
         max_stored_response_bytes: 1024,
         retryable: RetryableStatuses::default(),
         forward_secret: Some(Secret::new(SECRET.into())),
+        forward_secret_name: Some("FORWARD_SECRET".into()),
         log_duplicates: false,
     }
 }
@@ -42,6 +43,8 @@ fn async_policy(schedule: &[u64]) -> Policy {
             retry_schedule_ms: schedule.to_vec(),
             ack_status: 202,
             ack_body: None,
+            give_up_statuses: crate::receipt::StatusSet::default(),
+            dead_retention_seconds: 86_400,
         }),
         ..policy(InFlightPolicy::Wait)
     }
@@ -85,11 +88,9 @@ fn epoch_of(request: &OutboundRequest) -> u64 {
 }
 
 fn engine() -> Engine<MemoryBackend> {
-    Engine::new(MemoryBackend::new(NOW))
-}
-
-fn no_policy(_: &str) -> Result<Policy, Problem> {
-    Err(Problem::NotFound)
+    let backend = MemoryBackend::new(NOW);
+    backend.set_secret("FORWARD_SECRET", SECRET);
+    Engine::new(backend)
 }
 
 #[test]
@@ -488,7 +489,7 @@ fn the_alarm_deletes_only_a_receipt_that_is_due() {
     let backend = engine.backend();
     assert!(backend.alarm.get().is_some());
 
-    block_on(engine.on_alarm(no_policy)).unwrap();
+    block_on(engine.on_alarm()).unwrap();
     assert!(
         backend.stored.borrow().is_some(),
         "an early alarm reschedules"
@@ -496,10 +497,10 @@ fn the_alarm_deletes_only_a_receipt_that_is_due() {
     assert_eq!(backend.alarm.get(), Some(NOW + 60_000));
 
     backend.now.set(NOW + 60_000);
-    block_on(engine.on_alarm(no_policy)).unwrap();
+    block_on(engine.on_alarm()).unwrap();
     assert!(backend.stored.borrow().is_none());
     assert_eq!(backend.logged().last(), Some(&"expired"));
-    block_on(engine.on_alarm(no_policy)).unwrap();
+    block_on(engine.on_alarm()).unwrap();
     let again = block_on(engine.deliver(delivery("b"), &policy));
     assert_eq!(
         again.decision(),
@@ -519,9 +520,9 @@ fn an_alarm_that_cannot_write_fails_so_the_runtime_retries_it() {
     block_on(engine.deliver(delivery("a"), &policy(InFlightPolicy::Wait)));
     engine.backend().now.set(NOW + 120_000);
     engine.backend().fail_writes.set(true);
-    assert!(block_on(engine.on_alarm(no_policy)).is_err());
+    assert!(block_on(engine.on_alarm()).is_err());
     engine.backend().fail_writes.set(false);
-    assert!(block_on(engine.on_alarm(no_policy)).is_ok());
+    assert!(block_on(engine.on_alarm()).is_ok());
     assert!(engine.backend().stored.borrow().is_none());
 }
 
@@ -533,12 +534,12 @@ fn a_receipt_that_no_longer_parses_still_expires_and_purges() {
     *fresh.backend().stored.borrow_mut() = engine.backend().stored.borrow().clone();
     fresh.backend().corrupt.set(true);
     assert!(
-        block_on(fresh.on_alarm(no_policy)).is_ok(),
+        block_on(fresh.on_alarm()).is_ok(),
         "not due yet: rescheduled"
     );
     assert!(fresh.backend().stored.borrow().is_some());
     fresh.backend().now.set(NOW + 60_000);
-    block_on(fresh.on_alarm(no_policy)).unwrap();
+    block_on(fresh.on_alarm()).unwrap();
     assert!(
         fresh.backend().stored.borrow().is_none(),
         "deleted without parsing"
@@ -642,7 +643,7 @@ fn an_async_delivery_is_acknowledged_durable_then_delivered_by_the_alarm() {
         422
     );
 
-    block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    block_on(engine.on_alarm()).unwrap();
     assert_eq!(backend.forwarded.borrow().len(), 1);
     let receipt = backend.stored.borrow().clone().unwrap();
     assert_eq!(receipt.state_name(), "completed");
@@ -677,7 +678,7 @@ fn async_failures_retry_on_schedule_die_and_are_redriven() {
         backend.answer_with(status(503));
     }
     block_on(engine.deliver(delivery("a"), &policy));
-    let alarm = || block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    let alarm = || block_on(engine.on_alarm()).unwrap();
     alarm();
     assert_eq!(
         backend.stored.borrow().as_ref().unwrap().state_name(),
@@ -718,6 +719,8 @@ fn async_failures_retry_on_schedule_die_and_are_redriven() {
             "failed",
             "failed",
             "dead",
+            // Kept a day (the policy's bound): announced as it dies.
+            "dead_expiring",
             "redriven",
             "forwarded"
         ]
@@ -738,7 +741,7 @@ fn a_crash_mid_forward_is_taken_over_by_the_alarm_after_the_lease() {
         let gate = gated(engine.backend());
         let mut tasks = Tasks::new();
         tasks.spawn(async {
-            let _ = engine.on_alarm(|_| Ok(policy.clone())).await;
+            let _ = engine.on_alarm().await;
             Answer::Acknowledged
         });
         assert_eq!(engine.backend().forwarded.borrow().len(), 1);
@@ -754,13 +757,13 @@ fn a_crash_mid_forward_is_taken_over_by_the_alarm_after_the_lease() {
         let backend = restarted.backend();
         *backend.stored.borrow_mut() = engine.backend().stored.borrow().clone();
         *backend.request.borrow_mut() = engine.backend().request.borrow().clone();
-        block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
+        block_on(restarted.on_alarm()).unwrap();
         assert!(
             backend.forwarded.borrow().is_empty(),
             "not before the lease ends"
         );
         backend.now.set(lease_end);
-        block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
+        block_on(restarted.on_alarm()).unwrap();
         let forwarded = backend.forwarded.borrow();
         assert_eq!(forwarded.len(), 1);
         assert!(epoch_of(&forwarded[0]) > epoch_of(&engine.backend().forwarded.borrow()[0]));
@@ -863,7 +866,7 @@ fn async_duplicates_are_counted_and_logged_with_what_is_known() {
         2,
         "a different payload is a mismatch, not a duplicate"
     );
-    block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    block_on(engine.on_alarm()).unwrap();
     block_on(engine.deliver(delivery("a"), &policy));
     let events = backend.events.borrow();
     let of = |decision: &str| -> Vec<&DecisionLog> {
@@ -909,7 +912,7 @@ fn a_duplicate_re_arms_the_alarm_only_when_nothing_says_it_is_set() {
     assert_eq!(restarted.backend().ops.get().alarm_writes, 1, "once");
 
     // A completed one needs no alarm for delivery.
-    block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    block_on(restarted.on_alarm()).unwrap();
     let settled = Engine::new(MemoryBackend::new(NOW));
     *settled.backend().stored.borrow_mut() = restarted.backend().stored.borrow().clone();
     block_on(settled.deliver(delivery("a"), &policy));
@@ -921,7 +924,7 @@ fn an_async_forward_is_signed_with_seconds() {
     let engine = engine();
     let policy = async_policy(&[10_000]);
     block_on(engine.deliver(delivery("a"), &policy));
-    block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    block_on(engine.on_alarm()).unwrap();
     let forwarded = engine.backend().forwarded.borrow();
     let sent = &forwarded[0];
     let headers = ForwardedHeaders::from_lookup(|name| get(&sent.headers, name));
@@ -978,7 +981,7 @@ fn a_key_a_sync_route_left_failed_is_queued_and_delivered_once_the_route_is_asyn
     let answer = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(answer.decision(), "queued", "not a duplicate of a failure");
     assert_eq!(backend.alarm.get(), Some(NOW));
-    block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    block_on(engine.on_alarm()).unwrap();
     let receipt = backend.stored.borrow().clone().unwrap();
     assert_eq!(receipt.state_name(), "completed");
     assert!(receipt.epoch > failed_epoch);
@@ -1023,10 +1026,10 @@ fn an_attempt_that_cannot_set_its_next_alarm_fails_so_the_runtime_runs_it_again(
     block_on(engine.deliver(delivery("a"), &policy));
     backend.answer_with(status(503));
     backend.fail_alarms.set(true);
-    let attempt = block_on(engine.on_alarm(|_| Ok(policy.clone())));
+    let attempt = block_on(engine.on_alarm());
     assert!(attempt.is_err(), "no alarm would ever retry it");
     backend.fail_alarms.set(false);
-    block_on(engine.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    block_on(engine.on_alarm()).unwrap();
     let receipt = backend.stored.borrow().clone().unwrap();
     assert_eq!(backend.alarm.get(), Some(receipt.next_wake()));
     assert_eq!(receipt.state_name(), "failed");
@@ -1041,7 +1044,7 @@ fn a_delivered_request_is_kept_until_its_outcome_is_written() {
     let gate = gated(backend);
     let mut tasks = Tasks::new();
     tasks.spawn(async {
-        let _ = engine.on_alarm(|_| Ok(policy.clone())).await;
+        let _ = engine.on_alarm().await;
         Answer::Acknowledged
     });
     backend.fail_receipt_writes.set(true);
@@ -1056,7 +1059,7 @@ fn a_delivered_request_is_kept_until_its_outcome_is_written() {
     let restarted = Engine::new(MemoryBackend::new(NOW + 17_000));
     *restarted.backend().stored.borrow_mut() = backend.stored.borrow().clone();
     *restarted.backend().request.borrow_mut() = backend.request.borrow().clone();
-    block_on(restarted.on_alarm(|_| Ok(policy.clone()))).unwrap();
+    block_on(restarted.on_alarm()).unwrap();
     assert_eq!(
         restarted
             .backend()
@@ -1068,4 +1071,166 @@ fn a_delivered_request_is_kept_until_its_outcome_is_written() {
         "completed",
         "taken over and delivered, not dead"
     );
+}
+
+/// Whether `sent` carries a signature `secret` made, at `now_ms`.
+fn signed_with(sent: &OutboundRequest, secret: &str, now_ms: u64) -> bool {
+    let headers = ForwardedHeaders::from_lookup(|name| get(&sent.headers, name));
+    let request = ForwardedRequest {
+        method: "POST",
+        path_and_query: "/pay?x=1",
+        body: &sent.body,
+    };
+    Verifier::new(secret)
+        .verify(&headers, &request, now_ms / 1000)
+        .is_ok()
+}
+
+#[test]
+fn an_async_400_is_retried_and_give_up_statuses_end_it() {
+    // An origin that re-checks the sender's own signature answers 400 once
+    // its timestamp is stale: retried, never taken as delivered.
+    let engine = engine();
+    let backend = engine.backend();
+    backend.answer_with(status(400));
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000, 60_000])));
+    block_on(engine.on_alarm()).unwrap();
+    let receipt = backend.stored.borrow().clone().unwrap();
+    assert_eq!(receipt.state_name(), "failed");
+    assert_eq!(receipt.next_attempt_at(), Some(NOW + 10_000));
+    assert!(backend.request.borrow().is_some(), "the delivery is kept");
+    backend.now.set(NOW + 10_000);
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
+    assert_eq!(backend.forwarded.borrow().len(), 2);
+
+    let engine = self::engine();
+    let backend = engine.backend();
+    let mut policy = async_policy(&[10_000, 60_000]);
+    if let DeliveryMode::Async(settings) = &mut policy.delivery {
+        settings.give_up_statuses = crate::receipt::StatusSet::parse("410").unwrap();
+    }
+    backend.answer_with(status(410));
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "dead");
+    assert_eq!(backend.forwarded.borrow().len(), 1, "no retry");
+    assert!(backend.logged().contains(&"dead"));
+}
+
+#[test]
+fn a_pending_delivery_keeps_its_terms_when_its_route_changes_or_goes() {
+    let engine = engine();
+    let backend = engine.backend();
+    for _ in 0..2 {
+        backend.answer_with(status(503));
+    }
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000, 60_000])));
+    // The route is flipped to sync by a deploy: its pending receipt keeps
+    // the schedule it was accepted with, not an empty one.
+    backend
+        .routes
+        .borrow_mut()
+        .push(("default".into(), policy(InFlightPolicy::Wait)));
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(
+        engine.receipt().unwrap().unwrap().next_attempt_at(),
+        Some(NOW + 10_000)
+    );
+    // Then removed: still delivered, to the origin it was accepted for.
+    backend.routes.borrow_mut().clear();
+    backend.now.set(NOW + 10_000);
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "failed");
+    backend.now.set(NOW + 70_000);
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
+    let forwarded = backend.forwarded.borrow();
+    assert_eq!(forwarded.len(), 3);
+    assert!(forwarded
+        .iter()
+        .all(|sent| sent.url == "http://origin/pay?x=1"));
+}
+
+#[test]
+fn each_attempt_is_signed_with_the_forward_secret_as_it_is_now() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.answer_with(status(503));
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    block_on(engine.on_alarm()).unwrap();
+    backend.set_secret("FORWARD_SECRET", "rotated-secret");
+    backend.now.set(NOW + 3_600_000);
+    block_on(engine.on_alarm()).unwrap();
+    let forwarded = backend.forwarded.borrow();
+    assert!(signed_with(&forwarded[0], SECRET, NOW));
+    // Hours after acceptance: a fresh signature, by the rotated secret.
+    assert!(signed_with(
+        &forwarded[1],
+        "rotated-secret",
+        NOW + 3_600_000
+    ));
+    assert!(!signed_with(&forwarded[1], "rotated-secret", NOW));
+}
+
+#[test]
+fn a_receipt_stored_without_terms_takes_its_routes_then_the_defaults() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.answer_with(status(503));
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    // As the second version stored it: no terms of its own.
+    backend.stored.borrow_mut().as_mut().unwrap().terms = None;
+    *engine.cache.borrow_mut() = None;
+    backend
+        .routes
+        .borrow_mut()
+        .push(("default".into(), async_policy(&[5_000])));
+    block_on(engine.on_alarm()).unwrap();
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert_eq!(receipt.next_attempt_at(), Some(NOW + 5_000));
+    assert_eq!(receipt.record_version, crate::receipt::RECORD_VERSION);
+    assert_eq!(
+        receipt.terms.unwrap().retry_schedule_ms,
+        [5_000],
+        "adopted once, kept from then on"
+    );
+}
+
+#[test]
+fn a_dead_letter_is_kept_announced_then_expired() {
+    let engine = engine();
+    let backend = engine.backend();
+    let mut policy = async_policy(&[]);
+    if let DeliveryMode::Async(settings) = &mut policy.delivery {
+        settings.dead_retention_seconds = 10 * 86_400;
+    }
+    backend.answer_with(status(503));
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.on_alarm()).unwrap();
+    let day = 86_400_000;
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "dead");
+    assert_eq!(backend.alarm.get(), Some(NOW + 9 * day));
+    // Past RETENTION_SECONDS (60 s here), the dead letter is still there.
+    backend.now.set(NOW + 8 * day);
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "dead");
+    backend.now.set(NOW + 9 * day);
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(backend.logged().last(), Some(&"dead_expiring"));
+    assert_eq!(backend.alarm.get(), Some(NOW + 10 * day));
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(
+        backend
+            .logged()
+            .iter()
+            .filter(|line| **line == "dead_expiring")
+            .count(),
+        1,
+        "announced once"
+    );
+    backend.now.set(NOW + 10 * day);
+    block_on(engine.on_alarm()).unwrap();
+    assert!(backend.stored.borrow().is_none());
+    assert_eq!(backend.logged().last(), Some(&"expired"));
 }

@@ -121,6 +121,8 @@ pub enum AsyncStep {
     Attempt { takeover: bool },
     /// Nothing to do before this time.
     WaitUntil(u64),
+    /// A dead letter's expiry is a day away (or less): announce it.
+    WarnExpiry,
     /// Settled and past retention: delete it.
     Expire,
 }
@@ -150,13 +152,12 @@ pub fn next_async_step(receipt: &Receipt, now: u64) -> AsyncStep {
         | ReceiptState::Failed {
             next_attempt_at: None,
             ..
-        } => {
-            if now >= receipt.expires_at {
-                AsyncStep::Expire
-            } else {
-                AsyncStep::WaitUntil(receipt.expires_at)
-            }
-        }
+        } => match receipt.expiry_warning_at() {
+            _ if now >= receipt.expires_at => AsyncStep::Expire,
+            Some(at) if now >= at => AsyncStep::WarnExpiry,
+            Some(at) => AsyncStep::WaitUntil(at),
+            None => AsyncStep::WaitUntil(receipt.expires_at),
+        },
     }
 }
 

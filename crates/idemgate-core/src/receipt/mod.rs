@@ -3,17 +3,20 @@
 //!
 //! - [`decide`]: the decision tables, leases and epochs;
 //! - [`outcome`]: what a forward's result makes of the receipt;
-//! - [`statuses`]: the status sets configuration names.
+//! - [`statuses`]: the status sets configuration names;
+//! - [`terms`]: what an async delivery was accepted with.
 
 mod decide;
 mod outcome;
 mod statuses;
+mod terms;
 #[cfg(test)]
 mod tests;
 
 pub use decide::*;
 pub use outcome::*;
 pub use statuses::*;
+pub use terms::*;
 
 use serde::{Deserialize, Serialize};
 
@@ -87,9 +90,13 @@ pub enum ReceiptState {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         next_attempt_at: Option<u64>,
     },
-    /// Async: every delay of the schedule was used, and the last attempt failed.
+    /// Async: the last attempt failed and the schedule is used up, or the
+    /// origin answered a status to give up on. Kept for the operator until
+    /// `expires_at`; `expiry_warned` once its coming expiry was announced.
     Dead {
         dead_at: u64,
+        #[serde(default)]
+        expiry_warned: bool,
     },
 }
 
@@ -133,6 +140,10 @@ pub struct Identity {
 /// The durable record of one key. Times are milliseconds since the epoch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
+    /// The stored form's version: [`RECORD_VERSION`] for a receipt written
+    /// now; a record without one was written by the second version.
+    #[serde(default = "second_version")]
+    pub record_version: u32,
     #[serde(flatten)]
     pub identity: Identity,
     #[serde(flatten)]
@@ -145,7 +156,8 @@ pub struct Receipt {
     pub first_seen_at: u64,
     pub updated_at: u64,
     /// When a settled receipt may be deleted (`RETENTION_SECONDS` after its
-    /// last write). A pending async receipt is never deleted.
+    /// last write; `DEAD_RETENTION_SECONDS` after an async one died). A
+    /// pending async receipt is never deleted.
     pub expires_at: u64,
     /// Deliveries this receipt absorbed (replays and in-flight duplicates).
     pub duplicates: u64,
@@ -153,9 +165,22 @@ pub struct Receipt {
     /// Async: delays of the retry schedule used since it was last queued.
     #[serde(default)]
     pub schedule_step: u32,
+    /// Async: the terms it was accepted with (none in a record of the
+    /// second version, whose route's current settings then apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terms: Option<AsyncTerms>,
     /// The state the receipt index (D1) shows for this receipt, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub indexed: Option<String>,
+}
+
+/// The version of the stored record this code writes. The second version's
+/// records (no `record_version`) still parse; the first version's do not,
+/// and are only expired ([`Receipt::deletable_at_of_unparsed`]).
+pub const RECORD_VERSION: u32 = 3;
+
+fn second_version() -> u32 {
+    2
 }
 
 /// How one forward ended.
@@ -177,6 +202,7 @@ impl Receipt {
         retention_ms: u64,
     ) -> Receipt {
         Receipt {
+            record_version: RECORD_VERSION,
             identity,
             state,
             delivery,
@@ -188,6 +214,7 @@ impl Receipt {
             duplicates: 0,
             attempts: Vec::new(),
             schedule_step: 0,
+            terms: None,
             indexed: None,
         }
     }
@@ -262,13 +289,36 @@ impl Receipt {
         }
     }
 
+    /// An async delivery not yet completed or dead: it must never be lost.
+    pub fn is_pending(&self) -> bool {
+        self.deletable_at().is_none()
+    }
+
+    /// When a pending delivery's next attempt is due (the lease's end while
+    /// one is in flight): what the sweep looks for.
+    pub fn next_attempt_at(&self) -> Option<u64> {
+        self.is_pending().then(|| self.next_wake())
+    }
+
+    /// When a dead letter's coming expiry is announced, unless it was: a
+    /// day before it, or at once when it is kept a day or less.
+    pub fn expiry_warning_at(&self) -> Option<u64> {
+        match self.state {
+            ReceiptState::Dead {
+                dead_at,
+                expiry_warned: false,
+            } => Some(self.expires_at.saturating_sub(DAY_MS).max(dead_at)),
+            _ => None,
+        }
+    }
+
     /// Past retention, and not protected by a live lease or a pending delivery.
     pub fn is_expired(&self, now: u64) -> bool {
         self.deletable_at().is_some_and(|at| now >= at)
     }
 
-    /// When the receipt next needs its alarm: an attempt, a lease end, or
-    /// its expiry.
+    /// When the receipt next needs its alarm: an attempt, a lease end, a
+    /// dead letter's expiry warning, or its expiry.
     pub fn next_wake(&self) -> u64 {
         match (&self.state, self.delivery) {
             (ReceiptState::Queued { next_attempt_at }, _)
@@ -280,7 +330,10 @@ impl Receipt {
                 _,
             ) => *next_attempt_at,
             (ReceiptState::InFlight { lease_expires_at }, DeliveryKind::Async) => *lease_expires_at,
-            _ => self.deletable_at().unwrap_or(self.expires_at),
+            _ => self
+                .expiry_warning_at()
+                .or(self.deletable_at())
+                .unwrap_or(self.expires_at),
         }
     }
 

@@ -2,8 +2,8 @@
 //! retried on the schedule, or dead (SPEC §2, §2b).
 
 use super::{
-    retry_delay, DeliveryKind, ForwardResult, Receipt, ReceiptState, RetryableStatuses,
-    StoredResponse,
+    delivered, retry_delay, DeliveryKind, ForwardResult, Receipt, ReceiptState, RetryableStatuses,
+    StoredResponse, DAY_MS,
 };
 
 /// The recorded outcome belongs to a forward that no longer owns the key.
@@ -21,7 +21,8 @@ pub enum Recorded {
     Retrying {
         at: u64,
     },
-    /// Async: failed, and the schedule is used up.
+    /// Async: failed, and the schedule is used up or the origin's status
+    /// is one to give up on.
     Dead,
 }
 
@@ -30,8 +31,7 @@ impl Receipt {
     /// no longer owns the receipt (a later forward took it over, it already
     /// ended, or the key was purged or expired and is in flight again at a
     /// higher epoch), so a late answer never overwrites a newer attempt.
-    /// An async receipt that failed is scheduled again from `retry`
-    /// (schedule and random bits), or dead.
+    /// A sync receipt settles by `policy`; an async one by its own terms.
     pub fn record(
         &mut self,
         epoch: u64,
@@ -55,56 +55,92 @@ impl Receipt {
                 }
             }
         }
-        let completed = matches!(
-            result,
-            ForwardResult::Answered(response) if policy.retryable.completes(response.status)
-        );
-        let recorded = match (result, completed, self.delivery) {
-            (ForwardResult::Answered(response), true, _) => {
-                self.state = ReceiptState::Completed {
-                    completed_at: now,
-                    response: StoredResponse::keep(response, policy.max_stored_response_bytes),
-                };
+        let recorded = match self.delivery {
+            DeliveryKind::Sync => self.settle_sync(result, policy, now),
+            DeliveryKind::Async => self.settle_async(result, policy.random, now),
+        };
+        self.updated_at = now;
+        Ok(recorded)
+    }
+
+    /// SPEC §2: a status `RETRYABLE_STATUSES` names, a timeout or a
+    /// network error fails the receipt (the next delivery forwards again);
+    /// any other answer completes it.
+    fn settle_sync(&mut self, result: &ForwardResult, policy: &RecordPolicy, now: u64) -> Recorded {
+        self.expires_at = now.saturating_add(policy.retention_ms);
+        match result {
+            ForwardResult::Answered(response) if policy.retryable.completes(response.status) => {
+                self.complete(response, policy.max_stored_response_bytes, now);
                 Recorded::Completed
             }
-            (_, _, DeliveryKind::Sync) => {
+            _ => {
                 self.state = ReceiptState::Failed {
                     failed_at: now,
                     next_attempt_at: None,
                 };
                 Recorded::Failed
             }
-            (_, _, DeliveryKind::Async) => {
-                match retry_delay(&policy.retry_schedule_ms, self.schedule_step, policy.random) {
-                    Some(delay) => {
-                        let at = now.saturating_add(delay);
-                        self.schedule_step += 1;
-                        self.state = ReceiptState::Failed {
-                            failed_at: now,
-                            next_attempt_at: Some(at),
-                        };
-                        Recorded::Retrying { at }
-                    }
-                    None => {
-                        self.state = ReceiptState::Dead { dead_at: now };
-                        Recorded::Dead
-                    }
-                }
+        }
+    }
+
+    /// SPEC §2b (v3): only a 2xx delivers; a status `GIVE_UP_STATUSES`
+    /// names ends the receipt dead at once; anything else is retried after
+    /// the schedule's next delay, and dead when the schedule is used up.
+    /// The terms are the receipt's own, as it was accepted.
+    fn settle_async(&mut self, result: &ForwardResult, random: u64, now: u64) -> Recorded {
+        let terms = self.terms.clone().unwrap_or_default();
+        let give_up = match result {
+            ForwardResult::Answered(response) if delivered(response.status) => {
+                self.complete(response, terms.max_stored_response_bytes, now);
+                self.expires_at = now.saturating_add(terms.retention_ms);
+                return Recorded::Completed;
             }
+            ForwardResult::Answered(response) => terms.give_up.contains(response.status),
+            ForwardResult::TimedOut | ForwardResult::Unreachable(_) => false,
         };
-        self.updated_at = now;
-        self.expires_at = now.saturating_add(policy.retention_ms);
-        Ok(recorded)
+        let retry = match give_up {
+            true => None,
+            false => retry_delay(&terms.retry_schedule_ms, self.schedule_step, random),
+        };
+        match retry {
+            Some(delay) => {
+                let at = now.saturating_add(delay);
+                self.schedule_step += 1;
+                self.state = ReceiptState::Failed {
+                    failed_at: now,
+                    next_attempt_at: Some(at),
+                };
+                self.expires_at = now.saturating_add(terms.retention_ms);
+                Recorded::Retrying { at }
+            }
+            None => {
+                self.expires_at = now.saturating_add(terms.dead_retention_ms);
+                // A bound of a day or less is announced at once.
+                let expiry_warned = self.expires_at.saturating_sub(DAY_MS) <= now;
+                self.state = ReceiptState::Dead {
+                    dead_at: now,
+                    expiry_warned,
+                };
+                Recorded::Dead
+            }
+        }
+    }
+
+    fn complete(&mut self, response: &crate::receipt::HttpResponse, max_body_bytes: u64, now: u64) {
+        self.state = ReceiptState::Completed {
+            completed_at: now,
+            response: StoredResponse::keep(response, max_body_bytes),
+        };
     }
 }
 
-/// What recording an outcome needs besides the result.
+/// What recording an outcome needs besides the result: the route's sync
+/// settings (an async receipt follows its own terms), and random bits for
+/// the jitter of an async retry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordPolicy {
     pub retryable: RetryableStatuses,
     pub retention_ms: u64,
     pub max_stored_response_bytes: u64,
-    /// Async: the retry schedule's delays, and random bits for jitter.
-    pub retry_schedule_ms: Vec<u64>,
     pub random: u64,
 }

@@ -104,13 +104,23 @@ fn policy() -> RecordPolicy {
         retryable: RetryableStatuses::default(),
         retention_ms: RETENTION,
         max_stored_response_bytes: 1024,
-        retry_schedule_ms: vec![10_000, 60_000],
         random: 10, // no jitter: 90 + 10 = 100%
     }
 }
 
+/// What the async receipts of these tests were accepted with.
+fn terms() -> AsyncTerms {
+    AsyncTerms {
+        retry_schedule_ms: vec![10_000, 60_000],
+        retention_ms: RETENTION,
+        dead_retention_ms: 10 * DAY_MS,
+        max_stored_response_bytes: 1024,
+        ..AsyncTerms::default()
+    }
+}
+
 fn receipt(delivery: DeliveryKind) -> Receipt {
-    Receipt::new(
+    let mut receipt = Receipt::new(
         Identity::default(),
         fp("a"),
         delivery,
@@ -119,7 +129,11 @@ fn receipt(delivery: DeliveryKind) -> Receipt {
         },
         NOW,
         RETENTION,
-    )
+    );
+    if delivery == DeliveryKind::Async {
+        receipt.terms = Some(terms());
+    }
+    receipt
 }
 
 /// A sync receipt in flight at epoch 1, forwarded at `now`.
@@ -401,9 +415,136 @@ fn async_failures_follow_the_schedule_then_die() {
         Ok(Recorded::Dead)
     );
     assert_eq!(receipt.state_name(), "dead");
-    assert_eq!(receipt.deletable_at(), Some(NOW + 70_030 + RETENTION));
+    assert_eq!(
+        receipt.deletable_at(),
+        Some(NOW + 70_030 + 10 * DAY_MS),
+        "a dead letter is kept DEAD_RETENTION_SECONDS, not RETENTION_SECONDS"
+    );
     receipt.queue(NOW + 80_000, NOW + 80_000);
     assert_eq!((receipt.state_name(), receipt.schedule_step), ("queued", 0));
+}
+
+/// An async receipt in flight at epoch 1, accepted with `terms`.
+fn async_in_flight(terms: AsyncTerms) -> Receipt {
+    let mut receipt = receipt(DeliveryKind::Async);
+    receipt.terms = Some(terms);
+    receipt.begin_forward(1, NOW, LEASE, RETENTION);
+    receipt
+}
+
+#[test]
+fn only_a_2xx_delivers_an_async_attempt() {
+    // The sender's own signature may have gone stale by a retry, and an
+    // origin that checks it answers 400: that must not end the delivery.
+    for status in [400, 401, 404, 409, 422, 301, 304, 100] {
+        let mut receipt = async_in_flight(terms());
+        assert_eq!(
+            receipt.record(1, &answered(status), &policy(), NOW + 1),
+            Ok(Recorded::Retrying {
+                at: NOW + 1 + 10_000
+            }),
+            "{status}"
+        );
+        assert!(receipt.is_pending(), "{status}");
+    }
+    for status in [200, 201, 202, 204, 299] {
+        let mut receipt = async_in_flight(terms());
+        assert_eq!(
+            receipt.record(1, &answered(status), &policy(), NOW + 1),
+            Ok(Recorded::Completed),
+            "{status}"
+        );
+    }
+}
+
+#[test]
+fn give_up_statuses_end_an_async_delivery_at_once() {
+    let give_up = AsyncTerms {
+        give_up: StatusSet::parse("410,451").unwrap(),
+        ..terms()
+    };
+    let mut receipt = async_in_flight(give_up.clone());
+    assert_eq!(
+        receipt.record(1, &answered(410), &policy(), NOW + 1),
+        Ok(Recorded::Dead)
+    );
+    assert_eq!(receipt.schedule_step, 0, "no retry was used");
+    let mut other = async_in_flight(give_up);
+    assert!(matches!(
+        other.record(1, &answered(404), &policy(), NOW + 1),
+        Ok(Recorded::Retrying { .. })
+    ));
+    let mut timed_out = async_in_flight(AsyncTerms {
+        give_up: StatusSet::parse("500-599").unwrap(),
+        ..terms()
+    });
+    assert!(
+        matches!(
+            timed_out.record(1, &ForwardResult::TimedOut, &policy(), NOW + 1),
+            Ok(Recorded::Retrying { .. })
+        ),
+        "a timeout is never a status to give up on"
+    );
+}
+
+#[test]
+fn a_dead_letters_expiry_is_announced_a_day_before() {
+    let mut receipt = async_in_flight(AsyncTerms {
+        retry_schedule_ms: vec![],
+        ..terms()
+    });
+    receipt.record(1, &answered(503), &policy(), NOW).unwrap();
+    let expires_at = NOW + 10 * DAY_MS;
+    assert_eq!(receipt.expires_at, expires_at);
+    assert_eq!(receipt.expiry_warning_at(), Some(expires_at - DAY_MS));
+    assert_eq!(receipt.next_wake(), expires_at - DAY_MS);
+    assert_eq!(
+        next_async_step(&receipt, expires_at - DAY_MS - 1),
+        AsyncStep::WaitUntil(expires_at - DAY_MS)
+    );
+    assert_eq!(
+        next_async_step(&receipt, expires_at - DAY_MS),
+        AsyncStep::WarnExpiry
+    );
+    if let ReceiptState::Dead { expiry_warned, .. } = &mut receipt.state {
+        *expiry_warned = true;
+    }
+    assert_eq!(receipt.next_wake(), expires_at);
+    assert_eq!(
+        next_async_step(&receipt, expires_at - 1),
+        AsyncStep::WaitUntil(expires_at)
+    );
+    assert_eq!(next_async_step(&receipt, expires_at), AsyncStep::Expire);
+    // Kept for one day: announced as it dies.
+    let mut short = async_in_flight(AsyncTerms {
+        retry_schedule_ms: vec![],
+        dead_retention_ms: DAY_MS,
+        ..terms()
+    });
+    short.record(1, &answered(503), &policy(), NOW).unwrap();
+    assert!(matches!(
+        short.state,
+        ReceiptState::Dead {
+            expiry_warned: true,
+            ..
+        }
+    ));
+    assert_eq!(short.next_wake(), NOW + DAY_MS);
+}
+
+#[test]
+fn a_second_version_record_parses_and_is_marked_as_such() {
+    let mut receipt = async_in_flight(terms());
+    receipt.terms = None;
+    let mut record: serde_json::Value = serde_json::to_value(&receipt).unwrap();
+    record.as_object_mut().unwrap().remove("record_version");
+    let parsed: Receipt = serde_json::from_value(record).unwrap();
+    assert_eq!(parsed.record_version, 2);
+    assert_eq!(parsed.terms, None);
+    assert_eq!(
+        serde_json::to_value(async_in_flight(terms())).unwrap()["record_version"],
+        RECORD_VERSION
+    );
 }
 
 #[test]

@@ -136,10 +136,13 @@ impl Simulation {
                 retry_schedule_ms: schedules[rng.below(3) as usize].to_vec(),
                 ack_status: 202,
                 ack_body: None,
+                give_up_statuses: crate::receipt::StatusSet::default(),
+                dead_retention_seconds: 86_400,
             })
         } else {
             DeliveryMode::Sync
         };
+        let signed = rng.chance(50);
         let policy = Policy {
             delivery,
             in_flight: rng.pick(&[InFlightPolicy::Wait, InFlightPolicy::Conflict]),
@@ -150,9 +153,8 @@ impl Simulation {
             retention_ms,
             max_stored_response_bytes: 1 << 20,
             retryable: RetryableStatuses::default(),
-            forward_secret: rng
-                .chance(50)
-                .then(|| Secret::new("simulated-forward-secret".into())),
+            forward_secret_name: signed.then(|| "FORWARD_SECRET".into()),
+            forward_secret: signed.then(|| Secret::new("simulated-forward-secret".into())),
             log_duplicates: false,
         };
         let world = Rc::new(World::new(KEYS, lease_ms, START));
@@ -412,7 +414,6 @@ impl Simulation {
             };
             if let Some(at) = due {
                 let engine = self.engines[key].clone();
-                let policy = self.policy.clone();
                 let world = self.world.clone();
                 self.spawn(
                     key,
@@ -420,7 +421,7 @@ impl Simulation {
                     Box::pin(async move {
                         // A failed alarm is run again by the runtime, with
                         // backoff, unless the handler armed another one.
-                        if engine.on_alarm(|_| Ok(policy.clone())).await.is_err() {
+                        if engine.on_alarm().await.is_err() {
                             let retry = world.now.get() + 2_000;
                             let mut keys = world.keys.borrow_mut();
                             keys[key].alarm.get_or_insert(retry);

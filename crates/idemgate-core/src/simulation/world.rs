@@ -10,11 +10,12 @@ use std::task::{Context, Poll};
 
 use crate::canonical::Fingerprint;
 use crate::decision_log::DecisionLog;
-use crate::engine::{Backend, StoredRequest};
+use crate::engine::{Backend, Policy, StoredRequest};
 use crate::headers;
 use crate::index::IndexUpdate;
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt, ReceiptState};
+use crate::signature::Secret;
 
 /// One call to the origin.
 pub struct OriginCall {
@@ -346,5 +347,13 @@ impl Backend for SimBackend {
 
     async fn index(&self, _update: IndexUpdate) -> Result<(), String> {
         Ok(())
+    }
+
+    fn secret(&self, name: &str) -> Option<Secret> {
+        (name == "FORWARD_SECRET").then(|| Secret::new("simulated-forward-secret".into()))
+    }
+
+    fn route_policy(&self, _route: &str) -> Option<Policy> {
+        None
     }
 }
