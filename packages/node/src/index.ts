@@ -1,0 +1,25 @@
+export { IdemgateVerifyError, type VerifyErrorCode } from "./errors.js";
+export type { HeadersInput } from "./headers.js";
+export { EPOCH_HEADER, KEY_HEADER, SCOPE_HEADER, SIGNATURE_HEADER } from "./parse.js";
+export {
+  DEFAULT_TOLERANCE_SECONDS,
+  sign,
+  signedContent,
+  verify,
+  type Forwarded,
+  type SignInput,
+  type VerifyInput,
+} from "./verify.js";
+export {
+  isRetryableStatus,
+  type Fence,
+  type FenceKey,
+  type FenceStore,
+  type StoredResult,
+} from "./fence.js";
+export { DEFAULT_LEASE_SECONDS, SqliteFenceStore, type SqliteDatabase, type SqliteFenceStoreOptions } from "./sqlite-store.js";
+export { PROBLEM_CONTENT_TYPE, type Problem } from "./problem.js";
+export { runFenced, type FencedAnswer, type RunFencedOptions } from "./run-fenced.js";
+export { withIdemgate, type FetchOptions, type IdemgateOptions } from "./fetch.js";
+export { idemgateHono, type HonoContextLike } from "./hono.js";
+export { idemgateExpress, type ExpressOptions, type ExpressRequestLike, type ExpressResponseLike } from "./express.js";
