@@ -1,0 +1,51 @@
+"""Verify the signed Idempotency-* headers idemgate forwards, with ASGI and
+WSGI middleware and a fencing store on SQLite."""
+
+from .asgi import IdemgateMiddleware
+from .errors import VerifyError, VerifyErrorCode
+from .fence import (
+    BodyMismatch,
+    Completed,
+    Fence,
+    FenceKey,
+    FenceStore,
+    InProgress,
+    Proceed,
+    StaleEpoch,
+    StoredResult,
+    is_retryable_status,
+)
+from .parse import EPOCH_HEADER, KEY_HEADER, SCOPE_HEADER, SIGNATURE_HEADER
+from .problem import PROBLEM_CONTENT_TYPE
+from .sqlite_store import DEFAULT_LEASE_SECONDS, SqliteFenceStore
+from .verify import DEFAULT_TOLERANCE_SECONDS, Forwarded, sign, signed_content, verify
+from .wsgi import IdemgateWSGIMiddleware
+
+__all__ = [
+    "BodyMismatch",
+    "Completed",
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_TOLERANCE_SECONDS",
+    "EPOCH_HEADER",
+    "Fence",
+    "FenceKey",
+    "FenceStore",
+    "Forwarded",
+    "IdemgateMiddleware",
+    "IdemgateWSGIMiddleware",
+    "InProgress",
+    "KEY_HEADER",
+    "PROBLEM_CONTENT_TYPE",
+    "Proceed",
+    "SCOPE_HEADER",
+    "SIGNATURE_HEADER",
+    "SqliteFenceStore",
+    "StaleEpoch",
+    "StoredResult",
+    "VerifyError",
+    "VerifyErrorCode",
+    "is_retryable_status",
+    "sign",
+    "signed_content",
+    "verify",
+]
