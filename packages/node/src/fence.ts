@@ -45,6 +45,14 @@ export function isRetryableStatus(status: number): boolean {
   return status === 408 || status === 425 || status === 429 || (status >= 500 && status <= 599);
 }
 
+/**
+ * For origins behind an async route: idemgate retries every answer but a
+ * 2xx there (GIVE_UP_STATUSES aside), so only a 2xx is kept.
+ */
+export function isAsyncRetryableStatus(status: number): boolean {
+  return status < 200 || status > 299;
+}
+
 /** The answer to a fence that does not let the handler run, if any. */
 export function refusal(fence: Fence): Problem | undefined {
   switch (fence.outcome) {

@@ -11,6 +11,7 @@ export {
   type VerifyInput,
 } from "./verify.js";
 export {
+  isAsyncRetryableStatus,
   isRetryableStatus,
   type Fence,
   type FenceKey,

@@ -13,6 +13,7 @@ from .fence import (
     Proceed,
     StaleEpoch,
     StoredResult,
+    is_async_retryable_status,
     is_retryable_status,
 )
 from .parse import EPOCH_HEADER, KEY_HEADER, SCOPE_HEADER, SIGNATURE_HEADER
@@ -44,6 +45,7 @@ __all__ = [
     "StoredResult",
     "VerifyError",
     "VerifyErrorCode",
+    "is_async_retryable_status",
     "is_retryable_status",
     "sign",
     "signed_content",

@@ -85,6 +85,12 @@ def is_retryable_status(status: int) -> bool:
     return status in (408, 425, 429) or 500 <= status <= 599
 
 
+def is_async_retryable_status(status: int) -> bool:
+    """For origins behind an async route: idemgate retries every answer but
+    a 2xx there (GIVE_UP_STATUSES aside), so only a 2xx is kept."""
+    return not 200 <= status <= 299
+
+
 def refusal(fence: Fence) -> Problem | None:
     """The answer to a fence that does not let the handler run, if any."""
     if isinstance(fence, StaleEpoch):
