@@ -110,6 +110,7 @@ export function originScenarios(framework, start) {
       assert.equal(again.status, 201);
       assert.deepEqual(again.json, first.json);
       assert.equal(again.headers.get("set-cookie"), null);
+      assert.equal(again.headers.get("content-length"), String(Buffer.byteLength(again.text)));
       assert.equal(route.charges.length, 1);
     }));
 

@@ -96,6 +96,7 @@ def test_with_a_store_a_repeated_key_gets_the_first_result_without_its_cookie(or
         assert first.headers["set-cookie"].startswith("session=caller-1")
         assert (again.status, again.json) == (201, first.json)
         assert again.headers["set-cookie"] is None
+        assert again.headers["content-length"] == str(len(again.text))
         assert len(route.charges) == 1
 
 

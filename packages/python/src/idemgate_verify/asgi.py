@@ -42,11 +42,14 @@ async def _call(function: Callable[..., Any], *arguments: Any) -> Any:
 
 
 async def _send_answer(send: Send, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+    """The whole answer at once; its length is the body's (a stored result keeps none)."""
+    sized = [(name, value) for name, value in headers if name.lower() != "content-length"]
+    sized.append(("content-length", str(len(body))))
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers],
+            "headers": [(name.encode("latin-1"), value.encode("latin-1")) for name, value in sized],
         }
     )
     await send({"type": "http.response.body", "body": body, "more_body": False})
