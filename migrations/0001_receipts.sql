@@ -1,8 +1,7 @@
--- The receipt index (SPEC §7): one row per receipt an operator may need to
--- find without its key (failed, dead, and async ones until they complete).
--- The key's Durable Object holds the receipt itself; see
--- crates/idemgate-core/src/index.rs for when rows are written.
-CREATE TABLE receipts (
+-- The second version's receipt index, kept so that an upgrade finds its
+-- rows (0002 copies them into receipt_index). `IF NOT EXISTS`: the worker
+-- may have created its tables before this ran.
+CREATE TABLE IF NOT EXISTS receipts (
     object TEXT PRIMARY KEY,        -- the Durable Object's name
     route TEXT NOT NULL,
     scope TEXT NOT NULL,            -- Idempotency-Scope
@@ -16,4 +15,4 @@ CREATE TABLE receipts (
     updated_at INTEGER NOT NULL     -- ms since the Unix epoch
 );
 
-CREATE INDEX receipts_by_state ON receipts (route, state, updated_at DESC, object DESC);
+CREATE INDEX IF NOT EXISTS receipts_by_state ON receipts (route, state, updated_at DESC, object DESC);

@@ -50,15 +50,22 @@ ensure_toolchain() {
   export ESBUILD_BIN="$ROOT/node_modules/.bin/esbuild"
 }
 
+# build_worker [OUT_DIR [CARGO FEATURES]]: the release worker into build/,
+# or (for the end-to-end tests) a build with test hooks elsewhere.
 build_worker() {
-  log "building the worker (release wasm)"
-  (cd "$ROOT" && worker-build --release)
+  local out=${1:-build} features=${2:-}
+  log "building the worker (release wasm${features:+, features: $features}) into $out"
+  if [ -n "$features" ]; then
+    (cd "$ROOT" && worker-build --release --out-dir "$out" -- --features "$features")
+  else
+    (cd "$ROOT" && worker-build --release --out-dir "$out")
+  fi
   # The same features worker-build enables, so that no newer encoding
   # reaches workerd; names stripped unless asked for.
   local names="--strip-debug"
   [ -n "${IDEMGATE_KEEP_NAMES:-}" ] && names="--debuginfo"
-  "$WASM_OPT_BIN" "$ROOT/build/index_bg.wasm" -o "$ROOT/build/index_bg.opt.wasm" -Os $names --strip-producers \
+  "$WASM_OPT_BIN" "$ROOT/$out/index_bg.wasm" -o "$ROOT/$out/index_bg.opt.wasm" -Os $names --strip-producers \
     --enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int --enable-bulk-memory \
     --enable-multivalue --enable-reference-types --enable-exception-handling
-  mv "$ROOT/build/index_bg.opt.wasm" "$ROOT/build/index_bg.wasm"
+  mv "$ROOT/$out/index_bg.opt.wasm" "$ROOT/$out/index_bg.wasm"
 }

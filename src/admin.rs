@@ -3,6 +3,7 @@
 //! deduplicated. Its decisions (who may call, which receipt a query names)
 //! are pure, in `idemgate_core::operator`.
 
+use futures::StreamExt;
 use worker::{web_sys, Env};
 
 use idemgate_core::answer::render_problem;
@@ -43,13 +44,9 @@ pub async fn handle(
             .map(str::to_string),
     };
     let answer = match (call.method.as_str(), call.path.as_str()) {
-        ("GET", "/__idemgate/health") => {
-            return edge_http::json(
-                200,
-                &serde_json::json!({ "status": "ok", "service": "idemgate" }),
-            )
-        }
+        ("GET", "/__idemgate/health") => return health(env).await,
         ("GET", "/__idemgate/stats") => stats_route(&call, env),
+        ("GET", "/__idemgate/summary") => summary(&call, env).await,
         ("GET" | "DELETE", "/__idemgate/receipts") => receipts(&call, env).await,
         ("POST", "/__idemgate/receipts/redrive") => redrive(&call, env).await,
         _ => Err(Problem::NotFound),
@@ -58,6 +55,49 @@ pub async fn handle(
         Ok(response) => Ok(response),
         Err(problem) => edge_http::response(&render_problem(&problem)),
     }
+}
+
+/// 200 whatever is wrong (the worker answers), and says what is: the
+/// receipt index, which async delivery and the sweep need.
+async fn health(env: &Env) -> worker::Result<web_sys::Response> {
+    let index = match receipt_index::health(env).await {
+        Ok(()) => "ok".to_string(),
+        Err(problem) => problem,
+    };
+    edge_http::json(
+        200,
+        &serde_json::json!({ "status": "ok", "service": "idemgate", "index": index }),
+    )
+}
+
+/// Per route the token may see: how many receipts are queued, in flight,
+/// failed and dead, and how long the oldest pending one has waited.
+async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
+    let config = config_from_env(env)?;
+    let visible: Vec<&idemgate_core::config::RouteConfig> = config
+        .routes
+        .iter()
+        .filter(|route| {
+            authorize(route.admin_token.as_ref(), call.authorization.as_deref()).is_ok()
+        })
+        .collect();
+    if visible.is_empty() {
+        authorize(config.admin_token.as_ref(), call.authorization.as_deref())?;
+    }
+    let counts = receipt_index::summary(env).await?;
+    let now = worker::Date::now().as_millis();
+    json(&idemgate_core::operator::summary(
+        visible.iter().map(|route| route.name.as_str()),
+        counts
+            .iter()
+            .map(|count| idemgate_core::operator::StateCount {
+                route: &count.route,
+                state: &count.state,
+                count: count.count as u64,
+                oldest_accepted_at: count.oldest.map(|at| at as u64),
+            }),
+        now,
+    ))
 }
 
 fn stats_route(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
@@ -107,18 +147,80 @@ async fn receipts(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> 
     let op = if method == "DELETE" {
         // This isolate forgets the key at once; others within REPLAY_TTL_MS.
         with_replays(|cache| cache.evict_object(&address.object_name));
-        ObjectOp::Purge
+        ObjectOp::Purge {
+            force: flag(query, "force")?,
+        }
     } else {
         ObjectOp::ReadReceipt
     };
     ask_object(env, address.route, address.object_name, op).await
 }
 
+/// `name=true` or `name=false` (absent: false).
+fn flag(query: &[(String, String)], name: &str) -> Result<bool, Problem> {
+    match query
+        .iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.as_str())
+    {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(Problem::InvalidKey {
+            source: "query".into(),
+            reason: format!("{name}= is true or false"),
+        }),
+    }
+}
+
+/// One receipt by its key, or (SPEC §7, v3) every dead letter of a route,
+/// a page per call: `state=dead[&cursor=C]`.
 async fn redrive(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
     let config = config_from_env(env)?;
     let route = authorized_route(&config, call)?;
+    let has = |name: &str| call.query.iter().any(|(key, _)| key == name);
+    if has("state") && !has("key") {
+        return redrive_page(env, route, &call.query).await;
+    }
     let address = receipt_address(route, &call.query)?;
     ask_object(env, address.route, address.object_name, ObjectOp::Redrive).await
+}
+
+/// Re-drives one page of a route's dead letters (at most a listing's
+/// page, a few at a time), and says how many went and where to go on.
+async fn redrive_page(
+    env: &Env,
+    route: &idemgate_core::config::RouteConfig,
+    query: &[(String, String)],
+) -> Result<web_sys::Response, Problem> {
+    let listing = idemgate_core::operator::bulk_redrive(route, query)?;
+    let (rows, next) = receipt_index::list(env, &listing).await?;
+    let calls = rows.iter().map(|row| {
+        ask_object(
+            env,
+            row.route.clone(),
+            row.object.clone(),
+            ObjectOp::Redrive,
+        )
+    });
+    let answers = futures::stream::iter(calls)
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+    let redriven = answers
+        .iter()
+        .filter(|answer| {
+            answer
+                .as_ref()
+                .is_ok_and(|response| response.status() == 202)
+        })
+        .count();
+    json(&serde_json::json!({
+        "route": listing.route,
+        "state": listing.state,
+        "redriven": redriven,
+        "failed": answers.len() - redriven,
+        "cursor": next.map(|cursor| cursor.encode()),
+    }))
 }
 
 async fn ask_object(

@@ -18,6 +18,7 @@ use idemgate_core::decision_log::DecisionLog;
 use idemgate_core::engine::{Backend, Engine, Policy, StorageOps, StoredRequest};
 use idemgate_core::index::IndexUpdate;
 use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply};
+use idemgate_core::operator::view::ReceiptView;
 use idemgate_core::origin::OutboundRequest;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::{ForwardResult, HttpResponse, Receipt};
@@ -110,48 +111,54 @@ impl DedupObject {
 
 impl DedupObject {
     async fn answer(&self, call: &str, body: Vec<u8>) -> (HttpResponse, Option<u64>) {
-        let parsed = ObjectCall::from_json(call)
-            .and_then(|call| config_from_env(&self.env).map(|config| (call, config)));
-        let (call, config) = match parsed {
-            Ok(parsed) => parsed,
+        let call = match ObjectCall::from_json(call) {
+            Ok(call) => call,
             Err(problem) => return (render_problem(&problem), None),
         };
         self.engine.absorb(call.absorbed);
-        let Some(route) = config.route(&call.route) else {
-            let problem = Problem::Misconfigured {
-                variable: format!("ROUTES.{}", call.route),
-                reason: "the gateway named a route this object does not know".into(),
-            };
-            return (render_problem(&problem), None);
-        };
         let object = call.object.clone();
         match call.op {
             ObjectOp::ReadReceipt => (self.read_receipt(), None),
-            ObjectOp::Purge => (self.purge(&object).await, None),
+            ObjectOp::Purge { force } => (self.purge(&object, force).await, None),
             ObjectOp::Redrive => (self.redrive().await, None),
-            ObjectOp::Deliver { .. } => match call.into_delivery(body) {
-                Ok(delivery) => {
-                    let answer = self.engine.deliver(delivery, &Policy::from(route)).await;
-                    let replayable_until = match answer {
-                        Answer::Replayed(_) => self.engine.replayable_until(),
-                        _ => None,
-                    };
-                    (answer.render(), replayable_until)
+            ObjectOp::Wake => (self.wake(&object).await, None),
+            ObjectOp::Deliver { .. } => {
+                let policy = match self.route_policy(&call.route) {
+                    Ok(policy) => policy,
+                    Err(problem) => return (render_problem(&problem), None),
+                };
+                match call.into_delivery(body) {
+                    Ok(delivery) => {
+                        let answer = self.engine.deliver(delivery, &policy).await;
+                        let replayable_until = match answer {
+                            Answer::Replayed(_) => self.engine.replayable_until(),
+                            _ => None,
+                        };
+                        (answer.render(), replayable_until)
+                    }
+                    Err(problem) => (render_problem(&problem), None),
                 }
-                Err(problem) => (render_problem(&problem), None),
-            },
+            }
         }
     }
 
-    async fn purge(&self, object: &str) -> HttpResponse {
-        match self.engine.purge(object).await {
-            Ok(true) => HttpResponse {
-                status: 204,
-                headers: Vec::new(),
-                body: Vec::new(),
-            },
+    /// The policy of a delivery's route, which must exist and be valid.
+    fn route_policy(&self, route: &str) -> Result<Policy, Problem> {
+        let config = config_from_env(&self.env)?;
+        config
+            .route(route)
+            .map(Policy::from)
+            .ok_or_else(|| Problem::Misconfigured {
+                variable: format!("ROUTES.{route}"),
+                reason: "the gateway named a route this object does not know".into(),
+            })
+    }
+
+    async fn purge(&self, object: &str, force: bool) -> HttpResponse {
+        match self.engine.purge(object, force).await {
+            Ok(true) => empty(204),
             Ok(false) => render_problem(&Problem::NotFound),
-            Err(message) => render_problem(&Problem::StorageUnavailable { message }),
+            Err(problem) => render_problem(&problem),
         }
     }
 
@@ -159,6 +166,13 @@ impl DedupObject {
         match self.engine.redrive().await {
             Ok(receipt) => self.receipt_view(202, &receipt),
             Err(problem) => render_problem(&problem),
+        }
+    }
+
+    async fn wake(&self, object: &str) -> HttpResponse {
+        match self.engine.wake(object).await {
+            Ok(()) => empty(204),
+            Err(message) => render_problem(&Problem::StorageUnavailable { message }),
         }
     }
 
@@ -170,26 +184,28 @@ impl DedupObject {
         }
     }
 
+    /// The operator's view: the receipt, its stored request while kept,
+    /// and the storage operations of the object's current lifetime.
     fn receipt_view(&self, status: u16, receipt: &Receipt) -> HttpResponse {
+        let request = match receipt.is_pending() || receipt.state_name() == "dead" {
+            true => self.engine.backend().load_request().ok().flatten(),
+            false => None,
+        };
+        let view = ReceiptView::of(receipt, request.as_ref(), self.engine.backend().ops.get());
         HttpResponse {
             status,
             headers: vec![("content-type".into(), "application/json".into())],
-            body: serde_json::to_vec(&ReceiptView {
-                receipt,
-                object_storage_ops: self.engine.backend().ops.get(),
-            })
-            .expect("a receipt serializes"),
+            body: serde_json::to_vec(&view).expect("a receipt view serializes"),
         }
     }
 }
 
-/// The operator's view of a receipt: its fields, plus the storage
-/// operations of the object's current lifetime (what deliveries cost).
-#[derive(serde::Serialize)]
-struct ReceiptView<'a> {
-    #[serde(flatten)]
-    receipt: &'a Receipt,
-    object_storage_ops: StorageOps,
+fn empty(status: u16) -> HttpResponse {
+    HttpResponse {
+        status,
+        headers: Vec::new(),
+        body: Vec::new(),
+    }
 }
 
 fn storage_error(error: worker::Error) -> String {
@@ -380,6 +396,10 @@ impl Backend for DurableBackend {
 
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String> {
         StorageOps::bump(&self.ops, |ops| ops.alarm_writes += 1);
+        #[cfg(feature = "test-hooks")]
+        if crate::test_hooks::alarms_dropped(&self.env) {
+            return Ok(());
+        }
         let at = JsDate::new(&Number::from(at_ms as f64));
         self.storage
             .set_alarm(ScheduledTime::new(at))

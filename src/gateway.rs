@@ -172,6 +172,14 @@ async fn deduplicate(
         with_replays(|cache| cache.alias(fast_key, &key));
         return edge_replay(env, route, &admitted.object_name, replay, started).map(Ok);
     }
+    // An async delivery is acknowledged only with its index row, which the
+    // sweep finds it by: without an index, take nothing at all.
+    if route.is_async() && crate::receipt_index::database(env).is_none() {
+        return Ok(Err(Problem::Misconfigured {
+            variable: crate::receipt_index::INDEX_BINDING.into(),
+            reason: "async delivery needs the receipt index: bind a D1 database as IDEMGATE_INDEX (wrangler.toml [[d1_databases]])".into(),
+        }));
+    }
     let call = ObjectCall::deliver(admitted, 0);
     let answer = object_client::call(env, call, body).await;
     let response = match answer {

@@ -10,7 +10,8 @@
 //! | `edge_http` | every answer the worker renders, every request it reads or sends (fetch, proxy); one JS call per header list |
 //! | `edge_cache` | the isolate's replay cache |
 //! | `events` | decision events (SPEC §9): stats, Analytics Engine, log lines |
-//! | `receipt_index` | the D1 receipt index: writes and listings (§7) |
+//! | `receipt_index` | the D1 receipt index: writes, listings, the summary and the sweep's query (§7) |
+//! | `sweep` | the scheduled sweep: wakes overdue receipts (§2b) |
 //! | `object_client` | the gateway's RPC call to the key's object |
 //! | [`dedup_object`] | the Durable Object: storage, alarms, timers, `fetch` to the origin, RPC |
 //! | `env` | the configuration, read once per isolate from `env` |
@@ -28,8 +29,11 @@ mod log_sink;
 mod object_client;
 mod receipt_index;
 mod stats;
+mod sweep;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
-use worker::{event, web_sys, Context, Env};
+use worker::{event, web_sys, Context, Env, ScheduleContext, ScheduledEvent};
 
 // The runtime's request as it is: `worker::Request` would read `Request.cf`
 // and more on every delivery (see `edge_http`).
@@ -40,4 +44,10 @@ async fn fetch(
     _context: Context,
 ) -> worker::Result<web_sys::Response> {
     gateway::handle(request, env).await
+}
+
+/// The Cron Trigger (`[triggers] crons`, every minute): the sweep.
+#[event(scheduled)]
+async fn scheduled(_event: ScheduledEvent, env: Env, _context: ScheduleContext) {
+    sweep::run(&env).await;
 }

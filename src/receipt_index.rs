@@ -1,19 +1,25 @@
-//! The receipt index in D1 (adapter; SPEC §7): the writes the Durable
-//! Object makes on the transitions `idemgate_core::index` names, and the
-//! operator's listing. Without the `IDEMGATE_INDEX` binding nothing is
-//! written, and a listing is 500 `misconfigured`.
+//! The receipt index in D1 (adapter; SPEC §7, §2b): the writes the Durable
+//! Object makes on the transitions `idemgate_core::index` names, the
+//! operator's listing and summary, and the sweep's query. Its statements
+//! are `idemgate_core::index::sql`'s. A missing table is created on first
+//! use (the migrations' own statements, all idempotent), so a deployment
+//! that forgot `wrangler d1 migrations apply` still has its index.
 
 use serde::Deserialize;
 use worker::wasm_bindgen::JsValue;
-use worker::{D1Database, Env};
+use worker::{D1Database, D1PreparedStatement, Env};
 
-use idemgate_core::index::{list_query, Cursor, IndexRow, IndexUpdate, DELETE, PAGE_SIZE, UPSERT};
+use idemgate_core::index::sql;
+use idemgate_core::index::{Cursor, IndexRow, IndexUpdate, PAGE_SIZE};
 use idemgate_core::operator::Listing;
 use idemgate_core::problem::Problem;
 
 pub const INDEX_BINDING: &str = "IDEMGATE_INDEX";
 
-fn database(env: &Env) -> Option<D1Database> {
+/// What to tell an operator whose index is missing.
+const REMEDY: &str = "bind a D1 database as IDEMGATE_INDEX (wrangler.toml [[d1_databases]]) and run `wrangler d1 migrations apply IDEMGATE_INDEX`";
+
+pub fn database(env: &Env) -> Option<D1Database> {
     env.d1(INDEX_BINDING).ok()
 }
 
@@ -26,36 +32,73 @@ fn text(value: Option<&str>) -> JsValue {
     value.map_or(JsValue::NULL, JsValue::from_str)
 }
 
-/// Applies one update; `Ok` when there is no index to write.
-pub async fn write(env: &Env, update: IndexUpdate) -> Result<(), String> {
-    let Some(database) = database(env) else {
-        return Ok(());
-    };
-    let statement = match &update {
-        IndexUpdate::Upsert(row) => database.prepare(UPSERT).bind(&[
-            JsValue::from_str(&row.object),
-            JsValue::from_str(&row.route),
-            JsValue::from_str(&row.scope),
-            JsValue::from_str(&row.key),
-            text(row.path.as_deref()),
-            text(row.tenant_sha256.as_deref()),
-            JsValue::from_str(&row.receipt_id),
-            JsValue::from_str(&row.state),
-            number(row.attempts),
-            row.last_status
-                .map_or(JsValue::NULL, |status| number(status.into())),
-            number(row.updated_at),
-        ]),
-        IndexUpdate::Delete { object } => {
-            database.prepare(DELETE).bind(&[JsValue::from_str(object)])
-        }
-    };
-    statement
-        .map_err(|error| error.to_string())?
-        .run()
+fn message(error: worker::Error) -> String {
+    error.to_string()
+}
+
+/// Runs the schema's statements (idempotent), creating the index.
+pub async fn create_schema(database: &D1Database) -> Result<(), String> {
+    let statements = sql::schema()
+        .into_iter()
+        .map(|statement| database.prepare(statement))
+        .collect();
+    database
+        .batch(statements)
         .await
         .map(|_| ())
-        .map_err(|error| error.to_string())
+        .map_err(message)
+}
+
+/// Runs `statement`, creating the schema first if its table is missing.
+async fn run_creating(
+    database: &D1Database,
+    statement: impl Fn() -> Result<D1PreparedStatement, String>,
+) -> Result<worker::D1Result, String> {
+    match statement()?.all().await {
+        Err(error) if sql::is_missing_table(&error.to_string()) => {
+            create_schema(database).await?;
+            statement()?.all().await.map_err(message)
+        }
+        other => other.map_err(message),
+    }
+}
+
+/// Applies one update; an error when there is no index to write (an async
+/// delivery is never acknowledged without its row).
+pub async fn write(env: &Env, update: IndexUpdate) -> Result<(), String> {
+    let database = database(env).ok_or(REMEDY)?;
+    let statement = || {
+        match &update {
+            IndexUpdate::Upsert(row) => database.prepare(sql::UPSERT).bind(&[
+                JsValue::from_str(&row.object),
+                JsValue::from_str(&row.route),
+                JsValue::from_str(&row.scope),
+                JsValue::from_str(&row.key),
+                text(row.path.as_deref()),
+                text(row.tenant_sha256.as_deref()),
+                JsValue::from_str(&row.receipt_id),
+                JsValue::from_str(&row.state),
+                number(row.attempts),
+                row.last_status
+                    .map_or(JsValue::NULL, |status| number(status.into())),
+                row.next_wake_at.map_or(JsValue::NULL, number),
+                number(row.accepted_at),
+                number(row.updated_at),
+                number(row.version),
+            ]),
+            IndexUpdate::Remove {
+                object,
+                version,
+                at,
+            } => database.prepare(sql::REMOVE).bind(&[
+                JsValue::from_str(object),
+                number(*version),
+                number(*at),
+            ]),
+        }
+        .map_err(message)
+    };
+    run_creating(&database, statement).await.map(|_| ())
 }
 
 /// A row as D1 returns it (integers as numbers).
@@ -71,41 +114,15 @@ struct Row {
     state: String,
     attempts: f64,
     last_status: Option<f64>,
+    next_wake_at: Option<f64>,
+    accepted_at: f64,
     updated_at: f64,
+    version: f64,
 }
 
-/// One page of a listing, newest first, and the cursor of the next.
-pub async fn list(
-    env: &Env,
-    listing: &Listing,
-) -> Result<(Vec<IndexRow>, Option<Cursor>), Problem> {
-    let database = database(env).ok_or_else(|| Problem::Misconfigured {
-        variable: INDEX_BINDING.into(),
-        reason: "the receipt index (a D1 binding) is required to list receipts by state".into(),
-    })?;
-    let unavailable = |error: worker::Error| Problem::StorageUnavailable {
-        message: format!("the receipt index did not answer: {error}"),
-    };
-    let mut values = vec![
-        JsValue::from_str(&listing.route),
-        JsValue::from_str(&listing.state),
-    ];
-    if let Some(cursor) = &listing.cursor {
-        values.push(number(cursor.updated_at));
-        values.push(JsValue::from_str(&cursor.object));
-    }
-    let rows: Vec<Row> = database
-        .prepare(list_query(listing.cursor.as_ref()))
-        .bind(&values)
-        .map_err(unavailable)?
-        .all()
-        .await
-        .map_err(unavailable)?
-        .results()
-        .map_err(unavailable)?;
-    let rows: Vec<IndexRow> = rows
-        .into_iter()
-        .map(|row| IndexRow {
+impl From<Row> for IndexRow {
+    fn from(row: Row) -> IndexRow {
+        IndexRow {
             object: row.object,
             route: row.route,
             scope: row.scope,
@@ -116,9 +133,51 @@ pub async fn list(
             state: row.state,
             attempts: row.attempts as u64,
             last_status: row.last_status.map(|status| status as u16),
+            next_wake_at: row.next_wake_at.map(|at| at as u64),
+            accepted_at: row.accepted_at as u64,
             updated_at: row.updated_at as u64,
-        })
-        .collect();
+            version: row.version as u64,
+        }
+    }
+}
+
+fn unavailable(message: String) -> Problem {
+    Problem::IndexUnavailable {
+        message: format!("{message}; {REMEDY}"),
+    }
+}
+
+fn bound(env: &Env) -> Result<D1Database, Problem> {
+    database(env).ok_or_else(|| Problem::Misconfigured {
+        variable: INDEX_BINDING.into(),
+        reason: format!("the receipt index is required here: {REMEDY}"),
+    })
+}
+
+/// One page of a listing, newest first, and the cursor of the next.
+pub async fn list(
+    env: &Env,
+    listing: &Listing,
+) -> Result<(Vec<IndexRow>, Option<Cursor>), Problem> {
+    let database = bound(env)?;
+    let mut values = vec![
+        JsValue::from_str(&listing.route),
+        JsValue::from_str(&listing.state),
+    ];
+    if let Some(cursor) = &listing.cursor {
+        values.push(number(cursor.updated_at));
+        values.push(JsValue::from_str(&cursor.object));
+    }
+    let query = sql::list(listing.cursor.as_ref());
+    let result = run_creating(&database, || {
+        database.prepare(&query).bind(&values).map_err(message)
+    })
+    .await
+    .map_err(unavailable)?;
+    let rows: Vec<Row> = result
+        .results()
+        .map_err(|error| unavailable(message(error)))?;
+    let rows: Vec<IndexRow> = rows.into_iter().map(IndexRow::from).collect();
     let next = (rows.len() as u32 == PAGE_SIZE).then(|| {
         let last = rows.last().expect("a full page");
         Cursor {
@@ -127,4 +186,65 @@ pub async fn list(
         }
     });
     Ok((rows, next))
+}
+
+/// Objects with work overdue before `before`, oldest first, at most `limit`.
+pub async fn overdue(env: &Env, before: u64, limit: u32) -> Result<Vec<(String, String)>, String> {
+    let database = database(env).ok_or(REMEDY)?;
+    #[derive(Deserialize)]
+    struct Due {
+        object: String,
+        route: String,
+    }
+    let result = run_creating(&database, || {
+        database
+            .prepare(sql::OVERDUE)
+            .bind(&[number(before), number(limit.into())])
+            .map_err(message)
+    })
+    .await?;
+    let due: Vec<Due> = result.results().map_err(message)?;
+    Ok(due.into_iter().map(|due| (due.object, due.route)).collect())
+}
+
+/// Drops tombstones written before `before`.
+pub async fn forget_tombstones(env: &Env, before: u64) -> Result<(), String> {
+    let database = database(env).ok_or(REMEDY)?;
+    run_creating(&database, || {
+        database
+            .prepare(sql::FORGET_TOMBSTONES)
+            .bind(&[number(before)])
+            .map_err(message)
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Per route and state: how many receipts, and the oldest acceptance.
+#[derive(Debug, Deserialize)]
+pub struct StateCount {
+    pub route: String,
+    pub state: String,
+    pub count: f64,
+    pub oldest: Option<f64>,
+}
+
+pub async fn summary(env: &Env) -> Result<Vec<StateCount>, Problem> {
+    let database = bound(env)?;
+    let result = run_creating(&database, || Ok(database.prepare(sql::SUMMARY)))
+        .await
+        .map_err(unavailable)?;
+    result
+        .results()
+        .map_err(|error| unavailable(message(error)))
+}
+
+/// What health says of the index: `ok`, or what is wrong and what to run.
+pub async fn health(env: &Env) -> Result<(), String> {
+    let database = database(env).ok_or(REMEDY)?;
+    run_creating(&database, || {
+        Ok(database.prepare("SELECT 1 FROM receipt_index LIMIT 1"))
+    })
+    .await
+    .map(|_| ())
 }

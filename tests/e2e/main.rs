@@ -19,6 +19,7 @@ mod providers;
 mod routes;
 mod senders;
 mod support;
+mod sweep;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -260,6 +261,11 @@ fn main() {
         asynchronous::a_burst_of_a_thousand_is_delivered_once_per_key,
         asynchronous::a_crash_loses_no_delivery_and_doubles_none,
         asynchronous::a_stale_sender_signature_never_loses_an_acknowledged_delivery,
+        sweep::the_release_worker_has_no_test_hook,
+        sweep::the_sweep_delivers_what_no_alarm_will,
+        sweep::the_index_is_created_on_first_use,
+        sweep::without_an_index_nothing_is_acknowledged,
+        sweep::purges_of_pending_deliveries_take_force_and_dead_letters_redrive_in_bulk,
         operator::logs_have_state_changes_and_rejections_but_no_secrets,
         demo_origin::storm_charges_once_per_key_and_every_forward_verifies,
         demo_origin::the_ledger_refuses_the_stale_epoch_of_an_overtaken_forward,

@@ -73,10 +73,12 @@ pub async fn receipt_after_a_storm_shows_duplicates_and_attempts(world: &'static
     assert_eq!(receipt["attempts"][0]["status"], 201);
     assert_eq!(receipt["response"]["status"], 201);
     assert!(receipt["response"]["body_bytes"].as_u64().unwrap() > 0);
-    assert!(
-        receipt["response"].get("body").is_none(),
-        "the body is not shown"
+    assert_eq!(
+        receipt["response"]["body"].as_str().unwrap().as_bytes(),
+        replies[0].body,
+        "the stored response, as the operator's page shows it"
     );
+    assert_eq!(receipt["view_version"], 1);
     assert_eq!(receipt["fingerprint"].as_str().unwrap().len(), 64);
     assert!(receipt["expires_at"].as_u64() > receipt["completed_at"].as_u64());
 }

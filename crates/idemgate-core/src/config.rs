@@ -91,6 +91,8 @@ pub struct Config {
     /// Whether `ROUTES` is set (otherwise one route, `default`, at `/`).
     pub explicit_routes: bool,
     pub admin_token: Option<Secret>,
+    /// `SWEEP_LIMIT`: objects one run of the scheduled sweep wakes.
+    pub sweep_limit: u32,
 }
 
 /// The largest replay body a receipt can hold. Durable Object SQLite stores
@@ -114,12 +116,19 @@ impl Config {
             route: None,
         };
         let admin_token = top.secret("ADMIN_TOKEN")?;
+        let sweep_limit = top.number(
+            "SWEEP_LIMIT",
+            crate::sweep::DEFAULT_LIMIT.into(),
+            1,
+            crate::sweep::MAX_LIMIT.into(),
+        )? as u32;
         let Some(routes_text) = top.get("ROUTES")? else {
             let route = route_config("default", "/", &top)?;
             return Ok(Config {
                 routes: vec![route],
                 explicit_routes: false,
                 admin_token,
+                sweep_limit,
             });
         };
         let parsed = json::parse(routes_text.value.as_bytes())
@@ -168,6 +177,7 @@ impl Config {
             routes,
             explicit_routes: true,
             admin_token,
+            sweep_limit,
         })
     }
 

@@ -45,6 +45,9 @@ pub struct DecisionLog {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub edge: bool,
     pub duration_ms: u64,
+    /// A sweep's run: what it found and woke.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swept: Option<crate::sweep::SweepReport>,
     /// An absorbed duplicate: counted, logged only on request.
     #[serde(skip)]
     pub absorbed: bool,
@@ -75,6 +78,7 @@ impl DecisionLog {
             origin_ms: None,
             edge: false,
             duration_ms,
+            swept: None,
             absorbed: false,
         }
     }

@@ -23,6 +23,7 @@
 //! | [`decision_log`] | §9 | one structured log line per decision |
 //! | [`object_call`] | — | what the gateway asks of a key's object over RPC, and the answer |
 //! | [`replay_cache`] | §2 | replays an isolate answers without an object round trip |
+//! | [`sweep`] | §2b | the scheduled sweep that wakes overdue receipts |
 //! | `simulation` | §2 | deterministic simulation of the engine (tests only) |
 
 pub mod answer;
@@ -48,6 +49,7 @@ pub mod routes;
 pub mod signature;
 #[cfg(test)]
 mod simulation;
+pub mod sweep;
 
 /// Runs `test` on its own thread and fails it if it has not finished in
 /// `seconds`: a broken comparison can turn a wait into an endless loop,

@@ -32,6 +32,8 @@ pub struct MemoryBackend {
     /// Fails the receipt's writes only (a row too large, say).
     pub fail_receipt_writes: Cell<bool>,
     pub fail_index: Cell<bool>,
+    /// Index writes that wait for the test to let them land, in order.
+    pub index_gates: RefCell<VecDeque<oneshot::Receiver<()>>>,
     /// Answers the origin gives, in order; a 201 when the script runs out.
     pub script: RefCell<VecDeque<ForwardResult>>,
     pub forwarded: RefCell<Vec<OutboundRequest>>,
@@ -97,6 +99,27 @@ impl MemoryBackend {
         } else {
             Ok(())
         }
+    }
+
+    /// The index as D1 keeps it after every write landed in the order it
+    /// was made: by object, the state of the highest version (`gone` for
+    /// a tombstone).
+    pub fn index_rows(&self) -> Vec<(String, String)> {
+        let mut rows: Vec<(String, String, u64)> = Vec::new();
+        for update in self.index.borrow().iter() {
+            let (object, state) = match update {
+                IndexUpdate::Upsert(row) => (row.object.clone(), row.state.clone()),
+                IndexUpdate::Remove { object, .. } => (object.clone(), "gone".into()),
+            };
+            match rows.iter_mut().find(|(known, _, _)| *known == object) {
+                Some(row) if row.2 < update.version() => *row = (object, state, update.version()),
+                Some(_) => {}
+                None => rows.push((object, state, update.version())),
+            }
+        }
+        rows.into_iter()
+            .map(|(object, state, _)| (object, state))
+            .collect()
     }
 
     /// The decisions logged, in order.
@@ -236,6 +259,10 @@ impl Backend for MemoryBackend {
 
     async fn index(&self, update: IndexUpdate) -> Result<(), String> {
         self.count(|ops| ops.index_writes += 1);
+        let gate = self.index_gates.borrow_mut().pop_front();
+        if let Some(gate) = gate {
+            let _ = gate.await;
+        }
         if self.fail_index.get() {
             return Err("injected index failure".into());
         }

@@ -33,6 +33,10 @@ pub enum Mutation {
     /// An accepted async delivery is queued without an alarm (breaks
     /// invariant 8).
     QueueWithoutAlarm,
+    /// An async delivery is acknowledged without its index row, so the
+    /// sweep cannot find it when its alarms fail (breaks invariant 8 under
+    /// an alarm outage).
+    AcknowledgeWithoutIndexRow,
 }
 
 #[cfg(test)]

@@ -46,10 +46,13 @@ pub enum ObjectOp {
     },
     /// The operator reads the receipt.
     ReadReceipt,
-    /// The operator deletes the receipt.
-    Purge,
-    /// The operator queues a dead or failed async receipt again.
+    /// The operator deletes the receipt; a pending async one only with
+    /// `force`.
+    Purge { force: bool },
+    /// The operator queues a dead, failed or queued async receipt again.
     Redrive,
+    /// The scheduled sweep wakes an object whose index row is overdue.
+    Wake,
 }
 
 /// What the caller is told when the call to the key's object fails.
@@ -74,6 +77,13 @@ pub fn call_failure(delivery: bool, call_left: bool, message: String) -> Problem
 impl ObjectOp {
     pub fn is_delivery(&self) -> bool {
         matches!(self, ObjectOp::Deliver { .. })
+    }
+
+    /// Whether the object needs the call's route to exist and be valid:
+    /// a delivery does; the operator's and the sweep's calls reach a
+    /// receipt whatever became of its route.
+    pub fn needs_route(&self) -> bool {
+        self.is_delivery()
     }
 }
 
@@ -210,7 +220,12 @@ mod tests {
         assert_eq!(unknown.status(), 503);
         let unsent = call_failure(true, false, "no stub".into());
         assert_eq!(unsent.name(), "storage-unavailable");
-        for op in [ObjectOp::ReadReceipt, ObjectOp::Purge, ObjectOp::Redrive] {
+        for op in [
+            ObjectOp::ReadReceipt,
+            ObjectOp::Purge { force: false },
+            ObjectOp::Redrive,
+            ObjectOp::Wake,
+        ] {
             let failure = call_failure(op.is_delivery(), true, "reset".into());
             assert_eq!(failure.name(), "storage-unavailable");
         }
@@ -261,7 +276,12 @@ mod tests {
 
     #[test]
     fn operator_calls_round_trip() {
-        for op in [ObjectOp::ReadReceipt, ObjectOp::Purge, ObjectOp::Redrive] {
+        for op in [
+            ObjectOp::ReadReceipt,
+            ObjectOp::Purge { force: false },
+            ObjectOp::Redrive,
+            ObjectOp::Wake,
+        ] {
             let call = ObjectCall {
                 route: "default".into(),
                 object: "o".into(),
@@ -280,7 +300,7 @@ mod tests {
             route: "r".into(),
             object: "o".into(),
             absorbed: 0,
-            op: ObjectOp::Purge,
+            op: ObjectOp::Purge { force: true },
         };
         assert_eq!(purge.into_delivery(Vec::new()).unwrap_err().status(), 500);
         let mut call = ObjectCall::deliver(admitted(), 0);

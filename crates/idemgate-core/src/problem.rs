@@ -73,6 +73,20 @@ pub enum Problem {
     OutcomeUnknown {
         message: String,
     },
+    /// An async delivery is stored, but its index row could not be written:
+    /// it is not acknowledged, so its sender retries (SPEC §2b, v3).
+    NotAcknowledged {
+        message: String,
+    },
+    /// The receipt index (D1) could not be read or written for the
+    /// operator API or the sweep; no delivery was at stake.
+    IndexUnavailable {
+        message: String,
+    },
+    /// A purge of a pending async delivery without `force=true`.
+    PendingDelivery {
+        state: String,
+    },
     NotFound,
     Unauthorized,
 }
@@ -94,6 +108,8 @@ impl Problem {
             Problem::InvalidPath { .. } => 400,
             Problem::NotRedrivable { .. } => 409,
             Problem::OutcomeUnknown { .. } => 503,
+            Problem::NotAcknowledged { .. } | Problem::IndexUnavailable { .. } => 503,
+            Problem::PendingDelivery { .. } => 409,
             Problem::MethodNotAllowed { .. } => 405,
             Problem::PayloadTooLarge { .. } => 413,
             Problem::BadSignature { .. } => 401,
@@ -120,6 +136,10 @@ impl Problem {
             Problem::InvalidPath { .. } => "invalid-path",
             Problem::NotRedrivable { .. } => "not-redrivable",
             Problem::OutcomeUnknown { .. } => "outcome-unknown",
+            Problem::NotAcknowledged { .. } | Problem::IndexUnavailable { .. } => {
+                "storage-unavailable"
+            }
+            Problem::PendingDelivery { .. } => "pending-delivery",
             Problem::MethodNotAllowed { .. } => "method-not-allowed",
             Problem::PayloadTooLarge { .. } => "payload-too-large",
             Problem::BadSignature { .. } => "bad-signature",
@@ -145,6 +165,9 @@ impl Problem {
             Problem::InvalidPath { .. } => "Invalid request path",
             Problem::NotRedrivable { .. } => "Receipt cannot be re-driven",
             Problem::OutcomeUnknown { .. } => "Outcome unknown",
+            Problem::NotAcknowledged { .. } => "Delivery not acknowledged",
+            Problem::IndexUnavailable { .. } => "Receipt index unavailable",
+            Problem::PendingDelivery { .. } => "Delivery pending",
             Problem::MethodNotAllowed { .. } => "Method not allowed",
             Problem::PayloadTooLarge { .. } => "Payload too large",
             Problem::BadSignature { .. } => "Sender signature rejected",
@@ -169,11 +192,22 @@ impl Problem {
             Problem::NoRoute => "no route of ROUTES covers this path; nothing was forwarded".to_string(),
             Problem::InvalidPath { reason } => reason.clone(),
             Problem::NotRedrivable { state } => format!(
-                "only a dead or failed receipt of an async route can be re-driven; this one is {state}"
+                "only a dead, failed or queued receipt of an async route can be re-driven; this one is {state}"
             ),
             Problem::OutcomeUnknown { message } => format!(
                 "the call to this key's Durable Object failed after it may have forwarded the delivery: \
                  retry with the same idempotency key, never a new one ({message})"
+            ),
+            Problem::NotAcknowledged { message } => format!(
+                "the delivery is stored and will be delivered, but the receipt index could not be \
+                 written, so it is not acknowledged: retry with the same idempotency key ({message})"
+            ),
+            Problem::IndexUnavailable { message } => {
+                format!("the receipt index (D1) could not be read or written: {message}")
+            }
+            Problem::PendingDelivery { state } => format!(
+                "this async delivery was acknowledged to its sender and is {state}: purging it \
+                 discards it; re-drive it, or purge it with force=true"
             ),
             Problem::MethodNotAllowed { method } => format!(
                 "{method} is neither deduplicated (POST, PUT, PATCH, DELETE) nor proxied (GET, HEAD, OPTIONS)"
@@ -219,7 +253,10 @@ impl Problem {
         match self {
             Problem::InFlight { retry_after_secs } => Some(*retry_after_secs),
             // Retrying is safe (nothing was forwarded) or required (with the same key).
-            Problem::StorageUnavailable { .. } | Problem::OutcomeUnknown { .. } => Some(1),
+            Problem::StorageUnavailable { .. }
+            | Problem::OutcomeUnknown { .. }
+            | Problem::NotAcknowledged { .. }
+            | Problem::IndexUnavailable { .. } => Some(1),
             _ => None,
         }
     }

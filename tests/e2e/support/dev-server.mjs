@@ -27,6 +27,8 @@ const worker = await devEnv.startWorker({
     watch: false,
     persist,
     logLevel,
+    // `GET /__scheduled` runs the Cron Trigger (the sweep) on demand.
+    testScheduled: true,
     server: { hostname: "127.0.0.1", port: Number(port) },
   },
 });

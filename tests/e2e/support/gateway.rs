@@ -73,36 +73,76 @@ fn source_dirs() -> [PathBuf; 2] {
     [root().join("src"), root().join("crates/idemgate-core/src")]
 }
 
-/// This run's copy of the built worker: `src/entry.mjs` and `build/`, in
-/// a directory no build writes to.
-fn snapshot() -> &'static Path {
-    static SNAPSHOT: OnceLock<PathBuf> = OnceLock::new();
-    SNAPSHOT.get_or_init(|| {
-        let built = root().join("build/index_bg.wasm");
-        let built_at = fs::metadata(&built).and_then(|meta| meta.modified());
-        let Ok(built_at) = built_at else {
-            panic!(
-                "{} is missing: run scripts/test, which builds the worker first",
-                built.display()
-            );
-        };
-        // A failed build leaves the previous worker in place; testing it
-        // would pass or fail for code that is no longer the source.
-        for dir in source_dirs() {
-            if let Some(newer) = newest_source(&dir).filter(|(at, _)| *at > built_at) {
-                panic!(
-                    "{} changed after the worker was built: run scripts/test (or scripts/build)",
-                    newer.1.display()
-                );
-            }
+/// Which build of the worker a gateway serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Worker {
+    /// The release worker, as deployed (`build/`).
+    Release,
+    /// The release worker with the `test-hooks` feature
+    /// (`target/worker-test-hooks/`), which `scripts/test` also builds.
+    TestHooks,
+}
+
+impl Worker {
+    fn built(self) -> PathBuf {
+        match self {
+            Worker::Release => root().join("build"),
+            Worker::TestHooks => root().join("target/worker-test-hooks"),
         }
-        let dir = std::env::temp_dir().join(format!("idemgate-worker-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        copy_dir(&root().join("build"), &dir.join("build"));
-        fs::create_dir_all(dir.join("src")).unwrap();
-        fs::copy(root().join("src/entry.mjs"), dir.join("src/entry.mjs")).unwrap();
-        dir
-    })
+    }
+
+    /// The built wasm.
+    pub fn wasm(self) -> PathBuf {
+        self.built().join("index_bg.wasm")
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Worker::Release => "release",
+            Worker::TestHooks => "test-hooks",
+        }
+    }
+}
+
+fn snapshot_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("idemgate-worker-{}", std::process::id()))
+}
+
+/// This run's copy of a built worker: `src/entry.mjs` and its `build/`,
+/// in a directory no build writes to.
+fn snapshot(worker: Worker) -> &'static Path {
+    static SNAPSHOTS: OnceLock<std::sync::Mutex<Vec<(Worker, &'static Path)>>> = OnceLock::new();
+    let mut snapshots = SNAPSHOTS.get_or_init(Default::default).lock().unwrap();
+    if let Some((_, dir)) = snapshots.iter().find(|(known, _)| *known == worker) {
+        return dir;
+    }
+    let built = worker.built().join("index_bg.wasm");
+    let built_at = fs::metadata(&built).and_then(|meta| meta.modified());
+    let Ok(built_at) = built_at else {
+        panic!(
+            "{} is missing: run scripts/test, which builds the worker first",
+            built.display()
+        );
+    };
+    // A failed build leaves the previous worker in place; testing it
+    // would pass or fail for code that is no longer the source.
+    for dir in source_dirs() {
+        if let Some(newer) = newest_source(&dir).filter(|(at, _)| *at > built_at) {
+            panic!(
+                "{} changed after the {} worker was built: run scripts/test (or scripts/build)",
+                newer.1.display(),
+                worker.name()
+            );
+        }
+    }
+    let dir = snapshot_dir().join(worker.name());
+    let _ = fs::remove_dir_all(&dir);
+    copy_dir(&worker.built(), &dir.join("build"));
+    fs::create_dir_all(dir.join("src")).unwrap();
+    fs::copy(root().join("src/entry.mjs"), dir.join("src/entry.mjs")).unwrap();
+    let dir: &'static Path = Box::leak(dir.into_boxed_path());
+    snapshots.push((worker, dir));
+    dir
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -117,10 +157,9 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Removes this run's snapshot; the harness calls it when the run ends.
+/// Removes this run's snapshots; the harness calls it when the run ends.
 pub fn remove_snapshot() {
-    let dir = std::env::temp_dir().join(format!("idemgate-worker-{}", std::process::id()));
-    let _ = fs::remove_dir_all(dir);
+    let _ = fs::remove_dir_all(snapshot_dir());
 }
 
 /// The config the tests run with: the snapshot's entry module, the
@@ -137,7 +176,25 @@ fn repository_setting(name: &str) -> String {
         .unwrap_or_else(|| panic!("wrangler.toml sets {name}"))
 }
 
-fn write_config(dir: &Path, vars: &[(&str, &str)], extra: &str) -> PathBuf {
+/// How a gateway's receipt index (D1) is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Index {
+    /// Bound, with the repository's migrations applied (as the README's
+    /// commands do).
+    Migrated,
+    /// Bound, no migration applied: a plain `wrangler dev`.
+    Unmigrated,
+    /// No D1 binding at all.
+    Unbound,
+}
+
+fn write_config(
+    dir: &Path,
+    worker: Worker,
+    index: Index,
+    vars: &[(&str, &str)],
+    extra: &str,
+) -> PathBuf {
     let mut config = format!(
         r#"name = "idemgate-test"
 main = "{}"
@@ -151,11 +208,9 @@ class_name = "DedupObject"
 tag = "v1"
 new_sqlite_classes = ["DedupObject"]
 
-[[d1_databases]]
-binding = "IDEMGATE_INDEX"
-database_name = "idemgate-index"
-database_id = "00000000-0000-0000-0000-000000000000"
-migrations_dir = "{}"
+{}
+[triggers]
+crons = ["* * * * *"]
 
 [[analytics_engine_datasets]]
 binding = "IDEMGATE_METRICS"
@@ -163,9 +218,20 @@ dataset = "idemgate_test"
 
 [vars]
 "#,
-        snapshot().join("src/entry.mjs").display(),
+        snapshot(worker).join("src/entry.mjs").display(),
         repository_setting("compatibility_date"),
-        root().join("migrations").display(),
+        match index {
+            Index::Unbound => String::new(),
+            Index::Migrated | Index::Unmigrated => format!(
+                r#"[[d1_databases]]
+binding = "IDEMGATE_INDEX"
+database_name = "idemgate-index"
+database_id = "00000000-0000-0000-0000-000000000000"
+migrations_dir = "{}"
+"#,
+                root().join("migrations").display()
+            ),
+        },
     );
     // Secrets go where real deployments keep them locally (`.dev.vars`),
     // which wrangler shows as hidden; plain variables go in `[vars]`.
@@ -223,13 +289,25 @@ impl Gateway {
     /// `[vars.ROUTES.name]` table.
     pub async fn start_with(vars: &[(&str, &str)], extra: &str) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        Gateway::start_configured(dir, vars, extra).await
+        Gateway::start_configured(dir, Worker::Release, Index::Migrated, vars, extra).await
     }
 
     /// Starts on `dir`, whose `state/` may hold Durable Objects of an
     /// earlier run (a restart).
     pub async fn start_in(dir: tempfile::TempDir, vars: &[(&str, &str)]) -> Gateway {
-        Gateway::start_configured(dir, vars, "").await
+        Gateway::start_configured(dir, Worker::Release, Index::Migrated, vars, "").await
+    }
+
+    /// Starts the worker built with test hooks (`src/test_hooks.rs`).
+    pub async fn start_with_hooks(vars: &[(&str, &str)]) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        Gateway::start_configured(dir, Worker::TestHooks, Index::Migrated, vars, "").await
+    }
+
+    /// Starts with the receipt index set up as `index` says.
+    pub async fn start_with_index(index: Index, vars: &[(&str, &str)]) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        Gateway::start_configured(dir, Worker::Release, index, vars, "").await
     }
 
     /// Wrangler's dev server (`support/dev-server.mjs`: the DevEnv of
@@ -239,11 +317,15 @@ impl Gateway {
     /// worker restarted mid-request" (docs/wrangler-dev-proxy-race.md).
     async fn start_configured(
         dir: tempfile::TempDir,
+        worker: Worker,
+        index: Index,
         vars: &[(&str, &str)],
         extra: &str,
     ) -> Gateway {
-        let config = write_config(dir.path(), vars, extra);
-        migrate(&config, &dir.path().join("state"));
+        let config = write_config(dir.path(), worker, index, vars, extra);
+        if index == Index::Migrated {
+            migrate(&config, &dir.path().join("state"));
+        }
         let port = free_port();
         let mut command = Command::new("node");
         command
@@ -269,7 +351,7 @@ impl Gateway {
         vars: &[(&str, &str)],
         level: &str,
     ) -> Gateway {
-        let config = write_config(dir.path(), vars, "");
+        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
         migrate(&config, &dir.path().join("state"));
         Gateway::start_command(dir, config, level).await
     }
@@ -294,7 +376,7 @@ impl Gateway {
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_without_inspector(vars: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        let config = write_config(dir.path(), vars, "");
+        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
         migrate(&config, &dir.path().join("state"));
         Gateway::start_plain(dir, config).await
     }

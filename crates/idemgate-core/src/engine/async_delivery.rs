@@ -5,7 +5,7 @@
 //! receipt's next step before a forward is sent, so a crash mid-forward
 //! only delays the delivery until its lease ends.
 
-use futures::future::join3;
+use futures::future::{join, select, Either};
 
 use super::{Backend, Delivery, Engine, Policy, StoredRequest};
 use crate::answer::{Ack, Answer};
@@ -37,14 +37,14 @@ impl<B: Backend> Engine<B> {
             match receipt.as_mut() {
                 Some(receipt) if decision == AsyncDecision::Duplicate => {
                     receipt.duplicates += 1;
-                    let pending = receipt.deletable_at().is_none();
                     (
                         decision,
                         Some((
                             receipt.identity.receipt_id.clone(),
                             receipt.state_name(),
                             receipt.next_wake(),
-                            pending,
+                            receipt.is_pending(),
+                            receipt.indexed.confirmed,
                         )),
                         receipt.epoch,
                     )
@@ -69,7 +69,7 @@ impl<B: Backend> Engine<B> {
                 retry_after_secs: retry_after_secs(lease_expires_at, now),
             }),
             AsyncDecision::Duplicate => {
-                let (receipt_id, state, wake, pending) =
+                let (receipt_id, state, wake, pending, indexed) =
                     duplicate.expect("a duplicate has a receipt");
                 trace.epoch = (epoch > 0).then_some(epoch);
                 trace.receipt_id = Some(receipt_id.clone());
@@ -81,6 +81,13 @@ impl<B: Backend> Engine<B> {
                         // delivery nothing is scheduled to make.
                         return Answer::Rejected(Problem::StorageUnavailable { message });
                     }
+                }
+                // Its index row may never have landed (its first
+                // acknowledgement was refused for that): write it first.
+                if !indexed && !self.reconcile_index(&delivery.identity.object).await {
+                    return Answer::Rejected(Problem::NotAcknowledged {
+                        message: "the receipt index did not take its row".into(),
+                    });
                 }
                 Answer::Duplicate(ack(receipt_id, state))
             }
@@ -123,12 +130,23 @@ impl<B: Backend> Engine<B> {
                 if is_active(Mutation::QueueWithoutAlarm) {
                     return Answer::Queued(ack(receipt_id, "queued"));
                 }
-                if let Err(message) = self.set_alarm(now).await {
+                // Acknowledged only once the alarm is set and the index row
+                // (which the sweep reads, should alarms fail) is written.
+                let index = match is_active(Mutation::AcknowledgeWithoutIndexRow) {
+                    true => None,
+                    false => index,
+                };
+                let (alarm, indexed) = join(self.set_alarm(now), self.write_index(index)).await;
+                if let Err(message) = alarm {
                     // The receipt is stored: a retry of the sender finds it
                     // and re-arms the alarm.
                     return Answer::Rejected(Problem::StorageUnavailable { message });
                 }
-                self.write_index(index).await;
+                if !indexed {
+                    return Answer::Rejected(Problem::NotAcknowledged {
+                        message: "the receipt index did not take its row".into(),
+                    });
+                }
                 Answer::Queued(ack(receipt_id, "queued"))
             }
         }
@@ -223,13 +241,20 @@ impl<B: Backend> Engine<B> {
         });
         // Sent in the same turn as the alarm for the lease's end is set, so
         // the lease counts from the send, and a crash from here on leaves
-        // an alarm that takes the delivery over.
-        let (alarm, (), result) = join3(
+        // an alarm that takes the delivery over. The index row goes
+        // alongside, but the outcome never waits for it: a slow index
+        // would hold the origin's answer unrecorded, and a restart then
+        // would forward a delivery the origin took (SPEC §2b, v3).
+        let send = join(
             self.backend.set_alarm(lease_end),
-            self.write_index(index),
             self.backend.forward(request, terms.origin_timeout_ms),
-        )
-        .await;
+        );
+        let index_write = std::pin::pin!(self.write_index(index));
+        let ((alarm, result), unfinished_index_write) =
+            match select(std::pin::pin!(send), index_write).await {
+                Either::Left((sent, index_write)) => (sent, Some(index_write)),
+                Either::Right((_, send)) => (send.await, None),
+            };
         self.alarm_known.set(alarm.is_ok());
         let origin_ms = self.backend.now_ms().saturating_sub(now);
         let record_policy = RecordPolicy {
@@ -238,7 +263,12 @@ impl<B: Backend> Engine<B> {
             max_stored_response_bytes: terms.max_stored_response_bytes,
             random: self.backend.random(),
         };
-        let Some(recorded) = self.record(epoch, &result, &record_policy).await else {
+        let recorded = self.record(epoch, &result, &record_policy).await;
+        if let Some(index_write) = unfinished_index_write {
+            // Older than the outcome's own write: its version loses to it.
+            index_write.await;
+        }
+        let Some(recorded) = recorded else {
             // Purged meanwhile, or the outcome could not be written (then
             // the lease's alarm takes the delivery over).
             return self.ensure_pending_alarm();
@@ -283,9 +313,9 @@ impl<B: Backend> Engine<B> {
         Ok(())
     }
 
-    /// The operator's re-drive (SPEC §7): a dead or failed async receipt is
-    /// queued again at once, with a fresh schedule; its next forward gets a
-    /// new epoch.
+    /// The operator's re-drive (SPEC §7): a dead, failed or (v3) queued
+    /// async receipt is queued again at once, with a fresh schedule; its
+    /// next forward gets a new epoch.
     pub async fn redrive(&self) -> Result<Receipt, Problem> {
         let storage = |message| Problem::StorageUnavailable { message };
         let now = self.backend.now_ms();
@@ -297,7 +327,9 @@ impl<B: Backend> Engine<B> {
         let redrivable = receipt.delivery == DeliveryKind::Async
             && matches!(
                 receipt.state,
-                ReceiptState::Dead { .. } | ReceiptState::Failed { .. }
+                ReceiptState::Dead { .. }
+                    | ReceiptState::Failed { .. }
+                    | ReceiptState::Queued { .. }
             );
         if !redrivable {
             return Err(Problem::NotRedrivable {

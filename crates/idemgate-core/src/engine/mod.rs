@@ -15,6 +15,7 @@
 //!   with retries.
 
 mod async_delivery;
+mod index_writes;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -30,7 +31,7 @@ use crate::canonical::Fingerprint;
 use crate::config::{Delivery as DeliveryMode, InFlightPolicy, RouteConfig};
 use crate::decision_log::{DecisionLog, Trace};
 use crate::headers::HeaderList;
-use crate::index::{update_for, IndexUpdate};
+use crate::index::IndexUpdate;
 use crate::key::IdempotencyKey;
 use crate::origin::OutboundRequest;
 use crate::problem::Problem;
@@ -201,6 +202,8 @@ pub struct Engine<B: Backend> {
     /// purge or an expiry, which delete the receipt, so that a new life's
     /// first forward within the same millisecond still gets a higher epoch.
     epoch_floor: Cell<u64>,
+    /// The highest index version this instance wrote, likewise.
+    index_floor: Cell<u64>,
 }
 
 impl<B: Backend> Engine<B> {
@@ -211,6 +214,7 @@ impl<B: Backend> Engine<B> {
             waiters: RefCell::new(Vec::new()),
             alarm_known: Cell::new(false),
             epoch_floor: Cell::new(0),
+            index_floor: Cell::new(0),
         }
     }
 
@@ -272,38 +276,6 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// The index write `receipt` now needs, marking the receipt with the
-    /// state the index will show (written with the receipt).
-    fn plan_index(&self, receipt: &mut Receipt) -> Option<IndexUpdate> {
-        let update = update_for(
-            &receipt.identity.object,
-            Some(receipt),
-            receipt.indexed.as_deref(),
-        );
-        match &update {
-            Some(IndexUpdate::Upsert(row)) => receipt.indexed = Some(row.state.clone()),
-            Some(IndexUpdate::Delete { .. }) => receipt.indexed = None,
-            None => {}
-        }
-        update
-    }
-
-    /// Writes the index. A failure never fails a delivery (the object is
-    /// the truth); it is logged, and the next transition writes again.
-    async fn write_index(&self, update: Option<IndexUpdate>) {
-        let Some(update) = update else { return };
-        if self.backend.index(update).await.is_err() {
-            let _ = self.with_receipt(|receipt| {
-                if let Some(receipt) = receipt {
-                    receipt.indexed = Some("unknown".into());
-                }
-            });
-            let mut line = DecisionLog::new("index_failed", 0);
-            line.reason = Some("storage-unavailable");
-            self.backend.emit(&line, true);
-        }
-    }
-
     /// A state change the engine made on its own (alarm, operator).
     fn emit_change(&self, decision: &'static str, receipt: &Receipt, trace: Trace) {
         let mut line = DecisionLog::new(decision, 0);
@@ -341,8 +313,10 @@ impl<B: Backend> Engine<B> {
         );
         receipt.epoch = previous.map_or(0, |previous| previous.epoch);
         receipt.terms = policy.async_terms().filter(|_| kind == DeliveryKind::Async);
-        // The index row is per object: the new life updates (or deletes) it.
-        receipt.indexed = previous.and_then(|previous| previous.indexed.clone());
+        // The index row is per object: the new life updates (or removes) it.
+        receipt.indexed = previous
+            .map(|previous| previous.indexed.clone())
+            .unwrap_or_default();
         receipt
     }
 
@@ -374,19 +348,38 @@ impl<B: Backend> Engine<B> {
         self.with_receipt(|receipt| receipt.clone().filter(|r| !r.is_expired(now)))
     }
 
-    /// Deletes everything the object stores, without reading the receipt
-    /// (one that no longer parses can still be purged); returns whether
-    /// there was one. `object` names the index row to drop.
-    pub async fn purge(&self, object: &str) -> Result<bool, String> {
+    /// Deletes everything the object stores (a receipt that no longer
+    /// parses too); returns whether there was a receipt. A pending async
+    /// delivery was acknowledged to its sender: purging it discards it, so
+    /// it takes `force` (SPEC §7, v3), as does a receipt that cannot be
+    /// read and may be one. `object` names the index row to remove.
+    pub async fn purge(&self, object: &str, force: bool) -> Result<bool, Problem> {
+        let storage = |message| Problem::StorageUnavailable { message };
+        // The state of a pending delivery, if the object holds one.
+        let pending = match self.with_receipt(|receipt| receipt.clone()) {
+            Ok(receipt) => receipt
+                .filter(Receipt::is_pending)
+                .map(|receipt| receipt.state_name()),
+            Err(_) => {
+                *self.cache.borrow_mut() = None;
+                // Unreadable, and nothing says it may go: it may be pending.
+                match self.backend.stored_deletable_at().map_err(storage)? {
+                    Some(_) => None,
+                    None => Some("unreadable"),
+                }
+            }
+        };
+        if let (Some(state), false) = (pending, force) {
+            return Err(Problem::PendingDelivery {
+                state: state.to_string(),
+            });
+        }
         let known = self.cache.borrow().clone().flatten();
-        let existed = self.backend.delete_all().await?;
+        let existed = self.backend.delete_all().await.map_err(storage)?;
         *self.cache.borrow_mut() = Some(None);
         self.alarm_known.set(false);
         if existed {
-            self.write_index(Some(IndexUpdate::Delete {
-                object: object.to_string(),
-            }))
-            .await;
+            self.write_index(Some(self.planned_removal(object))).await;
             let mut line = DecisionLog::new("purged", 0);
             if let Some(receipt) = known {
                 line.route = Some(receipt.identity.route);
@@ -427,6 +420,30 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// The scheduled sweep's wake (SPEC §2b, v3): does whatever the alarm
+    /// would (an overdue attempt runs here and now, which does not need
+    /// the alarm that failed to fire), then writes the index row as the
+    /// receipt is, so a row that lagged its receipt is put right. Waking
+    /// twice does nothing twice: a second wake finds the attempt in flight
+    /// under its lease, or nothing due.
+    pub async fn wake(&self, object: &str) -> Result<(), String> {
+        let mut line = DecisionLog::new("swept", 0);
+        if let Ok(Some(receipt)) = self.with_receipt(|receipt| receipt.clone()) {
+            line.route = Some(receipt.identity.route.clone());
+            line.scope = Some(receipt.identity.scope.clone());
+            line.receipt_id = Some(receipt.identity.receipt_id.clone());
+            line.epoch = Some(receipt.epoch);
+        }
+        self.backend.emit(&line, true);
+        let advanced = self.on_alarm().await;
+        let indexed = self.reconcile_index(object).await;
+        advanced?;
+        match indexed {
+            true => Ok(()),
+            false => Err("the receipt index did not take the row".into()),
+        }
+    }
+
     async fn set_alarm(&self, at: u64) -> Result<(), String> {
         // Until a write succeeds, nothing says which alarm is set.
         let written = self.backend.set_alarm(at).await;
@@ -439,11 +456,9 @@ impl<B: Backend> Engine<B> {
         self.backend.delete_all().await?;
         *self.cache.borrow_mut() = Some(None);
         self.alarm_known.set(false);
-        if receipt.indexed.is_some() {
-            self.write_index(Some(IndexUpdate::Delete {
-                object: receipt.identity.object.clone(),
-            }))
-            .await;
+        if receipt.indexed.state.is_some() || !receipt.indexed.confirmed {
+            self.write_index(Some(self.planned_removal(&receipt.identity.object)))
+                .await;
         }
         self.emit_change("expired", &receipt, Trace::default());
         Ok(())

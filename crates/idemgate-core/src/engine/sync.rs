@@ -165,7 +165,6 @@ impl<B: Backend> Engine<B> {
         if let Err(message) = self.store(receipt) {
             return Answer::Rejected(Problem::StorageUnavailable { message });
         }
-        self.write_index(index).await;
         let request = delivery.request.with_idempotency(&Idempotency {
             key: &delivery.key,
             scope: &delivery.identity.scope,
@@ -176,16 +175,25 @@ impl<B: Backend> Engine<B> {
             unix_seconds: now / 1000,
         });
         // The lease counts from the send: the alarm is set alongside it,
-        // not awaited before it.
-        let (_, result) = join(
+        // not awaited before it. So is the index row, which the outcome
+        // never waits for (a later write's version wins over it).
+        let send = join(
             self.ensure_retention_alarm(wake),
             self.backend.forward(request, policy.origin_timeout_ms),
-        )
-        .await;
+        );
+        let index_write = std::pin::pin!(self.write_index(index));
+        let ((_, result), unfinished_index_write) =
+            match select(std::pin::pin!(send), index_write).await {
+                Either::Left((sent, index_write)) => (sent, Some(index_write)),
+                Either::Right((_, send)) => (send.await, None),
+            };
         trace.origin_ms = Some(self.backend.now_ms().saturating_sub(now));
         let recorded = self
             .record(epoch, &result, &policy.record_policy(self.backend.random()))
             .await;
+        if let Some(index_write) = unfinished_index_write {
+            index_write.await;
+        }
         let completed = match recorded {
             Some(recorded) => recorded == Recorded::Completed,
             None => {

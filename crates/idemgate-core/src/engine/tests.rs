@@ -548,13 +548,15 @@ fn a_receipt_that_no_longer_parses_still_expires_and_purges() {
     let purged = Engine::new(MemoryBackend::new(NOW));
     *purged.backend().stored.borrow_mut() = engine.backend().stored.borrow().clone();
     purged.backend().corrupt.set(true);
-    assert_eq!(block_on(purged.purge("object-1")), Ok(true));
     assert_eq!(
-        purged.backend().index.borrow().as_slice(),
-        [IndexUpdate::Delete {
-            object: "object-1".into()
-        }]
+        block_on(purged.purge("object-1", false)),
+        Ok(true),
+        "a settled receipt that no longer parses needs no force"
     );
+    assert!(matches!(
+        purged.backend().index.borrow().as_slice(),
+        [IndexUpdate::Remove { object, .. }] if object == "object-1"
+    ));
 }
 
 #[test]
@@ -563,8 +565,8 @@ fn purge_makes_the_key_new_with_higher_epochs() {
     let policy = policy(InFlightPolicy::Wait);
     block_on(engine.deliver(delivery("a"), &policy));
     engine.backend().now.set(NOW + 1);
-    assert_eq!(block_on(engine.purge("object-1")), Ok(true));
-    assert_eq!(block_on(engine.purge("object-1")), Ok(false));
+    assert_eq!(block_on(engine.purge("object-1", false)), Ok(true));
+    assert_eq!(block_on(engine.purge("object-1", false)), Ok(false));
     assert_eq!(
         block_on(engine.deliver(delivery("a"), &policy)).decision(),
         "forwarded"
@@ -595,12 +597,11 @@ fn a_failed_sync_delivery_is_indexed_until_it_completes() {
     assert!(
         matches!(&index[0], IndexUpdate::Upsert(row) if row.state == "failed" && row.key == "k-1")
     );
-    assert_eq!(
-        index[1],
-        IndexUpdate::Delete {
-            object: "object-1".into()
-        }
-    );
+    assert!(matches!(
+        &index[1],
+        IndexUpdate::Remove { object, version, .. }
+            if object == "object-1" && *version > index[0].version()
+    ));
 }
 
 #[test]
@@ -653,16 +654,20 @@ fn an_async_delivery_is_acknowledged_durable_then_delivered_by_the_alarm() {
         "the stored request goes once delivered"
     );
     assert_eq!(backend.alarm.get(), Some(receipt.expires_at));
-    let index: Vec<String> = backend
+    let mut index: Vec<String> = backend
         .index
         .borrow()
         .iter()
         .map(|update| match update {
             IndexUpdate::Upsert(row) => row.state.clone(),
-            IndexUpdate::Delete { .. } => "delete".into(),
+            IndexUpdate::Remove { .. } => "remove".into(),
         })
         .collect();
-    assert_eq!(index, ["queued", "in_flight", "delete"]);
+    // The in-flight row goes alongside the forward, and may land last:
+    // its lower version leaves the removal standing.
+    index.sort();
+    assert_eq!(index, ["in_flight", "queued", "remove"]);
+    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
     let duplicate = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(duplicate.decision(), "duplicate", "never forwarded again");
     assert_eq!(backend.forwarded.borrow().len(), 1);
@@ -986,19 +991,10 @@ fn a_key_a_sync_route_left_failed_is_queued_and_delivered_once_the_route_is_asyn
     assert_eq!(receipt.state_name(), "completed");
     assert!(receipt.epoch > failed_epoch);
     assert_eq!(backend.forwarded.borrow().len(), 2);
-    let index: Vec<&'static str> = backend
-        .index
-        .borrow()
-        .iter()
-        .map(|update| match update {
-            IndexUpdate::Upsert(_) => "upsert",
-            IndexUpdate::Delete { .. } => "delete",
-        })
-        .collect();
     assert_eq!(
-        index.last(),
-        Some(&"delete"),
-        "the failed row goes: {index:?}"
+        backend.index_rows(),
+        [("object-1".into(), "gone".into())],
+        "the failed row goes"
     );
 }
 
@@ -1233,4 +1229,186 @@ fn a_dead_letter_is_kept_announced_then_expired() {
     block_on(engine.on_alarm()).unwrap();
     assert!(backend.stored.borrow().is_none());
     assert_eq!(backend.logged().last(), Some(&"expired"));
+}
+
+#[test]
+fn an_async_delivery_whose_index_row_fails_is_not_acknowledged_until_a_retry_writes_it() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    backend.fail_index.set(true);
+    let refused = block_on(engine.deliver(delivery("a"), &policy)).render();
+    assert_eq!(refused.status, 503, "the sender retries");
+    let problem: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
+    assert_eq!(problem["type"], "urn:idemgate:problem:storage-unavailable");
+    assert!(problem["detail"]
+        .as_str()
+        .unwrap()
+        .contains("not acknowledged"));
+    assert!(
+        backend.stored.borrow().is_some(),
+        "stored: delivered either way"
+    );
+    // Reloaded (a new instance), the receipt says its row is unconfirmed.
+    let restarted = Engine::new(MemoryBackend::new(NOW));
+    *restarted.backend().stored.borrow_mut() = backend.stored.borrow().clone();
+    restarted.backend().fail_index.set(true);
+    assert_eq!(
+        block_on(restarted.deliver(delivery("a"), &policy))
+            .render()
+            .status,
+        503
+    );
+    restarted.backend().fail_index.set(false);
+    let ack = block_on(restarted.deliver(delivery("a"), &policy));
+    assert_eq!(ack.decision(), "duplicate");
+    assert_eq!(ack.render().status, 202);
+    assert_eq!(
+        restarted.backend().index_rows(),
+        [("object-1".into(), "queued".into())],
+        "acknowledged once its row is there"
+    );
+    // Known written, a later duplicate costs no index write.
+    let writes = restarted.backend().ops.get().index_writes;
+    block_on(restarted.deliver(delivery("a"), &policy));
+    assert_eq!(restarted.backend().ops.get().index_writes, writes);
+}
+
+#[test]
+fn a_pending_delivery_is_purged_only_with_force() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(
+        block_on(engine.purge("object-1", false))
+            .unwrap_err()
+            .name(),
+        "pending-delivery"
+    );
+    assert!(backend.stored.borrow().is_some(), "nothing discarded");
+    assert_eq!(block_on(engine.purge("object-1", true)), Ok(true));
+    assert!(backend.stored.borrow().is_none());
+    assert!(backend.request.borrow().is_none());
+    // A dead letter needs no force.
+    backend.answer_with(status(503));
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "dead");
+    assert_eq!(block_on(engine.purge("object-1", false)), Ok(true));
+    // One that cannot be read may be pending: it takes force too.
+    block_on(engine.deliver(delivery("a"), &policy));
+    let corrupt = Engine::new(MemoryBackend::new(NOW));
+    *corrupt.backend().stored.borrow_mut() = backend.stored.borrow().clone();
+    corrupt.backend().corrupt.set(true);
+    assert_eq!(
+        block_on(corrupt.purge("object-1", false))
+            .unwrap_err()
+            .name(),
+        "pending-delivery"
+    );
+    assert_eq!(block_on(corrupt.purge("object-1", true)), Ok(true));
+}
+
+#[test]
+fn a_queued_delivery_can_be_redriven() {
+    let engine = engine();
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    let redriven = block_on(engine.redrive()).unwrap();
+    assert_eq!(redriven.state_name(), "queued");
+    assert_eq!(redriven.next_attempt_at(), Some(NOW));
+    assert!(engine.backend().logged().contains(&"redriven"));
+}
+
+#[test]
+fn the_sweep_delivers_what_no_alarm_will_and_waking_twice_does_nothing_twice() {
+    let engine = engine();
+    let backend = engine.backend();
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    // The alarm is gone (the runtime gave up on it): nothing fires it.
+    backend.alarm.set(None);
+    backend.fail_alarms.set(true);
+    backend.now.set(NOW + 60_000);
+    let gate = {
+        let (sender, receiver) = oneshot::channel();
+        backend.gates.borrow_mut().push_back(receiver);
+        sender
+    };
+    let mut first = Box::pin(engine.wake("object-1"));
+    assert!(
+        poll_once(first.as_mut()).is_none(),
+        "the attempt is at the origin"
+    );
+    // A second sweep wakes the object while the first attempt runs.
+    let second = block_on(engine.wake("object-1"));
+    assert!(
+        second.is_err(),
+        "alarms still fail: the sweep will come again"
+    );
+    assert_eq!(backend.forwarded.borrow().len(), 1, "one forward");
+    gate.send(created("{}")).unwrap();
+    let _ = block_on(first);
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
+    assert_eq!(backend.forwarded.borrow().len(), 1);
+    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
+    assert!(backend.logged().contains(&"swept"));
+    // Woken again, a completed receipt sends nothing.
+    backend.fail_alarms.set(false);
+    block_on(engine.wake("object-1")).unwrap();
+    assert_eq!(backend.forwarded.borrow().len(), 1);
+}
+
+#[test]
+fn the_sweep_puts_a_lagging_row_right_and_removes_a_ghost() {
+    let engine = engine();
+    let backend = engine.backend();
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    // The outcome's index write is lost: the row still says queued.
+    backend.fail_index.set(true);
+    block_on(engine.on_alarm()).unwrap();
+    backend.fail_index.set(false);
+    assert_eq!(backend.index_rows(), [("object-1".into(), "queued".into())]);
+    block_on(engine.wake("object-1")).unwrap();
+    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
+    // A row whose object holds nothing at all (its purge's write was lost).
+    let empty = self::engine();
+    block_on(empty.wake("object-9")).unwrap();
+    assert_eq!(
+        empty.backend().index_rows(),
+        [("object-9".into(), "gone".into())]
+    );
+}
+
+#[test]
+fn a_slow_index_never_holds_an_origins_answer_unrecorded() {
+    let engine = engine();
+    let backend = engine.backend();
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    // The in-flight row's write hangs (a slow D1).
+    let (release, gate) = oneshot::channel();
+    backend.index_gates.borrow_mut().push_back(gate);
+    let mut alarm = Box::pin(engine.on_alarm());
+    assert!(
+        poll_once(alarm.as_mut()).is_none(),
+        "held by the index write"
+    );
+    assert_eq!(
+        backend.stored.borrow().as_ref().unwrap().state_name(),
+        "completed",
+        "the origin's answer is durable before the index write lands"
+    );
+    release.send(()).unwrap();
+    block_on(alarm).unwrap();
+    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
+}
+
+/// Polls `future` a few times without waiting: its output, if it finished.
+fn poll_once<T>(mut future: Pin<&mut impl Future<Output = T>>) -> Option<T> {
+    let mut context = Context::from_waker(Waker::noop());
+    for _ in 0..8 {
+        if let Poll::Ready(done) = future.as_mut().poll(&mut context) {
+            return Some(done);
+        }
+    }
+    None
 }

@@ -1,31 +1,40 @@
-//! The receipt index (SPEC §7): a D1 table an operator lists receipts by
-//! state from, without knowing their keys. The key's Durable Object stays
-//! the truth; the index is written only on the transitions a listing
-//! needs, so a happy sync delivery costs no index write:
+//! The receipt index (SPEC §7, §2b): a D1 table an operator lists receipts
+//! by state from without knowing their keys, and that the scheduled sweep
+//! reads to wake every object whose next step is overdue. The key's
+//! Durable Object stays the truth; the index follows it:
 //!
 //! - a sync receipt is indexed when it fails, and leaves the index when it
 //!   completes (a retry in flight keeps its `failed` row);
 //! - an async receipt is indexed from acceptance (`queued`) through each
 //!   attempt (`in_flight`, `failed`) to `dead`, and leaves the index when
-//!   it completes: three writes for a delivery that succeeds at once.
+//!   it completes;
+//! - an async row says when its object next has work (`next_wake_at`: an
+//!   attempt, a lease's end, a dead letter's warning or expiry), which is
+//!   what the sweep looks for; a sync receipt waits for its sender.
 //!
-//! Rows are keyed by the Durable Object's name, so a purge removes its row
-//! without reading (or being able to parse) the receipt.
+//! Every write carries a version, higher than any earlier write of the
+//! object (across its lives, like epochs), and lands only over a lower
+//! one; leaving the index writes a tombstone (`gone`) rather than deleting
+//! the row. So a late or repeated write never brings back an older state
+//! or a deleted row. Rows are keyed by the Durable Object's name, so a
+//! purge removes its row without reading (or parsing) the receipt.
+
+pub mod sql;
 
 use serde::{Deserialize, Serialize};
 
 use crate::receipt::{DeliveryKind, Receipt, ReceiptState};
 
-/// The migration the README's commands and the tests apply (`migrations/`).
-pub const TABLE: &str = "receipts";
-
 /// States an operator can list.
 pub const LISTABLE_STATES: &[&str] = &["queued", "in_flight", "failed", "dead"];
+
+/// The state of a tombstone: the receipt left the index.
+pub const GONE: &str = "gone";
 
 /// Rows per page of a listing.
 pub const PAGE_SIZE: u32 = 50;
 
-/// One row: enough to read, purge or re-drive the receipt.
+/// One row: enough to read, purge or re-drive the receipt, and to wake it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexRow {
     pub object: String,
@@ -38,13 +47,62 @@ pub struct IndexRow {
     pub state: String,
     pub attempts: u64,
     pub last_status: Option<u16>,
+    /// When the object next has work; the sweep wakes it once past.
+    pub next_wake_at: Option<u64>,
+    pub accepted_at: u64,
     pub updated_at: u64,
+    pub version: u64,
 }
 
+// An update lives only until it is written: its size is no cost.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IndexUpdate {
     Upsert(IndexRow),
-    Delete { object: String },
+    /// The receipt left the index: a tombstone at `version`.
+    Remove {
+        object: String,
+        version: u64,
+        at: u64,
+    },
+}
+
+impl IndexUpdate {
+    pub fn version(&self) -> u64 {
+        match self {
+            IndexUpdate::Upsert(row) => row.version,
+            IndexUpdate::Remove { version, .. } => *version,
+        }
+    }
+}
+
+/// What the index shows of a receipt, as its receipt remembers it: the
+/// row's state and wake time, and the version of the last write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Indexed {
+    /// `None`: no row (or a tombstone).
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_wake_at: Option<u64>,
+    /// False when the last write failed or its outcome is unknown: the
+    /// next transition (or the sweep) writes the row again.
+    #[serde(default = "yes")]
+    pub confirmed: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// No row, and known to be none: a new receipt's.
+impl Default for Indexed {
+    fn default() -> Indexed {
+        Indexed {
+            state: None,
+            next_wake_at: None,
+            confirmed: true,
+        }
+    }
 }
 
 /// The state the index should show for `receipt` (`None`: no row).
@@ -61,20 +119,31 @@ pub fn wanted_state(receipt: Option<&Receipt>, current: Option<&str>) -> Option<
 }
 
 /// The write that brings the index from `current` to what `receipt` needs,
-/// if any. `object` names the row.
+/// at `version` (its own), if any. `object` names the row; `now` dates a
+/// tombstone.
 pub fn update_for(
     object: &str,
     receipt: Option<&Receipt>,
-    current: Option<&str>,
+    current: &Indexed,
+    version: u64,
+    now: u64,
 ) -> Option<IndexUpdate> {
-    let wanted = wanted_state(receipt, current);
-    match (wanted, current, receipt) {
-        (None, None, _) => None,
-        (None, Some(_), _) => Some(IndexUpdate::Delete {
+    let wanted = wanted_state(receipt, current.state.as_deref());
+    // A sync receipt waits for its sender, not for the sweep.
+    let next_wake_at = receipt
+        .filter(|receipt| receipt.delivery == DeliveryKind::Async)
+        .map(Receipt::next_wake);
+    let unchanged =
+        current.confirmed && wanted == current.state && next_wake_at == current.next_wake_at;
+    match (wanted, receipt) {
+        (None, _) if current.confirmed && current.state.is_none() => None,
+        (None, _) => Some(IndexUpdate::Remove {
             object: object.to_string(),
+            version,
+            at: now,
         }),
-        (Some(state), Some(now), _) if state == now => None,
-        (Some(state), _, Some(receipt)) => Some(IndexUpdate::Upsert(IndexRow {
+        (Some(_), _) if unchanged => None,
+        (Some(state), Some(receipt)) => Some(IndexUpdate::Upsert(IndexRow {
             object: object.to_string(),
             route: receipt.identity.route.clone(),
             scope: receipt.identity.scope.clone(),
@@ -85,9 +154,50 @@ pub fn update_for(
             state,
             attempts: receipt.attempts.len() as u64,
             last_status: receipt.last_status(),
+            next_wake_at,
+            accepted_at: receipt.first_seen_at,
             updated_at: receipt.updated_at,
+            version,
         })),
-        (Some(_), _, None) => None,
+        (Some(_), None) => None,
+    }
+}
+
+impl Indexed {
+    /// What the index shows once `update` landed.
+    pub fn after(update: &IndexUpdate) -> Indexed {
+        match update {
+            IndexUpdate::Upsert(row) => Indexed {
+                state: Some(row.state.clone()),
+                next_wake_at: row.next_wake_at,
+                confirmed: true,
+            },
+            IndexUpdate::Remove { .. } => Indexed::default(),
+        }
+    }
+}
+
+impl Indexed {
+    /// Reads a receipt's `indexed`: an object, or, as the second version
+    /// stored it, the row's bare state (`"unknown"` after a failed write),
+    /// whose wake time was never written, so the row is written again.
+    pub fn read_stored<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Indexed, D::Error> {
+        let value = Option::<serde_json::Value>::deserialize(deserializer)?;
+        Ok(match value {
+            None | Some(serde_json::Value::Null) => Indexed::default(),
+            Some(serde_json::Value::String(state)) => Indexed {
+                state: Some(state),
+                next_wake_at: None,
+                confirmed: false,
+            },
+            Some(object) => serde_json::from_value(object).unwrap_or(Indexed {
+                state: None,
+                next_wake_at: None,
+                confirmed: false,
+            }),
+        })
     }
 }
 
@@ -115,164 +225,5 @@ impl Cursor {
     }
 }
 
-/// The listing's query: rows of `route` in `state`, newest first, after
-/// `cursor`. Parameters in order: route, state, then the cursor's two.
-pub fn list_query(cursor: Option<&Cursor>) -> String {
-    let after = if cursor.is_some() {
-        " AND (updated_at < ?3 OR (updated_at = ?3 AND object < ?4))"
-    } else {
-        ""
-    };
-    format!(
-        "SELECT object, route, scope, key, path, tenant_sha256, receipt_id, state, attempts, last_status, updated_at \
-         FROM {TABLE} WHERE route = ?1 AND state = ?2{after} \
-         ORDER BY updated_at DESC, object DESC LIMIT {PAGE_SIZE}"
-    )
-}
-
-pub const UPSERT: &str = "INSERT INTO receipts \
-     (object, route, scope, key, path, tenant_sha256, receipt_id, state, attempts, last_status, updated_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
-     ON CONFLICT (object) DO UPDATE SET route = excluded.route, scope = excluded.scope, key = excluded.key, \
-     path = excluded.path, tenant_sha256 = excluded.tenant_sha256, receipt_id = excluded.receipt_id, \
-     state = excluded.state, attempts = excluded.attempts, last_status = excluded.last_status, \
-     updated_at = excluded.updated_at";
-
-pub const DELETE: &str = "DELETE FROM receipts WHERE object = ?1";
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::canonical::Fingerprint;
-    use crate::receipt::{
-        AsyncTerms, ForwardResult, HttpResponse, Identity, RecordPolicy, RetryableStatuses,
-    };
-
-    fn receipt(delivery: DeliveryKind) -> Receipt {
-        let mut receipt = Receipt::new(
-            Identity {
-                receipt_id: "r".into(),
-                route: "stripe".into(),
-                object: "obj".into(),
-                scope: "s".into(),
-                key: "evt_1".into(),
-                path: None,
-                tenant_sha256: None,
-            },
-            Fingerprint::of_bytes(b"a"),
-            delivery,
-            ReceiptState::Queued { next_attempt_at: 0 },
-            0,
-            60_000,
-        );
-        receipt.terms = (delivery == DeliveryKind::Async).then(|| AsyncTerms {
-            retry_schedule_ms: vec![1_000],
-            ..AsyncTerms::default()
-        });
-        receipt
-    }
-
-    fn status(status: u16) -> ForwardResult {
-        ForwardResult::Answered(HttpResponse {
-            status,
-            headers: vec![],
-            body: vec![],
-        })
-    }
-
-    fn policy() -> RecordPolicy {
-        RecordPolicy {
-            retryable: RetryableStatuses::default(),
-            retention_ms: 60_000,
-            max_stored_response_bytes: 0,
-            random: 10,
-        }
-    }
-
-    /// Replays a receipt's life, counting the index writes it causes.
-    fn writes(receipt: &mut Receipt, results: &[u16]) -> Vec<String> {
-        let mut current: Option<String> = None;
-        let mut log = Vec::new();
-        let step = |receipt: &Receipt, current: &mut Option<String>, log: &mut Vec<String>| {
-            match update_for("obj", Some(receipt), current.as_deref()) {
-                Some(IndexUpdate::Upsert(row)) => {
-                    log.push(format!("upsert {}", row.state));
-                    *current = Some(row.state);
-                }
-                Some(IndexUpdate::Delete { .. }) => {
-                    log.push("delete".into());
-                    *current = None;
-                }
-                None => {}
-            }
-        };
-        if receipt.delivery == DeliveryKind::Async {
-            step(receipt, &mut current, &mut log);
-        }
-        for (epoch, code) in results.iter().enumerate() {
-            receipt.begin_forward(epoch as u64 + 1, 0, 1_000, 60_000);
-            step(receipt, &mut current, &mut log);
-            receipt
-                .record(epoch as u64 + 1, &status(*code), &policy(), 1)
-                .unwrap();
-            step(receipt, &mut current, &mut log);
-        }
-        log
-    }
-
-    #[test]
-    fn a_happy_sync_delivery_writes_nothing() {
-        assert!(writes(&mut receipt(DeliveryKind::Sync), &[201]).is_empty());
-    }
-
-    #[test]
-    fn a_failed_sync_receipt_is_listed_until_it_completes() {
-        assert_eq!(
-            writes(&mut receipt(DeliveryKind::Sync), &[503, 503, 201]),
-            ["upsert failed", "delete"]
-        );
-    }
-
-    #[test]
-    fn an_async_delivery_is_listed_from_acceptance_to_completion() {
-        assert_eq!(
-            writes(&mut receipt(DeliveryKind::Async), &[201]),
-            ["upsert queued", "upsert in_flight", "delete"]
-        );
-        assert_eq!(
-            writes(&mut receipt(DeliveryKind::Async), &[503, 503]),
-            [
-                "upsert queued",
-                "upsert in_flight",
-                "upsert failed",
-                "upsert in_flight",
-                "upsert dead"
-            ]
-        );
-    }
-
-    #[test]
-    fn a_purge_deletes_the_row_without_the_receipt() {
-        assert_eq!(
-            update_for("obj", None, Some("dead")),
-            Some(IndexUpdate::Delete {
-                object: "obj".into()
-            })
-        );
-        assert_eq!(update_for("obj", None, None), None);
-    }
-
-    #[test]
-    fn cursors_round_trip_and_refuse_garbage() {
-        let cursor = Cursor {
-            updated_at: 1_700_000_000_000,
-            object: "a".repeat(64),
-        };
-        assert_eq!(Cursor::decode(&cursor.encode()), Some(cursor.clone()));
-        for bad in ["", "x.y", "1.abc", &format!("x.{}", "a".repeat(64))] {
-            assert_eq!(Cursor::decode(bad), None, "{bad}");
-        }
-        assert!(list_query(Some(&cursor)).contains("?4"));
-        assert!(!list_query(None).contains("?3"));
-    }
-}
+mod tests;

@@ -1,6 +1,8 @@
 //! The operator API's pure decisions (SPEC §7): who may call it, which
 //! receipt a query names, and what a listing asks for.
 
+pub mod view;
+
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -166,6 +168,57 @@ pub fn listing(route: &RouteConfig, query: &[(String, String)]) -> Result<Listin
     })
 }
 
+/// A bulk re-drive (SPEC §7, v3): a route's dead letters, a page at a
+/// time, from `cursor`.
+pub fn bulk_redrive(route: &RouteConfig, query: &[(String, String)]) -> Result<Listing, Problem> {
+    if param(query, "state") != Some("dead") {
+        return Err(bad_query(
+            "state= is dead: only dead letters are re-driven in bulk",
+        ));
+    }
+    listing(route, query)
+}
+
+/// How many receipts of one route are in one state, from the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateCount<'a> {
+    pub route: &'a str,
+    pub state: &'a str,
+    pub count: u64,
+    pub oldest_accepted_at: Option<u64>,
+}
+
+/// The summary (SPEC §7, v3): for each of `routes`, its receipts by
+/// listable state, and how long the oldest pending one (queued, in flight
+/// or failed) has waited since it was accepted.
+pub fn summary<'a>(
+    routes: impl Iterator<Item = &'a str>,
+    counts: impl Iterator<Item = StateCount<'a>> + Clone,
+    now: u64,
+) -> serde_json::Value {
+    let routes: Vec<serde_json::Value> = routes
+        .map(|route| {
+            let of_route = counts.clone().filter(|count| count.route == route);
+            let mut entry = serde_json::json!({ "route": route });
+            for state in LISTABLE_STATES {
+                let count: u64 = of_route
+                    .clone()
+                    .filter(|count| count.state == *state)
+                    .map(|count| count.count)
+                    .sum();
+                entry[*state] = count.into();
+            }
+            let oldest = of_route
+                .filter(|count| count.state != "dead")
+                .filter_map(|count| count.oldest_accepted_at)
+                .min();
+            entry["oldest_pending_age_ms"] = oldest.map(|at| now.saturating_sub(at)).into();
+            entry
+        })
+        .collect();
+    serde_json::json!({ "routes": routes, "at": now })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,5 +349,57 @@ mod tests {
         ] {
             assert_eq!(listing(route, &bad).unwrap_err().status(), 400);
         }
+        assert!(bulk_redrive(route, &query(&[("state", "dead")])).is_ok());
+        assert_eq!(
+            bulk_redrive(route, &query(&[("state", "failed")]))
+                .unwrap_err()
+                .status(),
+            400
+        );
+    }
+
+    #[test]
+    fn the_summary_counts_each_route_and_ages_its_oldest_pending_receipt() {
+        let counts = [
+            StateCount {
+                route: "stripe",
+                state: "queued",
+                count: 2,
+                oldest_accepted_at: Some(900),
+            },
+            StateCount {
+                route: "stripe",
+                state: "failed",
+                count: 1,
+                oldest_accepted_at: Some(400),
+            },
+            StateCount {
+                route: "stripe",
+                state: "dead",
+                count: 5,
+                oldest_accepted_at: Some(1),
+            },
+            StateCount {
+                route: "hidden",
+                state: "dead",
+                count: 9,
+                oldest_accepted_at: Some(1),
+            },
+        ];
+        let summary = summary(
+            ["stripe", "adyen"].into_iter(),
+            counts.iter().copied(),
+            1_000,
+        );
+        assert_eq!(
+            summary["routes"],
+            serde_json::json!([
+                {"route": "stripe", "queued": 2, "in_flight": 0, "failed": 1, "dead": 5,
+                 "oldest_pending_age_ms": 600},
+                {"route": "adyen", "queued": 0, "in_flight": 0, "failed": 0, "dead": 0,
+                 "oldest_pending_age_ms": null}
+            ]),
+            "a route the token does not see is left out"
+        );
     }
 }

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::canonical::Fingerprint;
 use crate::headers::{self, HeaderList};
+use crate::index::Indexed;
 
 /// At most this many attempts are kept on a receipt; older ones are dropped.
 pub const MAX_ATTEMPTS_KEPT: usize = 16;
@@ -169,9 +170,9 @@ pub struct Receipt {
     /// second version, whose route's current settings then apply).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terms: Option<AsyncTerms>,
-    /// The state the receipt index (D1) shows for this receipt, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub indexed: Option<String>,
+    /// What the receipt index (D1) shows for this receipt.
+    #[serde(default, deserialize_with = "Indexed::read_stored")]
+    pub indexed: Indexed,
 }
 
 /// The version of the stored record this code writes. The second version's
@@ -215,7 +216,7 @@ impl Receipt {
             attempts: Vec::new(),
             schedule_step: 0,
             terms: None,
-            indexed: None,
+            indexed: Indexed::default(),
         }
     }
 

@@ -340,7 +340,7 @@ impl Simulation {
     fn purge(&mut self) {
         let key = self.rng.below(KEYS as u64) as usize;
         let _ = self.engines[key]
-            .purge(&format!("object-{key}"))
+            .purge(&format!("object-{key}"), false)
             .now_or_never();
     }
 

@@ -1,0 +1,103 @@
+//! How the engine keeps the receipt index (D1) in step with its receipt
+//! (see [`crate::index`]): each write is planned with the receipt, carries
+//! a version above every earlier one of the object, and is confirmed only
+//! once it landed, so a failed or lost write is made again by the next
+//! transition, by a duplicate, or by the sweep's wake.
+
+use super::{Backend, Engine};
+use crate::decision_log::DecisionLog;
+use crate::index::{update_for, IndexUpdate, Indexed};
+use crate::receipt::Receipt;
+
+impl<B: Backend> Engine<B> {
+    /// A version above every index write this object made, across its
+    /// lives: the clock's microseconds, as epochs are.
+    fn next_index_version(&self, now: u64) -> u64 {
+        let version = crate::receipt::next_epoch(self.index_floor.get(), now);
+        self.index_floor.set(version);
+        version
+    }
+
+    /// The index write `receipt` now needs, if any. The receipt then says
+    /// what the index will show, unconfirmed until the write lands: it is
+    /// stored so, and a reload writes the row again rather than trust it.
+    pub(super) fn plan_index(&self, receipt: &mut Receipt) -> Option<IndexUpdate> {
+        self.plan_index_from(receipt, receipt.indexed.clone())
+    }
+
+    fn plan_index_from(&self, receipt: &mut Receipt, shown: Indexed) -> Option<IndexUpdate> {
+        let now = self.backend.now_ms();
+        let version = self.next_index_version(now);
+        let update = update_for(
+            &receipt.identity.object,
+            Some(receipt),
+            &shown,
+            version,
+            now,
+        )?;
+        receipt.indexed = Indexed {
+            confirmed: false,
+            ..Indexed::after(&update)
+        };
+        Some(update)
+    }
+
+    /// Writes the index; whether it landed. A failure is logged; the row is
+    /// written again later (the receipt says it is unconfirmed).
+    pub(super) async fn write_index(&self, update: Option<IndexUpdate>) -> bool {
+        let Some(update) = update else { return true };
+        let landed = self.backend.index(update.clone()).await.is_ok();
+        if landed {
+            let shown = Indexed::after(&update);
+            let _ = self.with_receipt(|receipt| {
+                if let Some(receipt) = receipt.as_mut() {
+                    let same = receipt.indexed.state == shown.state
+                        && receipt.indexed.next_wake_at == shown.next_wake_at;
+                    receipt.indexed.confirmed |= same;
+                }
+            });
+        } else {
+            let mut line = DecisionLog::new("index_failed", 0);
+            line.reason = Some("storage-unavailable");
+            self.backend.emit(&line, true);
+        }
+        landed
+    }
+
+    /// Writes the row `receipt` needs whatever the receipt says the index
+    /// shows: the sweep's wake, which finds rows that lag their receipt.
+    /// With no receipt, `object`'s row is removed.
+    pub(super) async fn reconcile_index(&self, object: &str) -> bool {
+        let planned = self.with_receipt(|receipt| match receipt.as_mut() {
+            Some(receipt) => {
+                let stale = Indexed {
+                    confirmed: false,
+                    ..receipt.indexed.clone()
+                };
+                self.plan_index_from(receipt, stale)
+            }
+            None => {
+                let now = self.backend.now_ms();
+                Some(IndexUpdate::Remove {
+                    object: object.to_string(),
+                    version: self.next_index_version(now),
+                    at: now,
+                })
+            }
+        });
+        match planned {
+            Ok(update) => self.write_index(update).await,
+            Err(_) => false,
+        }
+    }
+
+    /// A removal of `object`'s row (a purge, an expiry).
+    pub(super) fn planned_removal(&self, object: &str) -> IndexUpdate {
+        let now = self.backend.now_ms();
+        IndexUpdate::Remove {
+            object: object.to_string(),
+            version: self.next_index_version(now),
+            at: now,
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The index's SQL: its schema (the repository's migrations, which the
+//! worker also runs on first use) and every query the adapter sends. Each
+//! query's parameters are listed beside it, in order.
+
+use super::{Cursor, PAGE_SIZE};
+
+/// The migrations, in order: `wrangler d1 migrations apply` runs them, and
+/// the worker runs the same statements when it finds no table, so a
+/// deployment that forgot the command still has its index.
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../../migrations/0001_receipts.sql"),
+    include_str!("../../../../migrations/0002_receipt_index.sql"),
+];
+
+/// The schema's statements, one each: comments dropped, split at `;`.
+/// Every one is idempotent (`IF NOT EXISTS`, `INSERT OR IGNORE`).
+pub fn schema() -> Vec<String> {
+    MIGRATIONS
+        .iter()
+        .flat_map(|migration| {
+            let code: String = migration
+                .lines()
+                .map(|line| line.split_once("--").map_or(line, |(code, _)| code))
+                .collect::<Vec<_>>()
+                .join("\n");
+            code.split(';')
+                .map(|statement| statement.split_whitespace().collect::<Vec<_>>().join(" "))
+                .filter(|statement| !statement.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Whether a D1 error says the index's table is missing.
+pub fn is_missing_table(message: &str) -> bool {
+    message.contains("no such table")
+}
+
+/// Writes a row unless a write of a higher (or equal) version landed.
+/// Parameters: the row's fields in the column order below.
+pub const UPSERT: &str = "INSERT INTO receipt_index \
+     (object, route, scope, key, path, tenant_sha256, receipt_id, state, attempts, last_status, \
+     next_wake_at, accepted_at, updated_at, version) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
+     ON CONFLICT (object) DO UPDATE SET route = excluded.route, scope = excluded.scope, \
+     key = excluded.key, path = excluded.path, tenant_sha256 = excluded.tenant_sha256, \
+     receipt_id = excluded.receipt_id, state = excluded.state, attempts = excluded.attempts, \
+     last_status = excluded.last_status, next_wake_at = excluded.next_wake_at, \
+     accepted_at = excluded.accepted_at, updated_at = excluded.updated_at, \
+     version = excluded.version \
+     WHERE excluded.version > receipt_index.version";
+
+/// A tombstone: the row says `gone` and is never woken, unless a higher
+/// version landed. Parameters: object, version, time.
+pub const REMOVE: &str = "INSERT INTO receipt_index \
+     (object, route, scope, key, receipt_id, state, attempts, next_wake_at, accepted_at, updated_at, version) \
+     VALUES (?1, '', '', '', '', 'gone', 0, NULL, ?3, ?3, ?2) \
+     ON CONFLICT (object) DO UPDATE SET state = 'gone', next_wake_at = NULL, \
+     updated_at = excluded.updated_at, version = excluded.version \
+     WHERE excluded.version > receipt_index.version";
+
+/// The listing: rows of a route in a state, newest first, after a
+/// cursor. Parameters: route, state, then the cursor's two.
+pub fn list(cursor: Option<&Cursor>) -> String {
+    let after = if cursor.is_some() {
+        " AND (updated_at < ?3 OR (updated_at = ?3 AND object < ?4))"
+    } else {
+        ""
+    };
+    format!(
+        "SELECT {COLUMNS} FROM receipt_index WHERE route = ?1 AND state = ?2{after} \
+         ORDER BY updated_at DESC, object DESC LIMIT {PAGE_SIZE}"
+    )
+}
+
+/// Every column of a row, in [`super::IndexRow`]'s order.
+pub const COLUMNS: &str = "object, route, scope, key, path, tenant_sha256, receipt_id, state, \
+     attempts, last_status, next_wake_at, accepted_at, updated_at, version";
+
+/// Rows whose object has work overdue, oldest first: what the sweep wakes.
+/// Parameters: the time before which work is overdue, the page's size.
+pub const OVERDUE: &str = "SELECT object, route FROM receipt_index \
+     WHERE next_wake_at IS NOT NULL AND next_wake_at <= ?1 AND state != 'gone' \
+     ORDER BY next_wake_at LIMIT ?2";
+
+/// Tombstones old enough that no write still in flight can be older.
+/// Parameter: the time before which they go.
+pub const FORGET_TOMBSTONES: &str =
+    "DELETE FROM receipt_index WHERE state = 'gone' AND updated_at < ?1";
+
+/// Per route and listable state: how many, and the oldest acceptance.
+pub const SUMMARY: &str = "SELECT route, state, COUNT(*) AS count, MIN(accepted_at) AS oldest \
+     FROM receipt_index WHERE state != 'gone' GROUP BY route, state";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::GONE;
+
+    #[test]
+    fn the_schema_is_the_migrations_statements() {
+        let statements = schema();
+        assert_eq!(statements.len(), 6, "{statements:#?}");
+        assert!(statements
+            .iter()
+            .all(|statement| statement.contains("IF NOT EXISTS")
+                || statement.starts_with("INSERT OR IGNORE")));
+        assert!(statements[2].starts_with("CREATE TABLE IF NOT EXISTS receipt_index ("));
+        assert!(
+            !statements.iter().any(|statement| statement.contains("--")),
+            "comments are dropped"
+        );
+        assert!(statements[5].contains("FROM receipts"));
+    }
+
+    #[test]
+    fn tombstones_are_never_listed_or_woken() {
+        assert!(OVERDUE.contains("state != 'gone'"));
+        assert!(SUMMARY.contains("state != 'gone'"));
+        assert!(REMOVE.contains(&format!("'{GONE}'")));
+        assert!(!super::super::LISTABLE_STATES.contains(&GONE));
+    }
+
+    #[test]
+    fn listings_page_after_their_cursor() {
+        let cursor = Cursor {
+            updated_at: 1,
+            object: "a".repeat(64),
+        };
+        assert!(list(Some(&cursor)).contains("?4"));
+        assert!(!list(None).contains("?3"));
+    }
+}

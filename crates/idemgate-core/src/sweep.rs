@@ -1,0 +1,102 @@
+//! The scheduled sweep (SPEC §2b, v3): no alarm is ever the only thing
+//! standing between an acknowledged delivery and its delivery. Every
+//! minute a Cron Trigger reads the receipt index for objects whose next
+//! step is overdue and wakes each ([`crate::engine::Engine::wake`]), which
+//! runs that step itself and puts the index row right. Waking twice does
+//! nothing twice, so overlapping runs are harmless.
+//!
+//! A run stays within a Cron invocation's subrequest limit: one index
+//! query, at most [`Sweep::limit`] wakes, one tombstone cleanup. At the
+//! default of 40 wakes a minute that is 2,400 receipts an hour (the free
+//! plan allows 50 subrequests per invocation); on the Paid plan
+//! `SWEEP_LIMIT` may go to 900 (54,000 an hour).
+
+/// Work due this long ago is overdue: an alarm normally does it within a
+/// second, and the sweep need not race it.
+pub const GRACE_MS: u64 = 10_000;
+
+/// A tombstone is dropped once no write still in flight can be older:
+/// index writes are made within a request, which lasts minutes at most.
+pub const TOMBSTONE_TTL_MS: u64 = 3_600_000;
+
+/// `SWEEP_LIMIT`'s default and bounds.
+pub const DEFAULT_LIMIT: u32 = 40;
+pub const MAX_LIMIT: u32 = 900;
+
+/// Wakes sent at once: each may hold an origin's answer for up to its
+/// timeout, and a run has minutes, not hours.
+pub const WAKES_AT_ONCE: usize = 8;
+
+/// One run's plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sweep {
+    /// Rows whose `next_wake_at` is at or before this are overdue.
+    pub overdue_before: u64,
+    /// At most this many objects are woken.
+    pub limit: u32,
+    /// Tombstones written before this are forgotten.
+    pub forget_tombstones_before: u64,
+}
+
+impl Sweep {
+    /// The run at `now` (ms), waking at most `limit` objects.
+    pub fn at(now: u64, limit: u32) -> Sweep {
+        Sweep {
+            overdue_before: now.saturating_sub(GRACE_MS),
+            limit,
+            forget_tombstones_before: now.saturating_sub(TOMBSTONE_TTL_MS),
+        }
+    }
+}
+
+/// What a run did, for its log line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SweepReport {
+    /// Overdue rows found (at most the limit).
+    pub overdue: usize,
+    /// Objects woken that answered.
+    pub woken: usize,
+    /// Wakes that failed (the next run tries again).
+    pub failed: usize,
+    /// Whether the page was full: more may be overdue than one run wakes.
+    pub backlog: bool,
+}
+
+impl SweepReport {
+    pub fn of(overdue: usize, woken: usize, limit: u32) -> SweepReport {
+        SweepReport {
+            overdue,
+            woken,
+            failed: overdue.saturating_sub(woken),
+            backlog: overdue >= limit as usize,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_wakes_work_overdue_by_the_grace_and_forgets_old_tombstones() {
+        let sweep = Sweep::at(1_000_000_000, 40);
+        assert_eq!(sweep.overdue_before, 1_000_000_000 - 10_000);
+        assert_eq!(sweep.forget_tombstones_before, 1_000_000_000 - 3_600_000);
+        assert_eq!(sweep.limit, 40);
+        assert_eq!(Sweep::at(5, 1).overdue_before, 0, "no underflow");
+    }
+
+    #[test]
+    fn a_full_page_says_there_is_a_backlog() {
+        assert_eq!(
+            SweepReport::of(40, 38, 40),
+            SweepReport {
+                overdue: 40,
+                woken: 38,
+                failed: 2,
+                backlog: true
+            }
+        );
+        assert!(!SweepReport::of(3, 3, 40).backlog);
+    }
+}

@@ -1,0 +1,12 @@
+//! Hooks for the end-to-end tests, compiled only with the `test-hooks`
+//! feature: the release worker has none of this (a test checks its wasm).
+//!
+//! `IDEMGATE_TEST_DROP_ALARMS=true` makes every alarm the object sets
+//! vanish though the runtime said it took it: the worst alarm outage, in
+//! which only the scheduled sweep still delivers.
+
+use worker::Env;
+
+pub fn alarms_dropped(env: &Env) -> bool {
+    crate::env::lookup(env, "IDEMGATE_TEST_DROP_ALARMS").as_deref() == Some("true")
+}
