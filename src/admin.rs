@@ -235,8 +235,8 @@ async fn ask_object(
         absorbed: 0,
         op,
     };
-    let (response, _) = object_client::call(env, request, Vec::new()).await?;
-    edge_http::response(&response).map_err(|error| Problem::StorageUnavailable {
+    let reply = object_client::call(env, request, Vec::new()).await?;
+    edge_http::response(&reply.response).map_err(|error| Problem::StorageUnavailable {
         message: error.to_string(),
     })
 }

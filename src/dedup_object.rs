@@ -17,7 +17,7 @@ use idemgate_core::answer::{render_problem, Answer};
 use idemgate_core::decision_log::DecisionLog;
 use idemgate_core::engine::{Backend, Engine, Policy, StorageOps, StoredRequest};
 use idemgate_core::index::IndexUpdate;
-use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply};
+use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply, Reply};
 use idemgate_core::operator::view::ReceiptView;
 use idemgate_core::origin::OutboundRequest;
 use idemgate_core::problem::Problem;
@@ -103,40 +103,51 @@ impl DedupObject {
     pub async fn dispatch(&self, call: String, body: Uint8Array) -> Result<JsValue, JsValue> {
         let bytes = body.to_vec();
         drop(body);
-        let (response, replayable_until) = self.answer(&call, bytes).await;
-        let (reply, body) = ObjectReply::encode(response, replayable_until);
+        let reply = self.answer(&call, bytes).await;
+        let (reply, body) = ObjectReply::encode(reply);
         Ok(Array::of2(&reply.into(), &Uint8Array::from(body.as_slice())).into())
     }
 }
 
 impl DedupObject {
-    async fn answer(&self, call: &str, body: Vec<u8>) -> (HttpResponse, Option<u64>) {
+    async fn answer(&self, call: &str, body: Vec<u8>) -> Reply {
         let call = match ObjectCall::from_json(call) {
             Ok(call) => call,
-            Err(problem) => return (render_problem(&problem), None),
+            Err(problem) => return reply(render_problem(&problem)),
         };
         self.engine.absorb(call.absorbed);
         let object = call.object.clone();
         match call.op {
-            ObjectOp::ReadReceipt => (self.read_receipt(), None),
-            ObjectOp::Purge { force } => (self.purge(&object, force).await, None),
-            ObjectOp::Redrive => (self.redrive().await, None),
-            ObjectOp::Wake => (self.wake(&object).await, None),
+            ObjectOp::ReadReceipt => reply(self.read_receipt()),
+            ObjectOp::Purge { force } => reply(self.purge(&object, force).await),
+            ObjectOp::Redrive => reply(self.redrive().await),
+            ObjectOp::Wake => reply(self.wake(&object).await),
             ObjectOp::Deliver { .. } => {
                 let policy = match self.route_policy(&call.route) {
                     Ok(policy) => policy,
-                    Err(problem) => return (render_problem(&problem), None),
+                    Err(problem) => return reply(render_problem(&problem)),
                 };
-                match call.into_delivery(body) {
-                    Ok(delivery) => {
-                        let answer = self.engine.deliver(delivery, &policy).await;
-                        let replayable_until = match answer {
-                            Answer::Replayed(_) => self.engine.replayable_until(),
-                            _ => None,
-                        };
-                        (answer.render(), replayable_until)
-                    }
-                    Err(problem) => (render_problem(&problem), None),
+                let delivery = match call.into_delivery(body) {
+                    Ok(delivery) => delivery,
+                    Err(problem) => return reply(render_problem(&problem)),
+                };
+                let answer = match delivery.if_known {
+                    true => self.engine.deliver_if_known(delivery, &policy).await,
+                    false => Some(self.engine.deliver(delivery, &policy).await),
+                };
+                let Some(answer) = answer else {
+                    return Reply {
+                        unknown_key: true,
+                        ..reply(empty(204))
+                    };
+                };
+                let replayable_until = match answer {
+                    Answer::Replayed(_) => self.engine.replayable_until(),
+                    _ => None,
+                };
+                Reply {
+                    replayable_until,
+                    ..reply(answer.render())
                 }
             }
         }
@@ -197,6 +208,14 @@ impl DedupObject {
             headers: vec![("content-type".into(), "application/json".into())],
             body: serde_json::to_vec(&view).expect("a receipt view serializes"),
         }
+    }
+}
+
+fn reply(response: HttpResponse) -> Reply {
+    Reply {
+        response,
+        replayable_until: None,
+        unknown_key: false,
     }
 }
 

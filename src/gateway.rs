@@ -10,14 +10,16 @@ use idemgate_core::config::RouteConfig;
 use idemgate_core::decision_log::DecisionLog;
 use idemgate_core::headers::{self, RECEIPT_ID};
 use idemgate_core::object_call::ObjectCall;
+use idemgate_core::object_call::Reply;
 use idemgate_core::origin::target;
 use idemgate_core::pipeline::{
-    admit_authenticated, authenticate, body_framing, fast_replay_key, over_limit, path_and_query,
-    route_request, BodyFraming, Inbound, Kind,
+    admit, authenticate, body_framing, fast_replay_key, path_and_query, route_request, BodyFraming,
+    Inbound, Kind,
 };
 use idemgate_core::problem::Problem;
 use idemgate_core::replay_cache::cache_key;
 use idemgate_core::routes::{is_operator, normalize_path};
+use idemgate_core::upgrade::looks_up_previous;
 
 use crate::admin;
 use crate::edge_cache::with_replays;
@@ -139,18 +141,14 @@ async fn deduplicate(
         // The runtime's clock stands still between I/O: one reading serves.
         now: started / 1000,
     };
-    if over_limit(body.len() as u64, route.max_body_bytes) {
-        return Ok(Err(Problem::PayloadTooLarge {
-            limit: route.max_body_bytes,
-        }));
-    }
-    if let Err(problem) = authenticate(route, &inbound) {
-        return Ok(Err(problem));
-    }
+    let authenticated = match authenticate(route, &inbound) {
+        Ok(authenticated) => authenticated,
+        Err(problem) => return Ok(Err(problem)),
+    };
     stats::record(|stats| stats.deliveries += 1);
     // A byte-identical retry is found before its body is parsed; any
     // other one after, by its object and fingerprint.
-    let fast_key = fast_replay_key(route, &inbound);
+    let fast_key = fast_replay_key(&authenticated);
     let now = worker::Date::now().as_millis();
     if let Some((key, replay)) = with_replays(|cache| cache.get_fast(&fast_key, now)) {
         stats::record(|stats| stats.fast_cache_hits += 1);
@@ -163,14 +161,25 @@ async fn deduplicate(
         )
         .map(Ok);
     }
-    let admitted = match admit_authenticated(route, &inbound) {
+    #[allow(unused_mut)] // the test hook below may change it
+    let mut admitted = match admit(&authenticated) {
         Ok(admitted) => admitted,
         Err(problem) => return Ok(Err(problem)),
     };
-    let key = cache_key(&admitted.object_name, admitted.fingerprint.as_str());
-    if let Some(replay) = with_replays(|cache| cache.get(&key, now)) {
-        with_replays(|cache| cache.alias(fast_key, &key));
-        return edge_replay(env, route, &admitted.object_name, replay, started).map(Ok);
+    #[cfg(feature = "test-hooks")]
+    if crate::test_hooks::second_version_keys(env) {
+        admitted = admitted.as_previous();
+    }
+    let previous = admitted
+        .previous
+        .as_ref()
+        .map(|previous| previous.object_name.as_str());
+    for object in std::iter::once(admitted.object_name.as_str()).chain(previous) {
+        let key = cache_key(object, admitted.fingerprint.as_str());
+        if let Some(replay) = with_replays(|cache| cache.get(&key, now)) {
+            with_replays(|cache| cache.alias(fast_key, &key));
+            return edge_replay(env, route, object, replay, started).map(Ok);
+        }
     }
     // An async delivery is acknowledged only with its index row, which the
     // sweep finds it by: without an index, take nothing at all.
@@ -180,10 +189,38 @@ async fn deduplicate(
             reason: "async delivery needs the receipt index: bind a D1 database as IDEMGATE_INDEX (wrangler.toml [[d1_databases]])".into(),
         }));
     }
+    // After an upgrade, a retry whose key the second version derived
+    // otherwise is answered where that version kept its receipt, if it did.
+    if let Some(call) = ObjectCall::deliver_to_previous(&admitted) {
+        let since = crate::receipt_index::upgrade_since(env).await;
+        let retention_ms = route.retention_seconds.saturating_mul(1_000);
+        if looks_up_previous(since, now, retention_ms) {
+            let key = cache_key(&call.object, admitted.fingerprint.as_str());
+            match object_client::call(env, call, body.clone()).await {
+                Ok(reply) if reply.unknown_key => {}
+                answer => return answered(answer, key, fast_key),
+            }
+        }
+    }
+    let key = cache_key(&admitted.object_name, admitted.fingerprint.as_str());
     let call = ObjectCall::deliver(admitted, 0);
     let answer = object_client::call(env, call, body).await;
+    answered(answer, key, fast_key)
+}
+
+/// The object's answer to a delivery, as the caller gets it; a stored,
+/// complete replay is kept in this isolate under `key` (and `fast_key`).
+fn answered(
+    answer: Result<Reply, Problem>,
+    key: String,
+    fast_key: String,
+) -> worker::Result<Result<web_sys::Response, Problem>> {
     let response = match answer {
-        Ok((response, Some(until))) => {
+        Ok(Reply {
+            response,
+            replayable_until: Some(until),
+            ..
+        }) => {
             // A stored, complete replay: this isolate may answer it alone.
             let now = worker::Date::now().as_millis();
             let answer = edge_http::response(&response);
@@ -193,7 +230,7 @@ async fn deduplicate(
             });
             answer
         }
-        Ok((response, None)) => edge_http::response(&response),
+        Ok(reply) => edge_http::response(&reply.response),
         Err(problem) => return Ok(Err(problem)),
     };
     response.map(Ok)

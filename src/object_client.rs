@@ -11,9 +11,8 @@ use worker::js_sys::{Array, Promise, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
-use idemgate_core::object_call::{call_failure, ObjectCall, ObjectReply};
+use idemgate_core::object_call::{call_failure, ObjectCall, ObjectReply, Reply};
 use idemgate_core::problem::Problem;
-use idemgate_core::receipt::HttpResponse;
 
 use crate::stats;
 
@@ -29,17 +28,14 @@ extern "C" {
     fn dispatch(this: &DedupObjectStub, call: &str, body: &Uint8Array) -> Result<Promise, JsValue>;
 }
 
-/// Sends `call` (with `body`) to the object it names; answers its response
-/// and, for a stored complete replay, how long it may be replayed.
+/// Sends `call` (with `body`) to the object it names; answers its reply:
+/// the response and, for a stored complete replay, how long it may be
+/// replayed.
 ///
 /// A failure before the call leaves is `storage-unavailable` (nothing was
 /// forwarded); a delivery whose call fails after it left is
 /// `outcome-unknown` (the object may have forwarded it: SPEC §6).
-pub async fn call(
-    env: &Env,
-    mut call: ObjectCall,
-    body: Vec<u8>,
-) -> Result<(HttpResponse, Option<u64>), Problem> {
+pub async fn call(env: &Env, mut call: ObjectCall, body: Vec<u8>) -> Result<Reply, Problem> {
     let delivery = call.op.is_delivery();
     let before_sending = |message: String| call_failure(delivery, false, message);
     let after_sending = |message: String| call_failure(delivery, true, message);

@@ -239,6 +239,45 @@ pub async fn summary(env: &Env) -> Result<Vec<StateCount>, Problem> {
         .map_err(|error| unavailable(message(error)))
 }
 
+/// When this version first ran against the index (recorded the first
+/// time it is asked), read once per isolate; `None` when there is no index
+/// or it did not answer.
+pub async fn upgrade_since(env: &Env) -> Option<u64> {
+    if let Some(known) = SINCE.with(|since| since.get()) {
+        return Some(known);
+    }
+    let database = database(env)?;
+    let now = number(worker::Date::now().as_millis());
+    let name = JsValue::from_str(idemgate_core::upgrade::SINCE);
+    run_creating(&database, || {
+        database
+            .prepare(sql::META_FIRST)
+            .bind(&[name.clone(), now.clone()])
+            .map_err(message)
+    })
+    .await
+    .ok()?;
+    let read = run_creating(&database, || {
+        database
+            .prepare(sql::META_READ)
+            .bind(std::slice::from_ref(&name))
+            .map_err(message)
+    })
+    .await
+    .ok()?;
+    #[derive(Deserialize)]
+    struct Value {
+        value: f64,
+    }
+    let since = read.results::<Value>().ok()?.first()?.value as u64;
+    SINCE.with(|cell| cell.set(Some(since)));
+    Some(since)
+}
+
+thread_local! {
+    static SINCE: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
 /// What health says of the index: `ok`, or what is wrong and what to run.
 pub async fn health(env: &Env) -> Result<(), String> {
     let database = database(env).ok_or(REMEDY)?;

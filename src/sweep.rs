@@ -43,7 +43,7 @@ pub async fn run(env: &Env) -> SweepReport {
         .await;
     let woken = answers
         .iter()
-        .filter(|answer| matches!(answer, Ok((response, _)) if response.status < 300))
+        .filter(|answer| matches!(answer, Ok(reply) if reply.response.status < 300))
         .count();
     if let Err(message) =
         receipt_index::forget_tombstones(env, sweep.forget_tombstones_before).await

@@ -20,6 +20,7 @@ mod routes;
 mod senders;
 mod support;
 mod sweep;
+mod upgrade;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -262,6 +263,7 @@ fn main() {
         asynchronous::a_crash_loses_no_delivery_and_doubles_none,
         asynchronous::a_stale_sender_signature_never_loses_an_acknowledged_delivery,
         sweep::the_release_worker_has_no_test_hook,
+        upgrade::a_retry_that_spans_the_upgrade_is_not_forwarded_again,
         sweep::the_sweep_delivers_what_no_alarm_will,
         sweep::the_index_is_created_on_first_use,
         sweep::without_an_index_nothing_is_acknowledged,

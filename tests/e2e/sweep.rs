@@ -210,14 +210,22 @@ pub async fn purges_of_pending_deliveries_take_force_and_dead_letters_redrive_in
     let query = [("key", keys[0].as_str()), ("path", "/bulk/bulk-0")];
     let refused = operator(&gateway, reqwest::Method::DELETE, ADMIN_TOKEN, &query).await;
     refused.assert_problem(409, "pending-delivery");
-    assert!(!state(&gateway, &keys[0], "/bulk/bulk-0").await.is_empty(), "kept");
+    assert!(
+        !state(&gateway, &keys[0], "/bulk/bulk-0").await.is_empty(),
+        "kept"
+    );
     let forced = [
         ("key", keys[0].as_str()),
         ("path", "/bulk/bulk-0"),
         ("force", "true"),
     ];
     let purged = operator(&gateway, reqwest::Method::DELETE, ADMIN_TOKEN, &forced).await;
-    assert_eq!(purged.status, 204, "{}", String::from_utf8_lossy(&purged.body));
+    assert_eq!(
+        purged.status,
+        204,
+        "{}",
+        String::from_utf8_lossy(&purged.body)
+    );
     for key in &keys[1..] {
         eventually(15, "dead after the schedule", || async {
             state(&gateway, key, &path(key)).await == "dead"
@@ -247,7 +255,13 @@ pub async fn purges_of_pending_deliveries_take_force_and_dead_letters_redrive_in
     }
     // A queued delivery may be re-driven too (its alarm may have failed).
     world.origin.fail("/bulk/", true);
-    let ack = post_json(&client(), &gateway.url("/bulk/queued"), Some("bulk-q"), BODY).await;
+    let ack = post_json(
+        &client(),
+        &gateway.url("/bulk/queued"),
+        Some("bulk-q"),
+        BODY,
+    )
+    .await;
     assert_eq!(ack.status, 202);
     let redrive = [("key", "bulk-q"), ("path", "/bulk/queued")];
     let redriven = operator(&gateway, reqwest::Method::POST, ADMIN_TOKEN, &redrive).await;

@@ -9,7 +9,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use idemgate_core::config::Config;
-use idemgate_core::pipeline::{admit, Inbound};
+use idemgate_core::pipeline::{admit, authenticate, Inbound};
 
 /// A payment-event-like JSON body of about `size` bytes.
 fn body_of(size: usize) -> Vec<u8> {
@@ -55,7 +55,8 @@ fn pipeline(criterion: &mut Criterion) {
                     body,
                     now: 0,
                 };
-                black_box(admit(&config.routes[0], black_box(&inbound)).unwrap())
+                let authenticated = authenticate(&config.routes[0], black_box(&inbound)).unwrap();
+                black_box(admit(&authenticated).unwrap())
             })
         });
     }

@@ -30,6 +30,18 @@ pub enum InFlightPolicy {
     Ack,
 }
 
+/// Whose key space a delivery is in, besides its route's (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tenant {
+    /// One key space for every caller (`TENANT_HEADER=none`, or unset on
+    /// a webhook route).
+    Shared,
+    /// The header's value (its hash) separates key spaces. Without it, a
+    /// request is 400 `missing-tenant` when `required` (an explicit
+    /// `TENANT_HEADER`), else anonymous (api mode's `Authorization`).
+    Header { name: String, required: bool },
+}
+
 /// SPEC §2b: forward while the sender waits, or acknowledge at once and
 /// deliver with retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +74,7 @@ pub struct RouteConfig {
     pub mode: DedupMode,
     pub key_sources: Vec<KeySource>,
     pub key_scope: KeyScope,
-    pub tenant_header: Option<String>,
+    pub tenant: Tenant,
     pub delivery: Delivery,
     pub in_flight: InFlightPolicy,
     pub wait_ms: u64,
@@ -255,13 +267,50 @@ fn route_config(name: &str, raw_path: &str, settings: &Settings) -> Result<Route
             ("global", KeyScope::Route),
         ],
     )?;
-    let tenant_header = match settings.get("TENANT_HEADER")? {
+    let tenant = match settings.get("TENANT_HEADER")? {
+        Some(header) if header.value.eq_ignore_ascii_case("none") => Tenant::Shared,
         Some(header) if !is_header_name(&header.value) => {
             return Err(misconfigured(header.label, "is not a header name"))
         }
-        Some(header) => Some(header.value.to_ascii_lowercase()),
-        None => None,
+        Some(header) if !signature_scheme.signs_header(&header.value) => {
+            return Err(misconfigured(
+                header.label,
+                format!(
+                    "{} is not signed by SIGNATURE_SCHEME={}: a delivery re-sent with another value would be a new key, forwarded again",
+                    printable(&header.value),
+                    signature_scheme.name()
+                ),
+            ))
+        }
+        Some(header) => Tenant::Header {
+            name: header.value.to_ascii_lowercase(),
+            required: true,
+        },
+        // SPEC §3 (v3): in api mode, callers with different credentials
+        // never share a key; a caller without any is anonymous.
+        None if mode == DedupMode::Api && signature_scheme.is_none() => Tenant::Header {
+            name: "authorization".into(),
+            required: false,
+        },
+        None => Tenant::Shared,
     };
+    // On a signed route a key may come only from what is signed.
+    if let Some(reason) = key_sources
+        .iter()
+        .flat_map(|source| source.parts.iter())
+        .find_map(|part| signature_scheme.allows(part).err())
+    {
+        return Err(misconfigured(settings.label("KEY_SOURCES"), reason));
+    }
+    if key_scope == KeyScope::Path && !signature_scheme.is_none() {
+        return Err(misconfigured(
+            settings.label("KEY_SCOPE"),
+            format!(
+                "path scope on a signed route: SIGNATURE_SCHEME={} does not sign the path, so a delivery re-sent to another path would be a new key, forwarded again",
+                signature_scheme.name()
+            ),
+        ));
+    }
     let delivery_async = settings.choice("DELIVERY", false, &[("sync", false), ("async", true)])?;
     let in_flight = settings.choice(
         "IN_FLIGHT",
@@ -354,7 +403,7 @@ fn route_config(name: &str, raw_path: &str, settings: &Settings) -> Result<Route
         mode,
         key_sources,
         key_scope,
-        tenant_header,
+        tenant,
         delivery,
         in_flight,
         wait_ms,
@@ -1099,7 +1148,13 @@ mod tests {
         );
         assert_eq!(api.wait_ms, 5_000, "its own, a TOML number");
         assert!(api.log_duplicates, "its own, a TOML boolean");
-        assert_eq!(api.tenant_header.as_deref(), Some("authorization"));
+        assert_eq!(
+            api.tenant,
+            Tenant::Header {
+                name: "authorization".into(),
+                required: true
+            }
+        );
         assert!(config.route("adyen").unwrap().is_async());
         assert_eq!(
             config.route_for("/webhooks/stripe/evt").unwrap().name,

@@ -7,20 +7,25 @@ use crate::headers;
 use crate::json::Json;
 use crate::problem::Problem;
 
-/// One part of a key source: a header, a JSON pointer, or the body hash.
+/// One part of a key source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyPart {
     /// `header:NAME`; the name is kept lowercase.
     Header(String),
     /// `json:POINTER`, an RFC 6901 pointer into the JSON body.
     JsonPointer(String),
-    /// `body-sha256`: the hash of the canonical body.
+    /// `form:NAME`, a field of a form-encoded body.
+    Form(String),
+    /// `body-sha256`: the hash of the body (on a signed route, of what the
+    /// signature covers).
     BodySha256,
+    /// `scheme-key`: the key the route's signature scheme makes from what
+    /// it signs (Adyen: each item's pspReference, eventCode and success).
+    SchemeKey,
 }
 
 /// One entry of `KEY_SOURCES`: a part, or several joined by `+`, whose
-/// values make one key joined by `:` (e.g. Adyen's
-/// `json:/pspReference+json:/eventCode`).
+/// values make one key (e.g. `json:/pspReference+json:/eventCode`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeySource {
     pub parts: Vec<KeyPart>,
@@ -44,8 +49,10 @@ pub const MAX_KEY_LEN: usize = 255;
 impl KeyPart {
     fn parse(text: &str) -> Result<KeyPart, String> {
         let text = text.trim();
-        if text == "body-sha256" {
-            return Ok(KeyPart::BodySha256);
+        match text {
+            "body-sha256" => return Ok(KeyPart::BodySha256),
+            "scheme-key" => return Ok(KeyPart::SchemeKey),
+            _ => {}
         }
         if let Some(name) = text.strip_prefix("header:") {
             return if is_header_name(name) {
@@ -63,16 +70,27 @@ impl KeyPart {
                 ))
             };
         }
+        if let Some(name) = text.strip_prefix("form:") {
+            return if name.is_empty() {
+                Err(format!(
+                    "{text:?}: name the form's field, e.g. form:MessageSid"
+                ))
+            } else {
+                Ok(KeyPart::Form(name.to_string()))
+            };
+        }
         Err(format!(
-            "{text:?} is not header:NAME, json:/POINTER or body-sha256"
+            "{text:?} is not header:NAME, json:/POINTER, form:NAME, body-sha256 or scheme-key"
         ))
     }
 
-    fn label(&self) -> String {
+    pub fn label(&self) -> String {
         match self {
             KeyPart::Header(name) => format!("header:{name}"),
             KeyPart::JsonPointer(pointer) => format!("json:{pointer}"),
+            KeyPart::Form(name) => format!("form:{name}"),
             KeyPart::BodySha256 => "body-sha256".into(),
+            KeyPart::SchemeKey => "scheme-key".into(),
         }
     }
 }
@@ -156,8 +174,24 @@ pub struct KeyInput<'a> {
     pub content_type: Option<&'a str>,
     /// The parsed body, when the body is JSON.
     pub json: Option<&'a Json>,
-    /// Hex SHA-256 of the canonical body.
+    /// The form's fields, when the body is form-encoded.
+    pub form: Option<&'a [(String, String)]>,
+    /// Hex SHA-256 for `body-sha256`: of the canonical body, or on a signed
+    /// route of what the signature covers.
     pub body_sha256: &'a str,
+    /// The route's scheme's own key, when it makes one.
+    pub scheme_key: Option<&'a str>,
+}
+
+/// How the parts of a composite source become one key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Joining {
+    /// Each part percent-encodes `%` and `:`, then `:` joins them, so two
+    /// different lists of parts never make one key (SPEC §3, v3).
+    Encoded,
+    /// The second version's join, as it was (`x:y`+`z` and `x`+`y:z` met):
+    /// only to find receipts it made (see `pipeline::previous_identity`).
+    Plain,
 }
 
 /// What one part found.
@@ -167,11 +201,14 @@ enum Found {
 }
 
 fn read_part(part: &KeyPart, source: &KeySource, input: &KeyInput) -> Result<Found, Problem> {
+    let found = |value: Option<&str>| match value {
+        Some(value) => Found::Value(value.to_string()),
+        None => Found::Absent,
+    };
     match part {
-        KeyPart::Header(name) => Ok(match headers::get(input.headers, name) {
-            Some(value) => Found::Value(unquote(value.trim()).to_string()),
-            None => Found::Absent,
-        }),
+        KeyPart::Header(name) => Ok(found(
+            headers::get(input.headers, name).map(|value| unquote(value.trim())),
+        )),
         KeyPart::JsonPointer(pointer) => {
             let Some(json) = input.json else {
                 return Err(Problem::UnsupportedMediaType {
@@ -189,13 +226,37 @@ fn read_part(part: &KeyPart, source: &KeySource, input: &KeyInput) -> Result<Fou
                 }),
             }
         }
+        KeyPart::Form(name) => {
+            let Some(form) = input.form else {
+                return Err(Problem::UnsupportedMediaType {
+                    source: source.label(),
+                    content_type: input.content_type.unwrap_or("").to_string(),
+                });
+            };
+            crate::form::single(form, name)
+                .map(found)
+                .map_err(|()| Problem::InvalidKey {
+                    source: source.label(),
+                    reason: "the form holds this field more than once".into(),
+                })
+        }
         KeyPart::BodySha256 => Ok(Found::Value(input.body_sha256.to_string())),
+        KeyPart::SchemeKey => Ok(found(input.scheme_key)),
     }
 }
 
 /// The first source in `sources` that yields a value wins (SPEC §3); a
 /// source of several parts yields only when every part does.
 pub fn derive_key(sources: &[KeySource], input: &KeyInput) -> Result<IdempotencyKey, Problem> {
+    derive_key_joined(sources, input, Joining::Encoded)
+}
+
+/// [`derive_key`], joining a composite source's parts as `joining` says.
+pub fn derive_key_joined(
+    sources: &[KeySource],
+    input: &KeyInput,
+    joining: Joining,
+) -> Result<IdempotencyKey, Problem> {
     'sources: for source in sources {
         let mut values = Vec::with_capacity(source.parts.len());
         for part in &source.parts {
@@ -208,12 +269,18 @@ pub fn derive_key(sources: &[KeySource], input: &KeyInput) -> Result<Idempotency
         if values.len() == 1 {
             return IdempotencyKey::parse(&values[0], &label);
         }
-        // Each part must be a valid key on its own, so that `:` only ever
-        // separates parts and a part cannot smuggle whitespace inside.
+        // Each part must be a valid key on its own, so that a part cannot
+        // smuggle whitespace inside.
         for value in &values {
             IdempotencyKey::parse(value, &label)?;
         }
-        let joined: Vec<&str> = values.iter().map(|value| value.trim()).collect();
+        let joined: Vec<String> = values
+            .iter()
+            .map(|value| match joining {
+                Joining::Encoded => encode_part(value.trim()),
+                Joining::Plain => value.trim().to_string(),
+            })
+            .collect();
         return IdempotencyKey::parse(&joined.join(":"), &label);
     }
     Err(Problem::MissingKey {
@@ -223,6 +290,12 @@ pub fn derive_key(sources: &[KeySource], input: &KeyInput) -> Result<Idempotency
             .collect::<Vec<_>>()
             .join(", "),
     })
+}
+
+/// A composite key's part: `%` and `:` percent-encoded, so `:` only ever
+/// separates parts.
+pub fn encode_part(value: &str) -> String {
+    value.replace('%', "%25").replace(':', "%3A")
 }
 
 /// `"abc"` (an RFC 8941 string) becomes `abc`; a bare value stays as it is.
@@ -311,7 +384,9 @@ mod tests {
                     "text/plain"
                 }),
                 json: json.as_ref(),
+                form: None,
                 body_sha256: BODY_SHA256,
+                scheme_key: None,
             },
         )
     }
@@ -380,12 +455,6 @@ mod tests {
     fn composite_sources_join_their_parts_and_need_every_one() {
         let body = Some(r#"{"pspReference":"8535","eventCode":"AUTHORISATION","id":"x"}"#);
         assert_eq!(
-            derive("json:/pspReference+json:/eventCode", &[], body)
-                .unwrap()
-                .as_str(),
-            "8535:AUTHORISATION"
-        );
-        assert_eq!(
             derive("json:/pspReference+json:/missing,json:/id", &[], body)
                 .unwrap()
                 .as_str(),
@@ -409,6 +478,94 @@ mod tests {
             "invalid-key"
         );
         assert_eq!(sources("json:/a+json:/b")[0].label(), "json:/a+json:/b");
+    }
+
+    #[test]
+    fn two_different_lists_of_parts_never_make_one_key() {
+        let key = |body: &str| {
+            derive("json:/a+json:/b", &[], Some(body))
+                .unwrap()
+                .as_str()
+                .to_string()
+        };
+        assert_ne!(
+            key(r#"{"a":"x:y","b":"z"}"#),
+            key(r#"{"a":"x","b":"y:z"}"#),
+            "x:y + z is not x + y:z"
+        );
+        assert_eq!(key(r#"{"a":"x:y","b":"z"}"#), "x%3Ay:z");
+        assert_eq!(key(r#"{"a":"x","b":"y:z"}"#), "x:y%3Az");
+        assert_ne!(
+            key(r#"{"a":"x%3Ay","b":"z"}"#),
+            key(r#"{"a":"x:y","b":"z"}"#),
+            "an escape in a part is escaped in turn"
+        );
+        // A single part is the key as it is.
+        assert_eq!(
+            derive("json:/a", &[], Some(r#"{"a":"x:y"}"#))
+                .unwrap()
+                .as_str(),
+            "x:y"
+        );
+    }
+
+    #[test]
+    fn form_fields_and_scheme_keys_are_sources() {
+        let form = crate::form::pairs("MessageSid=SM1&From=%2B1555&Dup=1&Dup=2");
+        let input = derive_key_owned;
+        assert_eq!(
+            input(Some(&form), None)("form:MessageSid")
+                .unwrap()
+                .as_str(),
+            "SM1"
+        );
+        assert_eq!(
+            input(Some(&form), None)("form:Missing,form:From")
+                .unwrap()
+                .as_str(),
+            "+1555"
+        );
+        assert_eq!(
+            input(Some(&form), None)("form:Dup").unwrap_err().name(),
+            "invalid-key",
+            "which of two values was meant cannot be known"
+        );
+        assert_eq!(
+            input(None, None)("form:MessageSid").unwrap_err().status(),
+            415
+        );
+        assert_eq!(
+            input(None, Some("psp1:AUTHORISATION:true"))("scheme-key")
+                .unwrap()
+                .as_str(),
+            "psp1:AUTHORISATION:true"
+        );
+        assert_eq!(
+            input(None, None)("scheme-key,body-sha256")
+                .unwrap()
+                .as_str(),
+            BODY_SHA256
+        );
+    }
+
+    /// `derive` with a form and a scheme key, by source list.
+    fn derive_key_owned<'a>(
+        form: Option<&'a [(String, String)]>,
+        scheme_key: Option<&'a str>,
+    ) -> impl Fn(&str) -> Result<IdempotencyKey, Problem> + 'a {
+        move |list| {
+            derive_key(
+                &sources(list),
+                &KeyInput {
+                    headers: &[],
+                    content_type: Some("application/x-www-form-urlencoded"),
+                    json: None,
+                    form,
+                    body_sha256: BODY_SHA256,
+                    scheme_key,
+                },
+            )
+        }
     }
 
     #[test]
@@ -493,6 +650,13 @@ mod tests {
                 },
             ]
         );
+        assert_eq!(
+            sources("form:MessageSid,scheme-key")
+                .iter()
+                .map(KeySource::label)
+                .collect::<Vec<_>>(),
+            ["form:MessageSid", "scheme-key"]
+        );
         for bad in [
             "",
             "header:",
@@ -502,6 +666,7 @@ mod tests {
             "header:a,,json:/b",
             "json:/a+",
             "+json:/a",
+            "form:",
         ] {
             assert!(KeySource::parse_list(bad).is_err(), "{bad}");
         }

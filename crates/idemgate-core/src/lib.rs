@@ -10,6 +10,7 @@
 //! | [`config`] | §8 | typed configuration; invalid values are errors |
 //! | [`key`] | §3 | key sources, validation, scope and Durable Object names |
 //! | [`json`] | §1.5 | a strict JSON reader and the RFC 8785 canonical form |
+//! | [`form`] | §3 | form-encoded bodies and query strings |
 //! | [`canonical`] | §1.5 | the fingerprint over method, query and canonical body |
 //! | [`receipt`] | §2, §2b | receipt states, the decision tables, epochs, outcome classification, retry schedule |
 //! | [`engine`] | §2, §2b | the Durable Object's logic against a [`engine::Backend`] trait |
@@ -24,6 +25,7 @@
 //! | [`object_call`] | — | what the gateway asks of a key's object over RPC, and the answer |
 //! | [`replay_cache`] | §2 | replays an isolate answers without an object round trip |
 //! | [`sweep`] | §2b | the scheduled sweep that wakes overdue receipts |
+//! | [`upgrade`] | §3 | finding receipts the second version kept under other names |
 //! | `simulation` | §2 | deterministic simulation of the engine (tests only) |
 
 pub mod answer;
@@ -31,6 +33,7 @@ pub mod canonical;
 pub mod config;
 pub mod decision_log;
 pub mod engine;
+pub mod form;
 pub mod headers;
 pub mod index;
 pub mod json;
@@ -50,6 +53,7 @@ pub mod signature;
 #[cfg(test)]
 mod simulation;
 pub mod sweep;
+pub mod upgrade;
 
 /// Runs `test` on its own thread and fails it if it has not finished in
 /// `seconds`: a broken comparison can turn a wait into an endless loop,

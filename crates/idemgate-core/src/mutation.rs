@@ -34,9 +34,11 @@ pub enum Mutation {
     /// invariant 8).
     QueueWithoutAlarm,
     /// An async delivery is acknowledged without its index row, so the
-    /// sweep cannot find it when its alarms fail (breaks invariant 8 under
-    /// an alarm outage).
+    /// sweep cannot find it when its alarms fail (breaks invariant 9).
     AcknowledgeWithoutIndexRow,
+    /// The sweep's wake runs the object's step but leaves its index row
+    /// as it is, so a row that lags its receipt stays (breaks invariant 10).
+    WakeWithoutReconcile,
 }
 
 #[cfg(test)]

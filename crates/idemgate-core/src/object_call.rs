@@ -43,6 +43,11 @@ pub enum ObjectOp {
         path_and_query: String,
         raw_body_sha256: String,
         headers: HeaderList,
+        /// Only if the object holds a live receipt of the key: else it
+        /// answers `unknown_key` and stores nothing (the upgrade's lookup
+        /// of a receipt the second version kept; SPEC §3, v3).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        if_known: bool,
     },
     /// The operator reads the receipt.
     ReadReceipt,
@@ -105,8 +110,31 @@ impl ObjectCall {
                 path_and_query: admitted.target.path_and_query,
                 raw_body_sha256: admitted.raw_body_sha256,
                 headers: admitted.forward_headers,
+                if_known: false,
             },
         }
+    }
+
+    /// The call that delivers `admitted` to the object the second version
+    /// kept its receipt in, only if that object holds one; `None` when
+    /// that object is this one.
+    pub fn deliver_to_previous(admitted: &Admitted) -> Option<ObjectCall> {
+        let previous = admitted.previous.as_ref()?;
+        let mut call = ObjectCall::deliver(
+            Admitted {
+                key: previous.key.clone(),
+                scope: previous.scope.clone(),
+                object_name: previous.object_name.clone(),
+                tenant_sha256: previous.tenant_sha256.clone(),
+                previous: None,
+                ..admitted.clone()
+            },
+            0,
+        );
+        if let ObjectOp::Deliver { if_known, .. } = &mut call.op {
+            *if_known = true;
+        }
+        Some(call)
     }
 
     pub fn to_json(&self) -> String {
@@ -132,6 +160,7 @@ impl ObjectCall {
             path_and_query,
             raw_body_sha256,
             headers,
+            if_known,
         } = self.op
         else {
             return Err(version_skew("not a delivery".into()));
@@ -161,6 +190,7 @@ impl ObjectCall {
             },
             path_and_query,
             raw_body_sha256,
+            if_known,
         })
     }
 }
@@ -181,28 +211,43 @@ pub struct ObjectReply {
     /// gateway may keep the replay in its isolate until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replayable_until: Option<u64>,
+    /// An `if_known` delivery found no receipt: nothing was done.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unknown_key: bool,
+}
+
+/// What the gateway gets back from a key's object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub response: HttpResponse,
+    pub replayable_until: Option<u64>,
+    pub unknown_key: bool,
 }
 
 impl ObjectReply {
     /// The reply's JSON and the body to send beside it.
-    pub fn encode(response: HttpResponse, replayable_until: Option<u64>) -> (String, Vec<u8>) {
-        let reply = ObjectReply {
-            status: response.status,
-            headers: response.headers,
-            replayable_until,
+    pub fn encode(reply: Reply) -> (String, Vec<u8>) {
+        let encoded = ObjectReply {
+            status: reply.response.status,
+            headers: reply.response.headers,
+            replayable_until: reply.replayable_until,
+            unknown_key: reply.unknown_key,
         };
-        let json = serde_json::to_string(&reply).expect("a reply serializes");
-        (json, response.body)
+        let json = serde_json::to_string(&encoded).expect("a reply serializes");
+        (json, reply.response.body)
     }
 
-    pub fn decode(json: &str, body: Vec<u8>) -> Result<(HttpResponse, Option<u64>), String> {
+    pub fn decode(json: &str, body: Vec<u8>) -> Result<Reply, String> {
         let reply: ObjectReply = serde_json::from_str(json).map_err(|error| error.to_string())?;
-        let response = HttpResponse {
-            status: reply.status,
-            headers: reply.headers,
-            body,
-        };
-        Ok((response, reply.replayable_until))
+        Ok(Reply {
+            response: HttpResponse {
+                status: reply.status,
+                headers: reply.headers,
+                body,
+            },
+            replayable_until: reply.replayable_until,
+            unknown_key: reply.unknown_key,
+        })
     }
 }
 
@@ -247,6 +292,7 @@ mod tests {
             },
             raw_body_sha256: "d".repeat(64),
             forward_headers: vec![("content-type".into(), "application/json".into())],
+            previous: None,
         }
     }
 
@@ -317,13 +363,45 @@ mod tests {
             headers: vec![("idempotent-replayed".into(), "true".into())],
             body: vec![0, 159, 255],
         };
-        let (json, body) = ObjectReply::encode(response.clone(), Some(42));
+        let reply = |replayable_until, unknown_key| Reply {
+            response: response.clone(),
+            replayable_until,
+            unknown_key,
+        };
+        let (json, body) = ObjectReply::encode(reply(Some(42), false));
+        assert_eq!(ObjectReply::decode(&json, body), Ok(reply(Some(42), false)));
+        let (json, body) = ObjectReply::encode(reply(None, false));
+        assert!(!json.contains("replayable_until") && !json.contains("unknown_key"));
+        assert_eq!(ObjectReply::decode(&json, body), Ok(reply(None, false)));
+        let (json, body) = ObjectReply::encode(reply(None, true));
+        assert_eq!(ObjectReply::decode(&json, body), Ok(reply(None, true)));
+    }
+
+    #[test]
+    fn a_delivery_goes_to_its_previous_object_only_if_known_there() {
+        let mut admitted = admitted();
+        assert_eq!(ObjectCall::deliver_to_previous(&admitted), None);
+        admitted.previous = Some(crate::pipeline::PreviousIdentity {
+            key: IdempotencyKey::parse("evt:1", "test").unwrap(),
+            scope: "e".repeat(64),
+            object_name: "f".repeat(64),
+            tenant_sha256: None,
+        });
+        let call = ObjectCall::deliver_to_previous(&admitted).unwrap();
+        assert_eq!(call.object, "f".repeat(64));
+        let delivery = call.into_delivery(Vec::new()).unwrap();
+        assert!(delivery.if_known);
+        assert_eq!(delivery.key.as_str(), "evt:1");
+        assert_eq!(delivery.identity.scope, "e".repeat(64));
         assert_eq!(
-            ObjectReply::decode(&json, body),
-            Ok((response.clone(), Some(42)))
+            delivery.fingerprint, admitted.fingerprint,
+            "the same payload"
         );
-        let (json, body) = ObjectReply::encode(response.clone(), None);
-        assert!(!json.contains("replayable_until"));
-        assert_eq!(ObjectReply::decode(&json, body), Ok((response, None)));
+        assert!(
+            !ObjectCall::deliver(admitted, 0)
+                .into_delivery(Vec::new())
+                .unwrap()
+                .if_known
+        );
     }
 }

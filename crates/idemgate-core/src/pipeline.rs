@@ -5,10 +5,14 @@
 use sha2::{Digest, Sha256};
 
 use crate::canonical::{body_sha256, is_json_media_type, parse_json, sha256_hex, Fingerprint};
-use crate::config::{Config, RouteConfig};
+use crate::config::{Config, RouteConfig, Tenant};
+use crate::form;
 use crate::headers::{self, HeaderList};
 use crate::json::Json;
-use crate::key::{derive_key, tenant_sha256, IdempotencyKey, KeyInput, KeyScope, Scope};
+use crate::key::{
+    derive_key, derive_key_joined, tenant_sha256, IdempotencyKey, Joining, KeyInput, KeyPart,
+    KeyScope, KeySource, Scope,
+};
 use crate::origin::{target, Target};
 use crate::problem::Problem;
 use crate::signature;
@@ -125,50 +129,131 @@ pub struct Admitted {
     pub raw_body_sha256: String,
     /// The sender's headers as the origin will see them, before idemgate's own.
     pub forward_headers: HeaderList,
+    /// Where the second version kept this delivery's receipt, when that
+    /// differs (SPEC §3, v3 "Upgrading"): looked up first for a while after
+    /// an upgrade, so that a retry spanning it is not forwarded again.
+    pub previous: Option<PreviousIdentity>,
 }
 
-/// Step 3: the sender's signature, before anything reads the body.
-pub fn authenticate(route: &RouteConfig, inbound: &Inbound) -> Result<(), Problem> {
-    route.signature_scheme.verify(
-        &signature::SignedRequest {
-            headers: inbound.headers,
-            body: inbound.body,
-        },
-        inbound.now,
-        route.signature_tolerance_seconds,
-    )
+impl Admitted {
+    /// This delivery as the second version addressed it: its previous
+    /// identity, when it has one (a deployment before its upgrade, in the
+    /// end-to-end tests).
+    pub fn as_previous(self) -> Admitted {
+        match self.previous.clone() {
+            Some(previous) => Admitted {
+                key: previous.key,
+                scope: previous.scope,
+                object_name: previous.object_name,
+                tenant_sha256: previous.tenant_sha256,
+                previous: None,
+                ..self
+            },
+            None => self,
+        }
+    }
 }
 
-/// Steps 2 to 5 after authentication: size, key, fingerprint and scope.
-/// The first failing check answers; nothing reaches a Durable Object.
-pub fn admit(route: &RouteConfig, inbound: &Inbound) -> Result<Admitted, Problem> {
+/// A delivery's identity as the second version derived it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviousIdentity {
+    pub key: IdempotencyKey,
+    pub scope: String,
+    pub object_name: String,
+    pub tenant_sha256: Option<String>,
+}
+
+/// A delivery whose size and sender's signature were checked (steps 2
+/// and 3). Only [`authenticate`] makes one, and [`admit`] takes nothing
+/// else: no later step can run on a delivery that skipped them.
+pub struct Authenticated<'a> {
+    route: &'a RouteConfig,
+    inbound: &'a Inbound<'a>,
+}
+
+impl<'a> Authenticated<'a> {
+    pub fn route(&self) -> &'a RouteConfig {
+        self.route
+    }
+
+    pub fn inbound(&self) -> &'a Inbound<'a> {
+        self.inbound
+    }
+
+    fn signed_request(&self) -> signature::SignedRequest<'a> {
+        signature::SignedRequest {
+            headers: self.inbound.headers,
+            body: self.inbound.body,
+        }
+    }
+}
+
+/// Steps 2 and 3: the size, then the sender's signature, before anything
+/// reads the body.
+pub fn authenticate<'a>(
+    route: &'a RouteConfig,
+    inbound: &'a Inbound<'a>,
+) -> Result<Authenticated<'a>, Problem> {
     if over_limit(inbound.body.len() as u64, route.max_body_bytes) {
         return Err(Problem::PayloadTooLarge {
             limit: route.max_body_bytes,
         });
     }
-    authenticate(route, inbound)?;
-    admit_authenticated(route, inbound)
+    let authenticated = Authenticated { route, inbound };
+    route.signature_scheme.verify(
+        &authenticated.signed_request(),
+        inbound.now,
+        route.signature_tolerance_seconds,
+    )?;
+    Ok(authenticated)
 }
 
-/// Steps 4 and 5, for a delivery whose size and signature were checked.
-pub fn admit_authenticated(route: &RouteConfig, inbound: &Inbound) -> Result<Admitted, Problem> {
+/// Steps 4 and 5: key, fingerprint and scope. The first failing check
+/// answers; nothing reaches a Durable Object.
+pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
+    let (route, inbound) = (authenticated.route, authenticated.inbound);
     let content_type = headers::get(inbound.headers, "content-type");
     let json: Option<Json> = match content_type {
         Some(media_type) if is_json_media_type(media_type) => Some(parse_json(inbound.body)?),
         _ => None,
     };
-    let body_hash = body_sha256(json.as_ref(), inbound.body);
-    let fingerprint = Fingerprint::of_request(inbound.method, inbound.query, &body_hash);
-    let key = derive_key(
-        &route.key_sources,
-        &KeyInput {
-            headers: inbound.headers,
-            content_type,
-            json: json.as_ref(),
-            body_sha256: &body_hash,
-        },
-    )?;
+    let reads = |wanted: fn(&KeyPart) -> bool| {
+        route
+            .key_sources
+            .iter()
+            .any(|source| source.parts.iter().any(wanted))
+    };
+    let form = match content_type {
+        Some(media_type)
+            if form::is_form_media_type(media_type)
+                && reads(|part| matches!(part, KeyPart::Form(_))) =>
+        {
+            Some(form::pairs(&String::from_utf8_lossy(inbound.body)))
+        }
+        _ => None,
+    };
+    let signed = authenticated.signed_request();
+    let scheme_key = match reads(|part| *part == KeyPart::SchemeKey) {
+        true => route.signature_scheme.scheme_key(&signed),
+        false => None,
+    };
+    let canonical_hash = body_sha256(json.as_ref(), inbound.body);
+    let fingerprint = Fingerprint::of_request(inbound.method, inbound.query, &canonical_hash);
+    // On a signed route, `body-sha256` hashes what the signature covers,
+    // whatever the (unsigned) Content-Type says (SPEC §3, v3).
+    let key_hash = match route.signature_scheme.body_for_key(&signed) {
+        Some(signed_bytes) => sha256_hex(&signed_bytes),
+        None => canonical_hash.clone(),
+    };
+    let input = |body_sha256| KeyInput {
+        headers: inbound.headers,
+        content_type,
+        json: json.as_ref(),
+        form: form.as_deref(),
+        body_sha256,
+        scheme_key: scheme_key.as_deref(),
+    };
+    let key = derive_key(&route.key_sources, &input(&key_hash))?;
     let tenant_sha256 = tenant_hash(route, inbound.headers)?;
     let scoped_path = match route.key_scope {
         KeyScope::Path => Some(inbound.normalized_path.to_string()),
@@ -179,9 +264,17 @@ pub fn admit_authenticated(route: &RouteConfig, inbound: &Inbound) -> Result<Adm
         scoped_path.as_deref(),
         tenant_sha256.as_deref(),
     );
+    let object_name = scope.object_name(&key);
+    let previous = previous_identity(
+        route,
+        &input(&canonical_hash),
+        scoped_path.as_deref(),
+        tenant_sha256.as_deref(),
+    )
+    .filter(|previous| previous.object_name != object_name);
     Ok(Admitted {
         route: route.name.clone(),
-        object_name: scope.object_name(&key),
+        object_name,
         scope: scope.id().to_string(),
         key,
         fingerprint,
@@ -191,18 +284,63 @@ pub fn admit_authenticated(route: &RouteConfig, inbound: &Inbound) -> Result<Adm
         target: target(&route.origin_url, inbound.path, inbound.query),
         raw_body_sha256: sha256_hex(inbound.body),
         forward_headers: headers::for_origin(inbound.headers),
+        previous,
     })
 }
 
-/// The hash of the `TENANT_HEADER` value; 400 `missing-tenant` without it.
+/// Where the second version kept a delivery's receipt: its `body-sha256`
+/// hashed the canonical body on every route, Adyen's default key was that
+/// hash, composite parts were joined as they were, and an api route
+/// without `TENANT_HEADER` had no tenant. `None` when it derived nothing.
+fn previous_identity(
+    route: &RouteConfig,
+    input: &KeyInput,
+    scoped_path: Option<&str>,
+    tenant_sha256: Option<&str>,
+) -> Option<PreviousIdentity> {
+    let sources: Vec<KeySource> = route
+        .key_sources
+        .iter()
+        .map(|source| KeySource {
+            parts: source
+                .parts
+                .iter()
+                .map(|part| match part {
+                    KeyPart::SchemeKey => KeyPart::BodySha256,
+                    other => other.clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    let key = derive_key_joined(&sources, input, Joining::Plain).ok()?;
+    let tenant_sha256 = match route.tenant {
+        Tenant::Header {
+            required: false, ..
+        } => None,
+        _ => tenant_sha256,
+    };
+    let scope = Scope::new(&route.name, scoped_path, tenant_sha256);
+    Some(PreviousIdentity {
+        object_name: scope.object_name(&key),
+        scope: scope.id().to_string(),
+        key,
+        tenant_sha256: tenant_sha256.map(str::to_string),
+    })
+}
+
+/// The hash of the tenant header's value: 400 `missing-tenant` without
+/// it where `TENANT_HEADER` requires it; anonymous (none) where api mode
+/// scopes by `Authorization` and a request has none.
 fn tenant_hash(route: &RouteConfig, list: &[(String, String)]) -> Result<Option<String>, Problem> {
-    match &route.tenant_header {
-        Some(name) => headers::get(list, name)
-            .map(|value| Some(tenant_sha256(value)))
-            .ok_or_else(|| Problem::MissingTenant {
+    match &route.tenant {
+        Tenant::Header { name, required } => match headers::get(list, name) {
+            Some(value) => Ok(Some(tenant_sha256(value))),
+            None if *required => Err(Problem::MissingTenant {
                 header: name.clone(),
             }),
-        None => Ok(None),
+            None => Ok(None),
+        },
+        Tenant::Shared => Ok(None),
     }
 }
 
@@ -213,7 +351,8 @@ fn tenant_hash(route: &RouteConfig, list: &[(String, String)]) -> Result<Option<
 /// the tenant read, and the raw body). Two requests with equal inputs
 /// admit to the same object and fingerprint, so a replay cached under this
 /// key is theirs; a different payload misses and goes the long way (422).
-pub fn fast_replay_key(route: &RouteConfig, inbound: &Inbound) -> String {
+pub fn fast_replay_key(authenticated: &Authenticated) -> String {
+    let (route, inbound) = (authenticated.route, authenticated.inbound);
     let mut hasher = Sha256::new();
     let mut field = |bytes: &[u8]| {
         hasher.update((bytes.len() as u64).to_le_bytes());
@@ -236,7 +375,10 @@ pub fn fast_replay_key(route: &RouteConfig, inbound: &Inbound) -> String {
         .key_sources
         .iter()
         .flat_map(|source| source.headers())
-        .chain(route.tenant_header.as_deref());
+        .chain(match &route.tenant {
+            Tenant::Header { name, .. } => Some(name.as_str()),
+            Tenant::Shared => None,
+        });
     for name in read_headers {
         match headers::get(inbound.headers, name) {
             Some(value) => {
@@ -317,18 +459,16 @@ mod tests {
     fn run(config: &Config, request: &Request) -> Result<Admitted, Problem> {
         let normalized = normalize(request.path);
         let route = config.route_for(&normalized).unwrap();
-        admit(
-            route,
-            &Inbound {
-                method: request.method,
-                path: request.path,
-                normalized_path: &normalized,
-                query: request.query,
-                headers: &request.headers,
-                body: request.body,
-                now: 0,
-            },
-        )
+        let inbound = Inbound {
+            method: request.method,
+            path: request.path,
+            normalized_path: &normalized,
+            query: request.query,
+            headers: &request.headers,
+            body: request.body,
+            now: 0,
+        };
+        admit(&authenticate(route, &inbound)?)
     }
 
     fn normalize(path: &str) -> String {
@@ -580,18 +720,16 @@ mod tests {
         let route = &config.routes[0];
         let key = |request: &Request| {
             let normalized = normalize(request.path);
-            fast_replay_key(
-                route,
-                &Inbound {
-                    method: request.method,
-                    path: request.path,
-                    normalized_path: &normalized,
-                    query: request.query,
-                    headers: &request.headers,
-                    body: request.body,
-                    now: 0,
-                },
-            )
+            let inbound = Inbound {
+                method: request.method,
+                path: request.path,
+                normalized_path: &normalized,
+                query: request.query,
+                headers: &request.headers,
+                body: request.body,
+                now: 0,
+            };
+            fast_replay_key(&authenticate(route, &inbound).unwrap())
         };
         let base = json_post(
             &[
@@ -625,5 +763,210 @@ mod tests {
         let mut other_path = json_post(&[("idempotency-key", "k"), ("authorization", "a")], "{}");
         other_path.path = "/other";
         assert_ne!(key(&base), key(&other_path));
+    }
+
+    /// A route configured by `vars` (with a large enough body limit).
+    fn routed(vars: &[(&str, &str)]) -> Config {
+        let mut all = vec![("MAX_BODY_BYTES", "65536")];
+        all.extend_from_slice(vars);
+        config(&all)
+    }
+
+    /// `request` signed by `config`'s route's own scheme at time 0.
+    fn signed(config: &Config, mut request: Request<'static>) -> (Request<'static>, Vec<u8>) {
+        let mut message = crate::signature::Message {
+            headers: request.headers.clone(),
+            body: request.body.to_vec(),
+        };
+        config.routes[0].signature_scheme.sign(&mut message, 0);
+        request.headers = message.headers;
+        let body = message.body;
+        (request, body)
+    }
+
+    fn run_owned(config: &Config, request: &Request, body: &[u8]) -> Result<Admitted, Problem> {
+        let request = Request {
+            method: request.method,
+            path: request.path,
+            query: request.query,
+            headers: request.headers.clone(),
+            body,
+        };
+        run(config, &request)
+    }
+
+    #[test]
+    fn a_signed_bodys_key_is_its_raw_hash_whatever_its_content_type_says() {
+        let config = routed(&[("SIGNATURE_SCHEME", "github"), ("SIGNING_SECRET", "s")]);
+        let body: &'static str = "{ \"action\": \"completed\", \"id\": 1 }";
+        let (request, bytes) = signed(&config, json_post(&[], body));
+        let as_json = run_owned(&config, &request, &bytes).unwrap();
+        assert_eq!(as_json.key.as_str(), sha256_hex(body.as_bytes()));
+        // A captured delivery re-sent without its (unsigned) Content-Type.
+        let mut bare = Request {
+            headers: request.headers.clone(),
+            ..json_post(&[], body)
+        };
+        bare.headers.retain(|(name, _)| name != "content-type");
+        let as_text = run_owned(&config, &bare, &bytes).unwrap();
+        assert_eq!(
+            as_text.object_name, as_json.object_name,
+            "one key: replayed, not forwarded"
+        );
+        // The second version keyed it by its canonical JSON.
+        let previous = as_json.previous.expect("the key changed");
+        assert_eq!(
+            previous.key.as_str(),
+            sha256_hex(br#"{"action":"completed","id":1}"#)
+        );
+    }
+
+    #[test]
+    fn an_adyen_notifications_key_ignores_unsigned_members() {
+        let config = routed(&[
+            ("SIGNATURE_SCHEME", "adyen"),
+            ("SIGNING_SECRET", &"ab".repeat(32)),
+        ]);
+        let body = crate::signature::sample_notification("psp42");
+        let body: &'static str = Box::leak(body.into_boxed_str());
+        let (request, bytes) = signed(&config, json_post(&[], body));
+        let genuine = run_owned(&config, &request, &bytes).unwrap();
+        assert_eq!(genuine.key.as_str(), "psp42:AUTHORISATION:true");
+        let text = String::from_utf8(bytes).unwrap();
+        let padded = text.replacen("{\"live\"", "{\"extra\":1,\"live\"", 1);
+        assert_ne!(padded, text);
+        let changed = run_owned(&config, &request, padded.as_bytes()).unwrap();
+        assert_eq!(changed.object_name, genuine.object_name, "the same key");
+        assert_ne!(
+            changed.fingerprint, genuine.fingerprint,
+            "so it is 422, never forwarded"
+        );
+        assert!(
+            genuine.previous.is_some(),
+            "the second version hashed the body"
+        );
+    }
+
+    #[test]
+    fn in_api_mode_credentials_scope_keys_and_none_is_anonymous() {
+        let api = config(&[("DEDUP_MODE", "api")]);
+        let as_caller = |authorization: Option<&str>| {
+            let mut extra = vec![("idempotency-key", "order-1")];
+            extra.extend(authorization.map(|value| ("authorization", value)));
+            run(&api, &json_post(&extra, "{}")).unwrap()
+        };
+        let (alice, bob, anonymous) = (
+            as_caller(Some("Bearer alice")),
+            as_caller(Some("Bearer bob")),
+            as_caller(None),
+        );
+        assert_ne!(alice.object_name, bob.object_name);
+        assert_ne!(alice.object_name, anonymous.object_name);
+        assert_eq!(anonymous.tenant_sha256, None, "no 400: anonymous");
+        assert_eq!(
+            alice
+                .previous
+                .as_ref()
+                .map(|previous| previous.tenant_sha256.clone()),
+            Some(None),
+            "the second version had no tenant here"
+        );
+        assert_eq!(
+            anonymous.previous, None,
+            "anonymous: as the second version was"
+        );
+        let shared = config(&[("DEDUP_MODE", "api"), ("TENANT_HEADER", "none")]);
+        let key = |authorization| {
+            run(
+                &shared,
+                &json_post(
+                    &[("idempotency-key", "k"), ("authorization", authorization)],
+                    "{}",
+                ),
+            )
+            .unwrap()
+            .object_name
+        };
+        assert_eq!(
+            key("Bearer a"),
+            key("Bearer b"),
+            "TENANT_HEADER=none shares on purpose"
+        );
+        let explicit = config(&[("DEDUP_MODE", "api"), ("TENANT_HEADER", "Authorization")]);
+        assert_eq!(
+            run(&explicit, &json_post(&[("idempotency-key", "k")], "{}"))
+                .unwrap_err()
+                .name(),
+            "missing-tenant"
+        );
+    }
+
+    #[test]
+    fn the_previous_identity_is_the_second_versions_and_absent_when_unchanged() {
+        let composite = config(&[("KEY_SOURCES", "json:/a+json:/b")]);
+        let admitted = run(&composite, &json_post(&[], r#"{"a":"x:y","b":"z"}"#)).unwrap();
+        assert_eq!(admitted.key.as_str(), "x%3Ay:z");
+        let previous = admitted.previous.unwrap();
+        assert_eq!(previous.key.as_str(), "x:y:z");
+        assert_eq!(
+            previous.object_name,
+            Scope::new("default", Some("/pay"), None).object_name(&previous.key)
+        );
+        let unchanged = run(&composite, &json_post(&[], r#"{"a":"x","b":"z"}"#)).unwrap();
+        assert_eq!(unchanged.previous, None, "no ':' to encode: the same key");
+        let plain = run(&config(&[]), &json_post(&[("idempotency-key", "k")], "{}")).unwrap();
+        assert_eq!(plain.previous, None);
+    }
+
+    #[test]
+    fn a_signed_route_takes_keys_tenants_and_scopes_only_from_what_is_signed() {
+        let vars = |extra: &[(&'static str, &'static str)]| {
+            let mut all = vec![
+                ("ORIGIN_URL", "http://o"),
+                ("SIGNATURE_SCHEME", "github"),
+                ("SIGNING_SECRET", "s"),
+            ];
+            all.extend_from_slice(extra);
+            let map: HashMap<String, String> = all
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Config::from_lookup(|name| map.get(name).cloned())
+        };
+        for (name, value) in [
+            ("KEY_SOURCES", "header:X-GitHub-Delivery"),
+            ("KEY_SOURCES", "json:/id,header:x-other"),
+            ("TENANT_HEADER", "X-GitHub-Hook-ID"),
+            ("KEY_SCOPE", "path"),
+        ] {
+            let problem = vars(&[(name, value)]).unwrap_err();
+            assert_eq!(problem.name(), "misconfigured", "{name}={value}");
+            assert!(problem.detail().starts_with(name), "{}", problem.detail());
+            assert!(
+                problem.detail().contains("forwarded again"),
+                "{}",
+                problem.detail()
+            );
+        }
+        assert!(vars(&[("KEY_SOURCES", "json:/hook_id,body-sha256")]).is_ok());
+        assert!(vars(&[("TENANT_HEADER", "none")]).is_ok());
+        // The id Standard Webhooks signs is a key; scheme-key needs a scheme that makes one.
+        let standard = config(&[
+            ("SIGNATURE_SCHEME", "standard-webhooks"),
+            ("SIGNING_SECRET", "whsec_c2VjcmV0"),
+            ("KEY_SOURCES", "header:webhook-id"),
+        ]);
+        assert_eq!(standard.routes[0].key_sources.len(), 1);
+        let map: HashMap<String, String> =
+            [("ORIGIN_URL", "http://o"), ("KEY_SOURCES", "scheme-key")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        assert_eq!(
+            Config::from_lookup(|name| map.get(name).cloned())
+                .unwrap_err()
+                .name(),
+            "misconfigured"
+        );
     }
 }

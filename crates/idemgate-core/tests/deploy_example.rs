@@ -61,10 +61,10 @@ fn the_worked_deployment_is_a_valid_configuration() {
     assert_eq!(route("/webhooks/github/x").name, "github");
     assert_eq!(route("/v1/charges").name, "api");
     assert!(route("/v1/charges").retryable_statuses.contains(404));
-    assert_eq!(
-        route("/v1/charges").tenant_header.as_deref(),
-        Some("authorization")
-    );
+    assert!(matches!(
+        &route("/v1/charges").tenant,
+        idemgate_core::config::Tenant::Header { name, .. } if name == "authorization"
+    ));
     assert!(config.route_for("/other").is_err());
     // A secret the deployment names but nobody set is refused by name.
     env.remove("GITHUB_WEBHOOK_SECRET");

@@ -14,7 +14,7 @@ use idemgate_core::canonical::body_sha256;
 use idemgate_core::config::Config;
 use idemgate_core::json::{self, Json};
 use idemgate_core::key::{derive_key, IdempotencyKey, KeyInput, KeySource};
-use idemgate_core::pipeline::{admit, Inbound};
+use idemgate_core::pipeline::{admit, authenticate, Inbound};
 use idemgate_core::problem::Problem;
 use idemgate_core::routes::normalize_path;
 use idemgate_core::signature::{Message, SchemeSettings, SignatureScheme, SignedRequest};
@@ -299,18 +299,16 @@ fn admit_delivery(
 ) -> Result<idemgate_core::pipeline::Admitted, Problem> {
     let normalized = normalize_path(&delivery.path)?;
     let route = config.route_for(&normalized)?;
-    admit(
-        route,
-        &Inbound {
-            method: "POST",
-            path: &delivery.path,
-            normalized_path: &normalized,
-            query: delivery.query.as_deref(),
-            headers: &delivery.headers,
-            body: &delivery.body,
-            now: 0,
-        },
-    )
+    let inbound = Inbound {
+        method: "POST",
+        path: &delivery.path,
+        normalized_path: &normalized,
+        query: delivery.query.as_deref(),
+        headers: &delivery.headers,
+        body: &delivery.body,
+        now: 0,
+    };
+    admit(&authenticate(route, &inbound)?)
 }
 
 fn pipeline_config() -> Config {
@@ -411,7 +409,9 @@ proptest! {
             headers: &headers,
             content_type: Some("application/json"),
             json: Some(&parsed),
+            form: None,
             body_sha256: &hash,
+            scheme_key: None,
         };
         if let Ok(key) = derive_key(&sources, &input) {
             prop_assert!(is_valid_key(key.as_str()));

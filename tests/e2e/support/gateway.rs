@@ -51,11 +51,14 @@ pub fn free_port() -> u16 {
         .expect("a free port between 20000 and 32000")
 }
 
-/// The most recently modified file under `dir`, and when.
+/// The most recently modified file under `dir` that goes into the worker:
+/// test-only files (`tests.rs`, the simulation, the memory backend) do not.
 fn newest_source(dir: &Path) -> Option<(std::time::SystemTime, PathBuf)> {
+    const TEST_ONLY: &[&str] = &["tests.rs", "simulation", "memory_backend.rs"];
     fs::read_dir(dir)
         .ok()?
         .flatten()
+        .filter(|entry| !TEST_ONLY.contains(&entry.file_name().to_string_lossy().as_ref()))
         .filter_map(|entry| {
             let path = entry.path();
             if path.is_dir() {
@@ -112,7 +115,10 @@ fn snapshot_dir() -> PathBuf {
 /// in a directory no build writes to.
 fn snapshot(worker: Worker) -> &'static Path {
     static SNAPSHOTS: OnceLock<std::sync::Mutex<Vec<(Worker, &'static Path)>>> = OnceLock::new();
-    let mut snapshots = SNAPSHOTS.get_or_init(Default::default).lock().unwrap();
+    let mut snapshots = SNAPSHOTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some((_, dir)) = snapshots.iter().find(|(known, _)| *known == worker) {
         return dir;
     }
@@ -296,6 +302,15 @@ impl Gateway {
     /// earlier run (a restart).
     pub async fn start_in(dir: tempfile::TempDir, vars: &[(&str, &str)]) -> Gateway {
         Gateway::start_configured(dir, Worker::Release, Index::Migrated, vars, "").await
+    }
+
+    /// Starts `worker` on `dir`, whose `state/` may hold an earlier run's.
+    pub async fn start_in_with(
+        dir: tempfile::TempDir,
+        worker: Worker,
+        vars: &[(&str, &str)],
+    ) -> Gateway {
+        Gateway::start_configured(dir, worker, Index::Migrated, vars, "").await
     }
 
     /// Starts the worker built with test hooks (`src/test_hooks.rs`).

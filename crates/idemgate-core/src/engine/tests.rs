@@ -69,6 +69,7 @@ fn delivery(body: &str) -> Delivery {
         },
         path_and_query: "/pay?x=1".into(),
         raw_body_sha256: sha256_hex(body.as_bytes()),
+        if_known: false,
     }
 }
 
@@ -1411,4 +1412,27 @@ fn poll_once<T>(mut future: Pin<&mut impl Future<Output = T>>) -> Option<T> {
         }
     }
     None
+}
+
+#[test]
+fn an_if_known_delivery_goes_on_only_where_a_receipt_is() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = policy(InFlightPolicy::Wait);
+    let probe = || Delivery {
+        if_known: true,
+        ..delivery("a")
+    };
+    assert!(block_on(engine.deliver_if_known(probe(), &policy)).is_none());
+    assert!(backend.stored.borrow().is_none(), "nothing stored");
+    assert!(backend.forwarded.borrow().is_empty(), "nothing sent");
+    assert!(backend.events.borrow().is_empty(), "nothing counted");
+    // The second version's receipt of the key: a retry is replayed there.
+    block_on(engine.deliver(delivery("a"), &policy));
+    let replay = block_on(engine.deliver_if_known(probe(), &policy)).unwrap();
+    assert_eq!(replay.decision(), "replayed");
+    assert_eq!(backend.forwarded.borrow().len(), 1);
+    // Past its retention it is no receipt.
+    backend.now.set(NOW + 60_000);
+    assert!(block_on(engine.deliver_if_known(probe(), &policy)).is_none());
 }

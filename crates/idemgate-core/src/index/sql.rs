@@ -10,6 +10,7 @@ use super::{Cursor, PAGE_SIZE};
 const MIGRATIONS: &[&str] = &[
     include_str!("../../../../migrations/0001_receipts.sql"),
     include_str!("../../../../migrations/0002_receipt_index.sql"),
+    include_str!("../../../../migrations/0003_meta.sql"),
 ];
 
 /// The schema's statements, one each: comments dropped, split at `;`.
@@ -88,6 +89,13 @@ pub const OVERDUE: &str = "SELECT object, route FROM receipt_index \
 pub const FORGET_TOMBSTONES: &str =
     "DELETE FROM receipt_index WHERE state = 'gone' AND updated_at < ?1";
 
+/// Records when this version first ran, once. Parameters: the name
+/// ([`crate::upgrade::SINCE`]), now.
+pub const META_FIRST: &str = "INSERT OR IGNORE INTO idemgate_meta (name, value) VALUES (?1, ?2)";
+
+/// Reads a recorded fact. Parameter: its name.
+pub const META_READ: &str = "SELECT value FROM idemgate_meta WHERE name = ?1";
+
 /// Per route and listable state: how many, and the oldest acceptance.
 pub const SUMMARY: &str = "SELECT route, state, COUNT(*) AS count, MIN(accepted_at) AS oldest \
      FROM receipt_index WHERE state != 'gone' GROUP BY route, state";
@@ -100,7 +108,7 @@ mod tests {
     #[test]
     fn the_schema_is_the_migrations_statements() {
         let statements = schema();
-        assert_eq!(statements.len(), 6, "{statements:#?}");
+        assert_eq!(statements.len(), 7, "{statements:#?}");
         assert!(statements
             .iter()
             .all(|statement| statement.contains("IF NOT EXISTS")

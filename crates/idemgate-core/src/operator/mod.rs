@@ -7,7 +7,8 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::canonical::is_sha256_hex;
-use crate::config::{Config, RouteConfig};
+use crate::config::{Config, RouteConfig, Tenant};
+pub use crate::form::pairs as query_pairs;
 use crate::index::{Cursor, LISTABLE_STATES};
 use crate::key::{IdempotencyKey, KeyScope, Scope};
 use crate::problem::Problem;
@@ -32,45 +33,6 @@ pub fn authorize(admin_token: Option<&Secret>, authorization: Option<&str>) -> R
     } else {
         Err(Problem::Unauthorized)
     }
-}
-
-/// `application/x-www-form-urlencoded` pairs of a query string (`+` is a
-/// space, percent-escapes decoded, invalid UTF-8 replaced).
-pub fn query_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (form_decode(name), form_decode(value))
-        })
-        .collect()
-}
-
-fn form_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes
-                    .get(at + 1..at + 3)
-                    .and_then(|pair| std::str::from_utf8(pair).ok());
-                match hex.and_then(|hex| u8::from_str_radix(hex, 16).ok()) {
-                    Some(byte) => {
-                        out.push(byte);
-                        at += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            byte => out.push(byte),
-        }
-        at += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn param<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -120,17 +82,24 @@ pub fn receipt_address(
         })?)?),
         KeyScope::Route => None,
     };
-    let tenant = match &route.tenant_header {
-        Some(header) => {
-            let hash = param(query, "tenant_sha256").ok_or_else(|| Problem::MissingTenant {
-                header: format!("{header} (as tenant_sha256=)"),
-            })?;
-            if !is_sha256_hex(hash) {
-                return Err(bad_query("tenant_sha256= is 64 lowercase hex digits"));
-            }
-            Some(hash)
+    let tenant = match (&route.tenant, param(query, "tenant_sha256")) {
+        (Tenant::Header { .. }, Some(hash)) if !is_sha256_hex(hash) => {
+            return Err(bad_query("tenant_sha256= is 64 lowercase hex digits"))
         }
-        None => None,
+        (Tenant::Header { .. }, Some(hash)) => Some(hash),
+        // An anonymous caller's receipt (api mode, no Authorization).
+        (
+            Tenant::Header {
+                required: false, ..
+            },
+            None,
+        ) => None,
+        (Tenant::Header { name, .. }, None) => {
+            return Err(Problem::MissingTenant {
+                header: format!("{name} (as tenant_sha256=)"),
+            })
+        }
+        (Tenant::Shared, _) => None,
     };
     let scope = Scope::new(&route.name, path.as_deref(), tenant);
     Ok(ReceiptAddress {

@@ -5,13 +5,17 @@
 //! `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`.
 //! A notification passes only when every item verifies.
 //!
-//! SPEC §4 escapes `\` as `\\` and `:` as `\:` in each field, as Adyen's
-//! documentation once said; Adyen itself signs the fields as they are
-//! (its libraries dropped the escaping: Adyen/adyen-php-api-library PR 165,
+//! The fields are signed as they are: Adyen's documentation once escaped
+//! `\` and `:` in them, but Adyen does not (its libraries dropped the
+//! escaping: Adyen/adyen-php-api-library PR 165,
 //! Adyen/adyen-python-api-library issue 117, and real notifications with
-//! `:` in a reference verify only unescaped). So an item passes when its
-//! signature matches either form; both are MACs under the same secret key.
-//! The two forms differ only for a field that holds `\` or `:`.
+//! `:` in a reference verify only unescaped), and accepting that form too
+//! would let `x\:y` in one field read as `x:y` across two.
+//!
+//! Only those eight fields of each item are signed, not the body: an
+//! attacker may add or change any other member. So the key is made from
+//! signed fields only (`scheme-key`: each item's pspReference, eventCode
+//! and success), and `body-sha256` hashes the items' signed fields.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -19,7 +23,10 @@ use base64::Engine;
 use hmac::Mac;
 
 use super::mac::{mac_of, tag_of};
-use super::{setting_error, Message, Rejection, Scheme, SchemeEntry, SecretBytes, SignedRequest};
+use super::{
+    setting_error, Message, Rejection, Scheme, SchemeEntry, SecretBytes, Signed, SignedBody,
+    SignedRequest,
+};
 use crate::json::{self, Json};
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
@@ -41,7 +48,63 @@ struct Adyen {
 
 impl Scheme for Adyen {
     fn default_key_sources(&self) -> &'static str {
-        "body-sha256"
+        "scheme-key"
+    }
+
+    fn signed(&self) -> Signed {
+        Signed {
+            headers: &[],
+            body: SignedBody::Fields,
+        }
+    }
+
+    /// `/notificationItems/<n>/NotificationRequestItem/<signed field>`.
+    fn signs_pointer(&self, pointer: &str) -> bool {
+        let mut tokens = pointer.split('/').skip(1);
+        let item = (tokens.next(), tokens.next(), tokens.next());
+        let (Some(BODY), Some(index), Some("NotificationRequestItem")) = item else {
+            return false;
+        };
+        let field: Vec<&str> = tokens.collect();
+        index.parse::<usize>().is_ok()
+            && match field.as_slice() {
+                [name] => SIGNED_FIELDS.contains(name),
+                ["amount", "value" | "currency"] => true,
+                _ => false,
+            }
+    }
+
+    /// Each item's signed string, one per line: the body's signed bytes.
+    fn signed_content(&self, request: &SignedRequest) -> Option<Vec<u8>> {
+        let items = items(request.body)?;
+        let lines: Vec<String> = items.iter().map(|item| signed_string(item)).collect();
+        Some(lines.join("\n").into_bytes())
+    }
+
+    fn makes_scheme_key(&self) -> bool {
+        true
+    }
+
+    /// `pspReference:eventCode:success` of each item (parts encoded as
+    /// composite keys' are), items joined by `,`; a key longer than a key
+    /// may be is its SHA-256 instead, as `sha256:<hex>`.
+    fn scheme_key(&self, request: &SignedRequest) -> Option<String> {
+        let items = items(request.body)?;
+        let key = items
+            .iter()
+            .map(|item| {
+                ["pspReference", "eventCode", "success"]
+                    .map(|name| crate::key::encode_part(&field_text(item, name)))
+                    .join(":")
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let fits = key.len() <= crate::key::MAX_KEY_LEN
+            && crate::key::IdempotencyKey::parse(&key, "scheme-key").is_ok();
+        Some(match fits {
+            true => key,
+            false => format!("sha256:{}", crate::canonical::sha256_hex(key.as_bytes())),
+        })
     }
 
     fn verify(&self, request: &SignedRequest, _now: u64, _tolerance: u64) -> Result<(), Rejection> {
@@ -60,10 +123,8 @@ impl Scheme for Adyen {
                 let Some(item) = member_mut(entry, "NotificationRequestItem") else {
                     continue;
                 };
-                let signature = STANDARD.encode(tag_of(
-                    self.key.expose(),
-                    &[signed_string(item, false).as_bytes()],
-                ));
+                let signature =
+                    STANDARD.encode(tag_of(self.key.expose(), &[signed_string(item).as_bytes()]));
                 let additional = match member_mut(item, "additionalData") {
                     Some(additional) => additional,
                     None => {
@@ -122,7 +183,18 @@ fn field_text(item: &Json, name: &str) -> String {
     }
 }
 
-fn signed_string(item: &Json, escape: bool) -> String {
+/// The fields of an item, by name, that its signature covers (with
+/// `amount.value` and `amount.currency`).
+const SIGNED_FIELDS: &[&str] = &[
+    "pspReference",
+    "originalReference",
+    "merchantAccountCode",
+    "merchantReference",
+    "eventCode",
+    "success",
+];
+
+fn signed_string(item: &Json) -> String {
     let amount = item.get("amount");
     let amount_field = |name: &str| {
         amount
@@ -139,14 +211,6 @@ fn signed_string(item: &Json, escape: bool) -> String {
         field_text(item, "eventCode"),
         field_text(item, "success"),
     ];
-    let fields: Vec<String> = if escape {
-        fields
-            .iter()
-            .map(|field| field.replace('\\', "\\\\").replace(':', "\\:"))
-            .collect()
-    } else {
-        fields.to_vec()
-    };
     fields.join(":")
 }
 
@@ -158,16 +222,21 @@ fn verify_item(key: &[u8], item: &Json) -> Result<(), Rejection> {
     let signature = STANDARD
         .decode(signature.trim())
         .map_err(|_| Rejection::malformed(BODY, "an item's hmacSignature is not base64"))?;
-    let matches = |escape: bool| {
-        mac_of(key, &[signed_string(item, escape).as_bytes()])
-            .verify_slice(&signature)
-            .is_ok()
+    mac_of(key, &[signed_string(item).as_bytes()])
+        .verify_slice(&signature)
+        .map_err(|_| Rejection::Mismatch)
+}
+
+/// The items of a notification that parses (the signature checked them).
+fn items(body: &[u8]) -> Option<Vec<Json>> {
+    let notification = json::parse(body).ok()?;
+    let Some(Json::Array(items)) = notification.get(BODY) else {
+        return None;
     };
-    if matches(false) || matches(true) {
-        Ok(())
-    } else {
-        Err(Rejection::Mismatch)
-    }
+    items
+        .iter()
+        .map(|entry| entry.get("NotificationRequestItem").cloned())
+        .collect()
 }
 
 fn verify(key: &[u8], body: &[u8]) -> Result<(), Rejection> {
@@ -247,7 +316,7 @@ mod tests {
     #[test]
     fn accepts_the_vector_of_adyens_libraries() {
         assert_eq!(
-            signed_string(&json::parse(genuine().as_bytes()).unwrap(), false),
+            signed_string(&json::parse(genuine().as_bytes()).unwrap()),
             "7914073381342284::TestMerchant:TestPayment-1407325143704:1130:EUR:AUTHORISATION:true"
         );
         assert_eq!(check(&notification(&[genuine()])), Ok(()));
@@ -258,6 +327,84 @@ mod tests {
         let boolean = genuine().replace(r#""success":"true""#, r#""success":true"#);
         assert_ne!(boolean, genuine());
         assert_eq!(check(&notification(&[boolean])), Ok(()));
+    }
+
+    fn adyen() -> Adyen {
+        Adyen {
+            key: SecretBytes::new(decode_key(KEY).unwrap()),
+        }
+    }
+
+    fn request(body: &str) -> SignedRequest<'_> {
+        SignedRequest {
+            headers: &[],
+            body: body.as_bytes(),
+        }
+    }
+
+    #[test]
+    fn the_key_comes_from_signed_fields_only() {
+        let body = notification(&[genuine()]);
+        let scheme = adyen();
+        assert_eq!(
+            scheme.scheme_key(&request(&body)).as_deref(),
+            Some("7914073381342284:AUTHORISATION:true")
+        );
+        // An unsigned member added anywhere leaves key and signed content alone.
+        let padded = notification(&[genuine().replace(
+            r#""eventDate""#,
+            r#""unsigned":"added by an attacker","eventDate""#,
+        )]);
+        assert_ne!(padded, body);
+        assert_eq!(
+            check(&padded),
+            Ok(()),
+            "unsigned members do not break the signature"
+        );
+        assert_eq!(
+            scheme.scheme_key(&request(&padded)),
+            scheme.scheme_key(&request(&body))
+        );
+        assert_eq!(
+            scheme.signed_content(&request(&padded)),
+            scheme.signed_content(&request(&body))
+        );
+        // Two items: both in the key.
+        let two = notification(&[genuine(), genuine().replace("7914073381342284", "99")]);
+        assert_eq!(
+            scheme.scheme_key(&request(&two)).as_deref(),
+            Some("7914073381342284:AUTHORISATION:true,99:AUTHORISATION:true")
+        );
+        // Many items: the key would be too long, so it is their hash.
+        let many: Vec<String> = (0..20).map(|_| genuine()).collect();
+        let hashed = scheme.scheme_key(&request(&notification(&many))).unwrap();
+        assert!(
+            hashed.starts_with("sha256:") && hashed.len() == 71,
+            "{hashed}"
+        );
+    }
+
+    #[test]
+    fn only_pointers_to_signed_fields_are_signed() {
+        let scheme = adyen();
+        for signed in [
+            "/notificationItems/0/NotificationRequestItem/pspReference",
+            "/notificationItems/0/NotificationRequestItem/eventCode",
+            "/notificationItems/3/NotificationRequestItem/amount/value",
+        ] {
+            assert!(scheme.signs_pointer(signed), "{signed}");
+        }
+        for unsigned in [
+            "/live",
+            "/notificationItems/0/NotificationRequestItem/eventDate",
+            "/notificationItems/0/NotificationRequestItem/additionalData/hmacSignature",
+            "/notificationItems/x/NotificationRequestItem/pspReference",
+            "/notificationItems/0/Other/pspReference",
+            "/id",
+        ] {
+            assert!(!scheme.signs_pointer(unsigned), "{unsigned}");
+        }
+        assert!(!scheme.signs_form_field("pspReference"));
     }
 
     #[test]
@@ -279,13 +426,16 @@ mod tests {
             verify(&key, notification(&[colon.to_string()]).as_bytes()),
             Ok(())
         );
-        // SPEC §4's escaped form of the same item (`:` as `\:`), computed
-        // with Python's hmac module, verifies too.
+        // The escaped form of the same item (`:` as `\:`), computed with
+        // Python's hmac module: Adyen does not sign it, and it is refused.
         let escaped = colon.replace(
             "2EQYm7YJpKO4EtHSPu55SQTyWf8dkW5u2nD1tJFpViA=",
             "yqMBc4B2kvYV0skt5UGj/NoukgA7uUQzVrDjpuBdd9o=",
         );
-        assert_eq!(verify(&key, notification(&[escaped]).as_bytes()), Ok(()));
+        assert_eq!(
+            verify(&key, notification(&[escaped]).as_bytes()),
+            Err(Rejection::Mismatch)
+        );
     }
 
     #[test]

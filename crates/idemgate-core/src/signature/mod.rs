@@ -14,6 +14,8 @@
 //! echoing the expected value.
 
 mod adyen;
+#[cfg(test)]
+pub(crate) use adyen::sample_notification;
 mod body_hmac;
 mod checkout;
 mod github;
@@ -34,6 +36,7 @@ pub use body_hmac::Encoding;
 pub use secret::{Secret, SecretBytes};
 
 use crate::headers::HeaderList;
+use crate::key::KeyPart;
 use crate::problem::Problem;
 
 /// A delivery as a scheme verifies it: the raw bytes and headers as sent.
@@ -51,6 +54,36 @@ pub struct Message {
     pub body: Vec<u8>,
 }
 
+/// What a scheme's signature covers (SPEC §3, v3): a key, a tenant or a
+/// scope may come only from that, or a captured delivery re-sent with an
+/// unsigned byte changed would be a new key, and forwarded again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signed {
+    /// The headers it covers, lowercase.
+    pub headers: &'static [&'static str],
+    pub body: SignedBody,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignedBody {
+    /// Every byte of the body.
+    Whole,
+    /// Every byte, through a checksum a forger can match (PayPal's CRC32):
+    /// what bounds a replay is the signed time and its tolerance.
+    Checksum,
+    /// Only fields the scheme names ([`Scheme::signs_pointer`]), whose
+    /// canonical form [`Scheme::signed_content`] gives.
+    Fields,
+}
+
+impl Signed {
+    /// The raw body, and no header.
+    pub const BODY: Signed = Signed {
+        headers: &[],
+        body: SignedBody::Whole,
+    };
+}
+
 /// One sender's scheme, configured with its secret. `Debug` never shows a
 /// secret.
 pub trait Scheme: fmt::Debug + Send + Sync {
@@ -58,6 +91,37 @@ pub trait Scheme: fmt::Debug + Send + Sync {
     /// signature covers, never from an unsigned header, so that one
     /// genuine delivery cannot be replayed under fresh keys.
     fn default_key_sources(&self) -> &'static str;
+
+    /// What the signature covers.
+    fn signed(&self) -> Signed {
+        Signed::BODY
+    }
+
+    /// What `body-sha256` hashes on this route, when it is not the raw
+    /// body: the signed fields, in their canonical order.
+    fn signed_content(&self, _request: &SignedRequest) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// Whether `json:POINTER` reads only signed bytes.
+    fn signs_pointer(&self, _pointer: &str) -> bool {
+        self.signed().body != SignedBody::Fields
+    }
+
+    /// Whether `form:NAME` reads only signed bytes.
+    fn signs_form_field(&self, _name: &str) -> bool {
+        self.signed().body != SignedBody::Fields
+    }
+
+    /// Whether the scheme makes a `scheme-key`.
+    fn makes_scheme_key(&self) -> bool {
+        false
+    }
+
+    /// The key the scheme makes from what it signs (`scheme-key`).
+    fn scheme_key(&self, _request: &SignedRequest) -> Option<String> {
+        None
+    }
 
     /// Checks `request`; `now` is Unix seconds, and a signed time further
     /// than `tolerance` seconds from it is refused.
@@ -173,6 +237,68 @@ impl SignatureScheme {
         self.0
             .as_ref()
             .map(|(_, scheme)| scheme.default_key_sources())
+    }
+
+    /// Whether `part` reads only what the signature covers; always on an
+    /// unsigned route. The reason when it does not.
+    pub fn allows(&self, part: &KeyPart) -> Result<(), String> {
+        let Some((name, scheme)) = &self.0 else {
+            return match part {
+                KeyPart::SchemeKey => {
+                    Err("scheme-key needs a SIGNATURE_SCHEME that makes one".into())
+                }
+                _ => Ok(()),
+            };
+        };
+        let signed = match part {
+            KeyPart::Header(header) => self.signs_header(header),
+            KeyPart::JsonPointer(pointer) => scheme.signs_pointer(pointer),
+            KeyPart::Form(field) => scheme.signs_form_field(field),
+            KeyPart::BodySha256 => true,
+            KeyPart::SchemeKey if scheme.makes_scheme_key() => true,
+            KeyPart::SchemeKey => {
+                return Err(format!("SIGNATURE_SCHEME={name} makes no scheme-key"));
+            }
+        };
+        match signed {
+            true => Ok(()),
+            false => Err(format!(
+                "{} reads bytes SIGNATURE_SCHEME={name} does not sign: a delivery re-sent with them changed would be a new key, forwarded again",
+                part.label()
+            )),
+        }
+    }
+
+    /// Whether the signature covers the header `name` (any case).
+    pub fn signs_header(&self, name: &str) -> bool {
+        self.0.as_ref().is_none_or(|(_, scheme)| {
+            scheme
+                .signed()
+                .headers
+                .iter()
+                .any(|signed| signed.eq_ignore_ascii_case(name))
+        })
+    }
+
+    /// What `body-sha256` hashes: the raw body on a signed route, or the
+    /// signed fields where the scheme signs less; `None` on an unsigned
+    /// route (the canonical body is hashed there).
+    pub fn body_for_key<'a>(
+        &self,
+        request: &SignedRequest<'a>,
+    ) -> Option<std::borrow::Cow<'a, [u8]>> {
+        let (_, scheme) = self.0.as_ref()?;
+        Some(match scheme.signed_content(request) {
+            Some(content) => std::borrow::Cow::Owned(content),
+            None => std::borrow::Cow::Borrowed(request.body),
+        })
+    }
+
+    /// The scheme's own key of a verified delivery, if it makes one.
+    pub fn scheme_key(&self, request: &SignedRequest) -> Option<String> {
+        self.0
+            .as_ref()
+            .and_then(|(_, scheme)| scheme.scheme_key(request))
     }
 
     /// Checks a delivery's signature; `now` is Unix seconds.
@@ -334,7 +460,7 @@ pub(crate) mod tests {
                 SignatureScheme::configure(entry.name, &working_settings(entry.name)).unwrap();
             let mut message = Message {
                 headers: vec![("content-type".into(), "application/json".into())],
-                body: crate::signature::adyen::sample_notification("evt_1").into_bytes(),
+                body: sample_notification("evt_1").into_bytes(),
             };
             scheme.sign(&mut message, 1_700_000_000);
             let verify = |body: &[u8], now: u64| {
@@ -424,8 +550,19 @@ pub(crate) mod tests {
         assert_eq!(key_of("none"), None);
         assert_eq!(key_of("stripe"), Some("json:/id"));
         assert_eq!(key_of("standard-webhooks"), Some("header:webhook-id"));
-        for name in ["github", "shopify", "razorpay", "hmac", "adyen"] {
+        for name in ["github", "shopify", "razorpay", "hmac"] {
             assert_eq!(key_of(name), Some("body-sha256"), "{name}");
+        }
+        assert_eq!(key_of("adyen"), Some("scheme-key"));
+        // Each default reads only what its scheme signs.
+        for entry in SCHEMES {
+            let scheme =
+                SignatureScheme::configure(entry.name, &working_settings(entry.name)).unwrap();
+            let sources =
+                crate::key::KeySource::parse_list(scheme.default_key_sources().unwrap()).unwrap();
+            for part in sources.iter().flat_map(|source| &source.parts) {
+                assert_eq!(scheme.allows(part), Ok(()), "{}: {part:?}", entry.name);
+            }
         }
         assert_eq!(key_of("checkout"), Some("json:/id"));
         assert_eq!(key_of("paddle"), Some("json:/event_id"));

@@ -7,7 +7,10 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
 use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of};
-use super::{setting_error, Message, Rejection, Scheme, SchemeEntry, SecretBytes, SignedRequest};
+use super::{
+    setting_error, Message, Rejection, Scheme, SchemeEntry, SecretBytes, Signed, SignedBody,
+    SignedRequest,
+};
 use crate::headers;
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
@@ -34,6 +37,13 @@ struct StandardWebhooks {
 impl Scheme for StandardWebhooks {
     fn default_key_sources(&self) -> &'static str {
         "header:webhook-id"
+    }
+
+    fn signed(&self) -> Signed {
+        Signed {
+            headers: &[ID, TIMESTAMP],
+            body: SignedBody::Whole,
+        }
     }
 
     fn verify(&self, request: &SignedRequest, now: u64, tolerance: u64) -> Result<(), Rejection> {

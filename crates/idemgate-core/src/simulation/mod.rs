@@ -261,6 +261,7 @@ impl Simulation {
             },
             path_and_query: format!("/{key}"),
             raw_body_sha256: String::new(),
+            if_known: false,
         };
         let engine = self.engines[key].clone();
         let policy = self.policy.clone();
