@@ -58,15 +58,34 @@ pub async fn handle(
 }
 
 /// 200 whatever is wrong (the worker answers), and says what is: the
-/// receipt index, which async delivery and the sweep need.
+/// configuration (a broken route by its name and the setting at fault,
+/// never a value) and the receipt index, which async delivery and the
+/// sweep need. It needs no token, so it tells nothing more.
 async fn health(env: &Env) -> worker::Result<web_sys::Response> {
     let index = match receipt_index::health(env).await {
         Ok(()) => "ok".to_string(),
         Err(problem) => problem,
     };
+    let configuration = match config_from_env(env) {
+        Ok(config) => serde_json::json!({
+            "routes": config.routes.iter().map(|route| route.name.as_str()).collect::<Vec<_>>(),
+            "broken_routes": config.broken.iter().map(|broken| serde_json::json!({
+                "route": broken.name,
+                "setting": idemgate_core::problem::misconfigured_variable(&broken.problem),
+            })).collect::<Vec<_>>(),
+        }),
+        Err(problem) => serde_json::json!({
+            "refused": idemgate_core::problem::misconfigured_variable(&problem),
+        }),
+    };
     edge_http::json(
         200,
-        &serde_json::json!({ "status": "ok", "service": "idemgate", "index": index }),
+        &serde_json::json!({
+            "status": "ok",
+            "service": "idemgate",
+            "configuration": configuration,
+            "index": index,
+        }),
     )
 }
 

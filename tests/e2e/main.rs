@@ -255,7 +255,7 @@ fn main() {
         routes::a_path_that_cannot_be_normalised_is_400,
         routes::an_api_route_beside_webhook_routes,
         routes::routes_given_as_a_toml_table,
-        routes::a_broken_route_names_itself_and_its_field,
+        routes::a_broken_route_fails_alone_and_health_names_it,
         asynchronous::a_delivery_is_acknowledged_durable_then_delivered_once,
         asynchronous::an_origin_that_fails_first_gets_the_delivery_once_it_recovers,
         asynchronous::an_origin_that_always_fails_leaves_a_dead_letter_to_redrive,

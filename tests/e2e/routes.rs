@@ -146,17 +146,25 @@ in_flight = "conflict"
 
 /// A broken route answers 500 `misconfigured` naming the route and field,
 /// never a secret, and forwards nothing.
-pub async fn a_broken_route_names_itself_and_its_field(world: &'static World) {
+/// SPEC §6 (v3): a broken route fails alone. Its own requests get its 500
+/// naming the setting at fault (never a value, not even one inlined where
+/// a secret's name belongs); every other route and the operator API keep
+/// working; health names the broken routes.
+pub async fn a_broken_route_fails_alone_and_health_names_it(world: &'static World) {
     let origin = world.origin.url();
-    let routes =
-        r#"{"stripe":{"path":"/s","signature":"strip","signing_secret":"STRIPE_ROUTE_SECRET"}}"#;
+    let routes = r#"{
+        "stripe": {"path": "/broken/s", "signature": "strip", "signing_secret": "STRIPE_ROUTE_SECRET"},
+        "inlined": {"path": "/broken/i", "signature": "stripe", "signing_secret": "whsec_live_inlined_by_mistake_4eC39HqLyjWD"},
+        "good": {"path": "/broken"}
+    }"#;
     let gateway = Gateway::start(&[
         ("ORIGIN_URL", origin.as_str()),
         ("ROUTES", routes),
         ("STRIPE_ROUTE_SECRET", "whsec_never_shown"),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
     ])
     .await;
-    let reply = post_json(&client(), &gateway.url("/broken-route"), Some("k"), "{}").await;
+    let reply = post_json(&client(), &gateway.url("/broken/s/pay"), Some("k"), "{}").await;
     reply.assert_problem(500, "misconfigured");
     let detail = reply.json()["detail"].as_str().unwrap().to_string();
     assert!(
@@ -164,5 +172,57 @@ pub async fn a_broken_route_names_itself_and_its_field(world: &'static World) {
         "{detail}"
     );
     assert!(!detail.contains("never_shown"));
-    assert_eq!(world.origin.count("/broken-route"), 0);
+    let reply = post_json(&client(), &gateway.url("/broken/i/pay"), Some("k"), "{}").await;
+    reply.assert_problem(500, "misconfigured");
+    let detail = reply.json()["detail"].as_str().unwrap().to_string();
+    assert!(
+        detail.contains("holds a value, not the name of a secret"),
+        "{detail}"
+    );
+    assert!(!detail.contains("inlined_by_mistake"), "{detail}");
+    // The good route, under the same prefix, works; so does the operator API.
+    let good = post_json(&client(), &gateway.url("/broken/pay"), Some("good-1"), "{}").await;
+    assert_eq!(good.status, 201);
+    assert_eq!(world.origin.count("/broken/s"), 0);
+    assert_eq!(world.origin.count("/broken/i"), 0);
+    assert_eq!(world.origin.count("/broken/pay"), 1);
+    let receipt = crate::support::operator(
+        &gateway,
+        reqwest::Method::GET,
+        ADMIN_TOKEN,
+        &[
+            ("route", "good"),
+            ("key", "good-1"),
+            ("path", "/broken/pay"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        receipt.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&receipt.body)
+    );
+    let health = Reply::read(
+        client()
+            .get(gateway.url("/__idemgate/health"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(health.status, 200);
+    let health = health.json();
+    assert_eq!(
+        health["configuration"]["broken_routes"],
+        serde_json::json!([
+            {"route": "stripe", "setting": "ROUTES.stripe.signature"},
+            {"route": "inlined", "setting": "ROUTES.inlined.signing_secret"}
+        ])
+    );
+    assert_eq!(
+        health["configuration"]["routes"],
+        serde_json::json!(["good"])
+    );
+    assert!(!health.to_string().contains("whsec"), "{health}");
 }

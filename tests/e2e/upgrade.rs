@@ -24,9 +24,12 @@ fn routes() -> String {
     .to_string()
 }
 
+/// A delivery as sent: path, headers, body.
+type Sent = (&'static str, Vec<(String, String)>, Vec<u8>);
+
 /// One delivery of each kind whose key or scope this version derives
-/// otherwise: (path, headers, body).
-fn deliveries(run: u64) -> Vec<(&'static str, Vec<(String, String)>, Vec<u8>)> {
+/// otherwise.
+fn deliveries(run: u64) -> Vec<Sent> {
     let json = ("content-type".to_string(), "application/json".to_string());
     let signed = |scheme: &str, secret: &str, body: String| {
         let mut message = Message {

@@ -24,16 +24,20 @@ pub fn is_form_media_type(content_type: &str) -> bool {
         .eq_ignore_ascii_case("application/x-www-form-urlencoded")
 }
 
-/// The one value of `name`, if the form has it once; `Err` when it has it
-/// more than once (which one a sender meant cannot be known).
-pub fn single<'a>(pairs: &'a [(String, String)], name: &str) -> Result<Option<&'a str>, ()> {
+/// A field a form holds more than once: which value a sender meant cannot
+/// be known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeated;
+
+/// The one value of `name`, if the form has it once.
+pub fn single<'a>(pairs: &'a [(String, String)], name: &str) -> Result<Option<&'a str>, Repeated> {
     let mut values = pairs
         .iter()
         .filter(|(field, _)| field == name)
         .map(|(_, value)| value.as_str());
     let first = values.next();
     match values.next() {
-        Some(_) => Err(()),
+        Some(_) => Err(Repeated),
         None => Ok(first),
     }
 }
@@ -90,7 +94,7 @@ mod tests {
         let form = pairs("a=1&b=2&a=3");
         assert_eq!(single(&form, "b"), Ok(Some("2")));
         assert_eq!(single(&form, "c"), Ok(None));
-        assert_eq!(single(&form, "a"), Err(()));
+        assert_eq!(single(&form, "a"), Err(Repeated));
     }
 
     #[test]

@@ -39,6 +39,14 @@ pub fn without_set_cookie(headers: &[(String, String)]) -> HeaderList {
         .collect()
 }
 
+/// An RFC 9110 token, which is what a header name is.
+pub fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 /// RFC 9110 §7.6.1 connection-specific headers, never forwarded or stored.
 const HOP_BY_HOP: &[&str] = &[
     "connection",

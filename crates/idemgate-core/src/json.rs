@@ -184,6 +184,29 @@ fn write_string(text: &str, out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
+/// Objects up to this many members are searched for a repeated name one
+/// by one; past it, by hash.
+const LINEAR_MEMBERS: usize = 16;
+
+/// Whether `name` is already a member's name; `hashes` holds those of
+/// `members` once there are more than [`LINEAR_MEMBERS`].
+fn is_repeated(
+    members: &[(String, Json)],
+    hashes: &mut std::collections::HashSet<u64>,
+    name: &str,
+) -> bool {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    let hash_of = |text: &str| BuildHasherDefault::<DefaultHasher>::default().hash_one(text);
+    if members.len() < LINEAR_MEMBERS {
+        return members.iter().any(|(existing, _)| existing == name);
+    }
+    if hashes.is_empty() {
+        hashes.extend(members.iter().map(|(existing, _)| hash_of(existing)));
+    }
+    // A hash seen before is a repeat, or (rarely) a collision: then look.
+    !hashes.insert(hash_of(name)) && members.iter().any(|(existing, _)| existing == name)
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -274,6 +297,9 @@ impl Reader<'_> {
         self.enter(depth)?;
         self.at += 1;
         let mut members: Vec<(String, Json)> = Vec::new();
+        // A large object finds a repeated name by its hash (a linear scan
+        // per member would be quadratic: seconds of CPU for a 1 MiB body).
+        let mut hashes: std::collections::HashSet<u64> = std::collections::HashSet::new();
         self.skip_whitespace();
         if self.peek() == Some(b'}') {
             self.at += 1;
@@ -288,7 +314,7 @@ impl Reader<'_> {
             }
             let name_at = self.at;
             let name = self.string()?;
-            if members.iter().any(|(existing, _)| *existing == name) {
+            if is_repeated(&members, &mut hashes, &name) {
                 self.at = name_at;
                 return Err(self.error(format!("duplicate member name {name:?}")));
             }
@@ -611,6 +637,22 @@ mod tests {
         // Escapes are resolved before names are compared.
         assert!(error(r#"{"a":1,"\u0061":2}"#).starts_with("duplicate"));
         assert!(parse(br#"{"a":{"a":1},"b":{"a":2}}"#).is_ok());
+        // Past the linear scan, by hash: a repeat at any distance.
+        let members: Vec<String> = (0..40).map(|n| format!("\"m{n}\":{n}")).collect();
+        let large = format!("{{{}}}", members.join(","));
+        assert!(parse(large.as_bytes()).is_ok());
+        for repeat in ["m0", "m17", "m39"] {
+            let repeated = format!("{{{},\"{repeat}\":1}}", members.join(","));
+            assert!(error(&repeated).starts_with("duplicate"), "{repeat}");
+        }
+    }
+
+    #[test]
+    fn a_large_object_is_read_in_linear_time() {
+        // 200,000 members: a quadratic duplicate check would take minutes.
+        let members: Vec<String> = (0..200_000).map(|n| format!("\"{n:x}\":{n}")).collect();
+        let body = format!("{{{}}}", members.join(","));
+        crate::within(20, move || assert!(parse(body.as_bytes()).is_ok()));
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! key lives in, and which Durable Object holds it (SPEC §3).
 
 use crate::canonical::sha256_hex;
-use crate::config::is_header_name;
 use crate::headers;
+use crate::headers::is_header_name;
 use crate::json::Json;
 use crate::problem::Problem;
 
@@ -235,7 +235,7 @@ fn read_part(part: &KeyPart, source: &KeySource, input: &KeyInput) -> Result<Fou
             };
             crate::form::single(form, name)
                 .map(found)
-                .map_err(|()| Problem::InvalidKey {
+                .map_err(|_| Problem::InvalidKey {
                     source: source.label(),
                     reason: "the form holds this field more than once".into(),
                 })

@@ -931,7 +931,11 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            Config::from_lookup(|name| map.get(name).cloned())
+            let config = Config::from_lookup(|name| map.get(name).cloned()).unwrap();
+            match config.broken.first() {
+                Some(broken) => Err(broken.problem.clone()),
+                None => Ok(config),
+            }
         };
         for (name, value) in [
             ("KEY_SOURCES", "header:X-GitHub-Delivery"),
@@ -962,11 +966,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-        assert_eq!(
-            Config::from_lookup(|name| map.get(name).cloned())
-                .unwrap_err()
-                .name(),
-            "misconfigured"
-        );
+        let unsigned = Config::from_lookup(|name| map.get(name).cloned()).unwrap();
+        assert_eq!(unsigned.broken[0].problem.name(), "misconfigured");
     }
 }

@@ -91,6 +91,15 @@ pub enum Problem {
     Unauthorized,
 }
 
+/// The variable (or route field) a misconfiguration names, if it is one:
+/// what health may say of it without its reason.
+pub fn misconfigured_variable(problem: &Problem) -> Option<&str> {
+    match problem {
+        Problem::Misconfigured { variable, .. } => Some(variable),
+        _ => None,
+    }
+}
+
 #[derive(Serialize)]
 struct ProblemDocument<'a> {
     #[serde(rename = "type")]

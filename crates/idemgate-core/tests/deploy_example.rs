@@ -66,9 +66,12 @@ fn the_worked_deployment_is_a_valid_configuration() {
         idemgate_core::config::Tenant::Header { name, .. } if name == "authorization"
     ));
     assert!(config.route_for("/other").is_err());
-    // A secret the deployment names but nobody set is refused by name.
+    // A secret the deployment names but nobody set is refused by name,
+    // for its own route only.
     env.remove("GITHUB_WEBHOOK_SECRET");
-    let missing = Config::from_lookup(|name| env.get(name).cloned()).unwrap_err();
+    let config = Config::from_lookup(|name| env.get(name).cloned()).unwrap();
+    let missing = config.route_for("/webhooks/github").unwrap_err();
+    assert_eq!(config.route_for("/webhooks/stripe").unwrap().name, "stripe");
     assert!(
         missing.detail().contains("GITHUB_WEBHOOK_SECRET"),
         "{}",

@@ -234,12 +234,17 @@ const SIGNED: &[&str] = &[
     "razorpay",
 ];
 
+/// The configuration of `vars`, or its first broken route's problem.
 fn config(vars: &[(&str, &str)]) -> Result<Config, Problem> {
     let map: HashMap<String, String> = vars
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    Config::from_lookup(|name| map.get(name).cloned())
+    let config = Config::from_lookup(|name| map.get(name).cloned())?;
+    match config.broken.first() {
+        Some(broken) => Err(broken.problem.clone()),
+        None => Ok(config),
+    }
 }
 
 /// A delivery as the pipeline sees it, mostly valid.

@@ -56,7 +56,14 @@ pub fn route_of<'a>(
     query: &[(String, String)],
 ) -> Result<&'a RouteConfig, Problem> {
     match param(query, "route") {
-        Some(name) => config.route(name).ok_or(Problem::NotFound),
+        Some(name) => config.route(name).ok_or_else(|| {
+            // A broken route's receipts cannot be addressed: its key scope
+            // and tenant are what is broken.
+            config
+                .broken_route(name)
+                .cloned()
+                .unwrap_or(Problem::NotFound)
+        }),
         None if !config.explicit_routes => Ok(&config.routes[0]),
         None => Err(bad_query("route= is required: ROUTES names several")),
     }

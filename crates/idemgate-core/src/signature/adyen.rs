@@ -77,7 +77,7 @@ impl Scheme for Adyen {
     /// Each item's signed string, one per line: the body's signed bytes.
     fn signed_content(&self, request: &SignedRequest) -> Option<Vec<u8>> {
         let items = items(request.body)?;
-        let lines: Vec<String> = items.iter().map(|item| signed_string(item)).collect();
+        let lines: Vec<String> = items.iter().map(signed_string).collect();
         Some(lines.join("\n").into_bytes())
     }
 

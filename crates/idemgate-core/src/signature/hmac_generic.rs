@@ -5,7 +5,7 @@
 
 use super::body_hmac::{BodyHmac, Encoding};
 use super::{setting_error, SchemeEntry, SchemeSettings, SettingError};
-use crate::config::is_header_name;
+use crate::headers::is_header_name;
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
     name: "hmac",

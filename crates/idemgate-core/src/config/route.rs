@@ -1,0 +1,274 @@
+//! One route's settings, each resolved from the route's own table, then
+//! the top-level variable, then the default, and checked.
+
+use super::settings::{misconfigured, printable, Setting, Settings};
+use super::values::{parse_origin_url, parse_schedule};
+use super::{
+    AsyncDelivery, DedupMode, Delivery, InFlightPolicy, RouteConfig, Tenant, API_KEY_SOURCES,
+    DEFAULT_RETRY_SCHEDULE, MAX_ASYNC_BODY_BYTES, MAX_BODY_BYTES_LIMIT,
+    MAX_STORABLE_RESPONSE_BYTES, WEBHOOK_KEY_SOURCES,
+};
+use crate::headers::is_header_name;
+use crate::key::{KeyScope, KeySource};
+use crate::problem::Problem;
+use crate::receipt::{RetryableStatuses, StatusSet};
+use crate::routes::{is_operator, normalize_path};
+use crate::signature::{scheme_names, SchemeSettings, SignatureScheme};
+
+pub(super) fn route_config(
+    name: &str,
+    raw_path: &str,
+    settings: &Settings,
+) -> Result<RouteConfig, Problem> {
+    let path = route_path(raw_path, settings)?;
+    let origin = settings.get("ORIGIN_URL")?.ok_or_else(|| {
+        misconfigured(
+            settings.label("ORIGIN_URL"),
+            if settings.route.is_some() {
+                "is required (or set the top-level ORIGIN_URL)"
+            } else {
+                "is required and not set"
+            },
+        )
+    })?;
+    let origin_url = parse_origin_url(&origin)?;
+    let mode = settings.choice(
+        "DEDUP_MODE",
+        DedupMode::Webhook,
+        &[("webhook", DedupMode::Webhook), ("api", DedupMode::Api)],
+    )?;
+    let signature_scheme = signature_scheme(settings)?;
+    let signature_tolerance_seconds =
+        settings.number("SIGNATURE_TOLERANCE_SECONDS", 300, 1, 86_400)?;
+    let key_sources = match settings.get("KEY_SOURCES")? {
+        Some(list) => KeySource::parse_list(&list.value)
+            .map_err(|reason| misconfigured(list.label, reason))?,
+        None => KeySource::parse_list(match (signature_scheme.default_key_sources(), mode) {
+            (Some(signed), _) => signed,
+            (None, DedupMode::Webhook) => WEBHOOK_KEY_SOURCES,
+            (None, DedupMode::Api) => API_KEY_SOURCES,
+        })
+        .expect("the default key sources parse"),
+    };
+    // A signature covers the body (and perhaps an id header), not the path:
+    // by default a signed route is one key space, so a genuine delivery
+    // replayed to another path under the route is the same key.
+    let default_scope = if signature_scheme.is_none() {
+        KeyScope::Path
+    } else {
+        KeyScope::Route
+    };
+    let key_scope = settings.choice(
+        "KEY_SCOPE",
+        default_scope,
+        &[
+            ("route", KeyScope::Route),
+            ("path", KeyScope::Path),
+            ("global", KeyScope::Route),
+        ],
+    )?;
+    let tenant = match settings.get("TENANT_HEADER")? {
+        Some(header) if header.value.eq_ignore_ascii_case("none") => Tenant::Shared,
+        Some(header) if !is_header_name(&header.value) => {
+            return Err(misconfigured(header.label, "is not a header name"))
+        }
+        Some(header) if !signature_scheme.signs_header(&header.value) => {
+            return Err(misconfigured(
+                header.label,
+                format!(
+                    "{} is not signed by SIGNATURE_SCHEME={}: a delivery re-sent with another value would be a new key, forwarded again",
+                    printable(&header.value),
+                    signature_scheme.name()
+                ),
+            ))
+        }
+        Some(header) => Tenant::Header {
+            name: header.value.to_ascii_lowercase(),
+            required: true,
+        },
+        // SPEC §3 (v3): in api mode, callers with different credentials
+        // never share a key; a caller without any is anonymous.
+        None if mode == DedupMode::Api && signature_scheme.is_none() => Tenant::Header {
+            name: "authorization".into(),
+            required: false,
+        },
+        None => Tenant::Shared,
+    };
+    // On a signed route a key may come only from what is signed.
+    if let Some(reason) = key_sources
+        .iter()
+        .flat_map(|source| source.parts.iter())
+        .find_map(|part| signature_scheme.allows(part).err())
+    {
+        return Err(misconfigured(settings.label("KEY_SOURCES"), reason));
+    }
+    if key_scope == KeyScope::Path && !signature_scheme.is_none() {
+        return Err(misconfigured(
+            settings.label("KEY_SCOPE"),
+            format!(
+                "path scope on a signed route: SIGNATURE_SCHEME={} does not sign the path, so a delivery re-sent to another path would be a new key, forwarded again",
+                signature_scheme.name()
+            ),
+        ));
+    }
+    let delivery_async = settings.choice("DELIVERY", false, &[("sync", false), ("async", true)])?;
+    let in_flight = settings.choice(
+        "IN_FLIGHT",
+        InFlightPolicy::Wait,
+        &[
+            ("wait", InFlightPolicy::Wait),
+            ("conflict", InFlightPolicy::Conflict),
+            ("ack", InFlightPolicy::Ack),
+        ],
+    )?;
+    let wait_ms = settings.number("WAIT_MS", 10_000, 0, 60_000)?;
+    let max_waiters = settings.number("MAX_WAITERS", 256, 0, 4_096)? as usize;
+    let origin_timeout_ms = settings.number("ORIGIN_TIMEOUT_MS", 10_000, 100, 300_000)?;
+    let lease_ms = settings.number("LEASE_MS", origin_timeout_ms + 5_000, 1, 3_600_000)?;
+    if lease_ms <= origin_timeout_ms {
+        return Err(misconfigured(
+            settings.label("LEASE_MS"),
+            format!(
+                "must exceed ORIGIN_TIMEOUT_MS ({origin_timeout_ms}): a lease must outlive the forward it guards"
+            ),
+        ));
+    }
+    let retention_seconds = settings.number("RETENTION_SECONDS", 259_200, 60, 31_536_000)?;
+    if retention_seconds * 1_000 <= lease_ms {
+        return Err(misconfigured(
+            settings.label("RETENTION_SECONDS"),
+            format!("must be longer than LEASE_MS ({lease_ms} ms)"),
+        ));
+    }
+    let retryable_statuses = match settings.get("RETRYABLE_STATUSES")? {
+        Some(list) => RetryableStatuses::parse(&list.value)
+            .map_err(|reason| misconfigured(list.label, reason))?,
+        None => RetryableStatuses::default(),
+    };
+    let body_limit = if delivery_async {
+        MAX_ASYNC_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES_LIMIT
+    };
+    let max_body_bytes = settings.number("MAX_BODY_BYTES", 1_048_576, 1, body_limit)?;
+    let max_stored_response_bytes = settings.number(
+        "MAX_STORED_RESPONSE_BYTES",
+        65_536,
+        0,
+        MAX_STORABLE_RESPONSE_BYTES,
+    )?;
+    let delivery = if delivery_async {
+        let schedule = settings
+            .get("RETRY_SCHEDULE")?
+            .unwrap_or_else(|| Setting::default_of(DEFAULT_RETRY_SCHEDULE));
+        let retry_schedule_ms = parse_schedule(&schedule.value)
+            .map_err(|reason| misconfigured(schedule.label, reason))?;
+        let ack_status = settings.number("ACK_STATUS", 202, 200, 299)? as u16;
+        let ack_body = match settings.get("ACK_BODY")? {
+            Some(body) if body.value.len() > 4_096 => {
+                return Err(misconfigured(body.label, "must be at most 4096 bytes"))
+            }
+            Some(body) => Some(body.value),
+            None => None,
+        };
+        let give_up_statuses = match settings.get("GIVE_UP_STATUSES")? {
+            Some(list) => {
+                StatusSet::parse(&list.value).map_err(|reason| misconfigured(list.label, reason))?
+            }
+            None => StatusSet::default(),
+        };
+        Delivery::Async(AsyncDelivery {
+            retry_schedule_ms,
+            ack_status,
+            ack_body,
+            give_up_statuses,
+            dead_retention_seconds: settings.number(
+                "DEAD_RETENTION_SECONDS",
+                2_592_000,
+                86_400,
+                31_536_000,
+            )?,
+        })
+    } else {
+        Delivery::Sync
+    };
+    let (forward_secret, forward_secret_name) = match settings.named_secret("FORWARD_SECRET")? {
+        Some((name, secret)) => (Some(secret), Some(name)),
+        None => (None, None),
+    };
+    Ok(RouteConfig {
+        name: name.to_string(),
+        path,
+        origin_url,
+        mode,
+        key_sources,
+        key_scope,
+        tenant,
+        delivery,
+        in_flight,
+        wait_ms,
+        max_waiters,
+        origin_timeout_ms,
+        lease_ms,
+        retention_seconds,
+        retryable_statuses,
+        max_body_bytes,
+        max_stored_response_bytes,
+        signature_scheme,
+        signature_tolerance_seconds,
+        log_duplicates: settings.choice(
+            "LOG_DUPLICATES",
+            false,
+            &[("true", true), ("false", false)],
+        )?,
+        forward_secret,
+        forward_secret_name,
+        admin_token: settings.secret("ADMIN_TOKEN")?,
+    })
+}
+
+pub(super) fn route_path(raw: &str, settings: &Settings) -> Result<String, Problem> {
+    let label = settings.label("PATH");
+    if !raw.starts_with('/') {
+        return Err(misconfigured(label, "must start with /"));
+    }
+    let path =
+        normalize_path(raw).map_err(|problem| misconfigured(label.clone(), problem.detail()))?;
+    if is_operator(&path) {
+        return Err(misconfigured(label, "/__idemgate is the operator API's"));
+    }
+    Ok(path)
+}
+
+fn signature_scheme(settings: &Settings) -> Result<SignatureScheme, Problem> {
+    let Some(scheme) = settings.get("SIGNATURE_SCHEME")? else {
+        return Ok(SignatureScheme::NONE);
+    };
+    let name = scheme.value.to_ascii_lowercase();
+    if !scheme_names().any(|known| known == name) {
+        return Err(misconfigured(
+            scheme.label,
+            format!(
+                "unknown scheme {:?}; one of {}",
+                printable(&scheme.value),
+                scheme_names().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    let value = |name: &'static str| {
+        settings
+            .get(name)
+            .map(|found| found.map(|setting| setting.value))
+    };
+    let scheme_settings = SchemeSettings {
+        secret: settings
+            .secret("SIGNING_SECRET")?
+            .map(|secret| secret.expose().to_string()),
+        header: value("SIGNATURE_HEADER")?,
+        encoding: value("SIGNATURE_ENCODING")?,
+        prefix: value("SIGNATURE_PREFIX")?,
+        url: value("SIGNATURE_URL")?,
+    };
+    SignatureScheme::configure(&name, &scheme_settings)
+        .map_err(|error| misconfigured(settings.label(error.setting), error.reason))
+}

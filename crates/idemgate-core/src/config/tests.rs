@@ -1,0 +1,604 @@
+use super::*;
+use crate::signature::SchemeSettings;
+use std::collections::HashMap;
+
+/// The configuration of `pairs`, or the problem of its first broken
+/// route (what that route's requests get).
+fn config(pairs: &[(&str, &str)]) -> Result<Config, Problem> {
+    let config = whole_config(pairs)?;
+    match config.broken.first() {
+        Some(broken) => Err(broken.problem.clone()),
+        None => Ok(config),
+    }
+}
+
+fn whole_config(pairs: &[(&str, &str)]) -> Result<Config, Problem> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::from_lookup(|name| map.get(name).cloned())
+}
+
+/// The one route of a configuration without `ROUTES`: its problem when it
+/// is broken (it then fails alone).
+fn route(pairs: &[(&str, &str)]) -> Result<RouteConfig, Problem> {
+    let mut all = vec![("ORIGIN_URL", "http://o")];
+    all.extend_from_slice(pairs);
+    let config = config(&all)?;
+    match config.broken.first() {
+        Some(broken) => Err(broken.problem.clone()),
+        None => Ok(config.routes[0].clone()),
+    }
+}
+
+fn variable_of(problem: Problem) -> String {
+    match problem {
+        Problem::Misconfigured { variable, .. } => variable,
+        other => panic!("expected misconfigured, got {other:?}"),
+    }
+}
+
+#[test]
+fn without_routes_there_is_one_default_route_at_the_root() {
+    let config = config(&[("ORIGIN_URL", "https://api.example.com/")]).unwrap();
+    assert!(!config.explicit_routes);
+    let route = &config.routes[0];
+    assert_eq!((route.name.as_str(), route.path.as_str()), ("default", "/"));
+    assert_eq!(route.origin_url, "https://api.example.com");
+    assert_eq!(route.mode, DedupMode::Webhook);
+    assert_eq!(route.key_sources.len(), 4);
+    assert_eq!(route.key_scope, KeyScope::Path);
+    assert_eq!(route.delivery, Delivery::Sync);
+    assert_eq!(route.in_flight, InFlightPolicy::Wait);
+    assert_eq!(route.wait_ms, 10_000);
+    assert_eq!(route.max_waiters, 256);
+    assert_eq!(route.origin_timeout_ms, 10_000);
+    assert_eq!(route.lease_ms, 15_000);
+    assert_eq!(route.retention_seconds, 259_200);
+    assert_eq!(route.max_body_bytes, 1_048_576);
+    assert_eq!(route.max_stored_response_bytes, 65_536);
+    assert_eq!(route.signature_tolerance_seconds, 300);
+    assert!(!route.log_duplicates);
+    assert_eq!(route.forward_secret, None);
+    assert!(route.retryable_statuses.contains(503));
+    assert!(!route.retryable_statuses.contains(404));
+}
+
+#[test]
+fn numbers_have_ranges_and_the_lease_outlives_the_timeout() {
+    for (name, value) in [
+        ("WAIT_MS", "60001"),
+        ("MAX_WAITERS", "4097"),
+        ("ORIGIN_TIMEOUT_MS", "99"),
+        ("ORIGIN_TIMEOUT_MS", "300001"),
+        ("ORIGIN_TIMEOUT_MS", "2147483648"),
+        ("LEASE_MS", "18446744073709551615"),
+        ("LEASE_MS", "10000"),
+        ("RETENTION_SECONDS", "59"),
+        ("RETENTION_SECONDS", "31536001"),
+        ("RETENTION_SECONDS", "18446744073709551615"),
+        ("MAX_BODY_BYTES", "0"),
+        ("MAX_BODY_BYTES", "4194305"),
+        ("MAX_STORED_RESPONSE_BYTES", "1048577"),
+        ("SIGNATURE_TOLERANCE_SECONDS", "0"),
+        ("WAIT_MS", "-1"),
+        ("WAIT_MS", "1e3"),
+    ] {
+        assert_eq!(
+            variable_of(route(&[(name, value)]).unwrap_err()),
+            name,
+            "{name}={value}"
+        );
+    }
+    assert_eq!(
+        route(&[("ORIGIN_TIMEOUT_MS", "2000")]).unwrap().lease_ms,
+        7_000
+    );
+    assert_eq!(route(&[("LEASE_MS", "10001")]).unwrap().lease_ms, 10_001);
+    let problem = route(&[
+        ("ORIGIN_TIMEOUT_MS", "100"),
+        ("LEASE_MS", "59000"),
+        ("RETENTION_SECONDS", "60"),
+    ]);
+    assert_eq!(problem.unwrap().retention_seconds, 60);
+    let problem = route(&[
+        ("ORIGIN_TIMEOUT_MS", "100"),
+        ("LEASE_MS", "60000"),
+        ("RETENTION_SECONDS", "60"),
+    ]);
+    assert_eq!(variable_of(problem.unwrap_err()), "RETENTION_SECONDS");
+}
+
+#[test]
+fn unknown_choices_are_errors_not_defaults() {
+    for (name, value) in [
+        ("DEDUP_MODE", "batch"),
+        ("IN_FLIGHT", "drop"),
+        ("KEY_SCOPE", "tenant"),
+        ("DELIVERY", "later"),
+        ("KEY_SOURCES", "cookie:x"),
+        ("KEY_SOURCES", "header:a,,json:/b"),
+        ("SIGNATURE_SCHEME", "md5"),
+        ("TENANT_HEADER", "bad header"),
+        ("RETRYABLE_STATUSES", "5xx"),
+        ("LOG_DUPLICATES", "yes"),
+        ("ADMIN_TOKEN", ""),
+    ] {
+        assert_eq!(
+            variable_of(route(&[(name, value)]).unwrap_err()),
+            name,
+            "{name}={value}"
+        );
+    }
+    assert_eq!(
+        route(&[("KEY_SCOPE", "global")]).unwrap().key_scope,
+        KeyScope::Route
+    );
+}
+
+#[test]
+fn signed_routes_default_to_signed_keys_and_route_scope() {
+    let stripe = route(&[
+        ("SIGNATURE_SCHEME", "stripe"),
+        ("SIGNING_SECRET", "whsec_x"),
+    ])
+    .unwrap();
+    assert_eq!(
+        stripe.key_sources,
+        KeySource::parse_list("json:/id").unwrap()
+    );
+    assert_eq!(stripe.key_scope, KeyScope::Route);
+    assert_eq!(
+        variable_of(route(&[("SIGNATURE_SCHEME", "stripe")]).unwrap_err()),
+        "SIGNING_SECRET"
+    );
+    let api = route(&[("DEDUP_MODE", "api")]).unwrap();
+    assert_eq!(api.key_sources, vec![KeySource::header("Idempotency-Key")]);
+}
+
+#[test]
+fn async_routes_bound_their_bodies_and_read_their_schedule() {
+    let route = route(&[
+        ("DELIVERY", "async"),
+        ("RETRY_SCHEDULE", "1s,1m,2h,1d"),
+        ("ACK_STATUS", "200"),
+        ("ACK_BODY", "[accepted]"),
+    ])
+    .unwrap();
+    let Delivery::Async(settings) = &route.delivery else {
+        panic!()
+    };
+    assert_eq!(
+        settings.retry_schedule_ms,
+        [1_000, 60_000, 7_200_000, 86_400_000]
+    );
+    assert_eq!(settings.ack_status, 200);
+    assert_eq!(settings.ack_body.as_deref(), Some("[accepted]"));
+    let default = super::parse_schedule(DEFAULT_RETRY_SCHEDULE).unwrap();
+    assert_eq!(default.len(), 9);
+    for bad in [
+        "0s",
+        "10",
+        "1w",
+        "8d",
+        "1s,,1s",
+        "-1s",
+        "18446744073709551615d",
+    ] {
+        assert!(super::parse_schedule(bad).is_err(), "{bad}");
+    }
+    for (name, value) in [
+        ("MAX_BODY_BYTES", "1048577"),
+        ("ACK_STATUS", "302"),
+        ("RETRY_SCHEDULE", "soon"),
+        ("GIVE_UP_STATUSES", "410,200"),
+        ("GIVE_UP_STATUSES", "x"),
+        ("DEAD_RETENTION_SECONDS", "86399"),
+        ("DEAD_RETENTION_SECONDS", "31536001"),
+    ] {
+        let problem = super::tests::route(&[("DELIVERY", "async"), (name, value)]).unwrap_err();
+        assert_eq!(variable_of(problem), name, "{value}");
+    }
+}
+
+#[test]
+fn async_routes_read_what_ends_a_delivery_and_how_long_a_dead_one_stays() {
+    let route = route(&[
+        ("DELIVERY", "async"),
+        ("GIVE_UP_STATUSES", "410, 451"),
+        ("DEAD_RETENTION_SECONDS", "86400"),
+    ])
+    .unwrap();
+    let Delivery::Async(settings) = &route.delivery else {
+        panic!()
+    };
+    assert!(settings.give_up_statuses.contains(410));
+    assert!(!settings.give_up_statuses.contains(404));
+    assert_eq!(settings.dead_retention_seconds, 86_400);
+    let defaults = super::tests::route(&[("DELIVERY", "async")]).unwrap();
+    let Delivery::Async(defaults) = &defaults.delivery else {
+        panic!()
+    };
+    assert_eq!(defaults.dead_retention_seconds, 2_592_000);
+    assert!(!(100..=599).any(|status| defaults.give_up_statuses.contains(status)));
+}
+
+#[test]
+fn a_success_is_never_retryable() {
+    for value in ["200", "500-599,201", "100-599"] {
+        let problem = route(&[("RETRYABLE_STATUSES", value)]).unwrap_err();
+        assert_eq!(variable_of(problem.clone()), "RETRYABLE_STATUSES");
+        assert!(problem.detail().contains("a success"), "{value}");
+    }
+}
+
+#[test]
+fn a_routes_forward_secret_is_known_by_its_name() {
+    let top = route(&[("FORWARD_SECRET", "s")]).unwrap();
+    assert_eq!(top.forward_secret_name.as_deref(), Some("FORWARD_SECRET"));
+    let routed = config(&[
+        ("ORIGIN_URL", "https://pay.internal"),
+        (
+            "ROUTES",
+            r#"{"a":{"path":"/a","forward_secret":"HOOKS_FORWARD"},"b":{"path":"/b"}}"#,
+        ),
+        ("HOOKS_FORWARD", "s2"),
+    ])
+    .unwrap();
+    let a = routed.route("a").unwrap();
+    assert_eq!(a.forward_secret_name.as_deref(), Some("HOOKS_FORWARD"));
+    assert_eq!(a.forward_secret.as_ref().unwrap().expose(), "s2");
+    assert_eq!(routed.route("b").unwrap().forward_secret_name, None);
+}
+
+#[test]
+fn origin_urls_are_checked_without_echoing_them() {
+    for bad in [
+        "not a url",
+        "ftp://x",
+        "http://o/?q=1",
+        "https://user:hunter2@o.example",
+    ] {
+        let problem = config(&[("ORIGIN_URL", bad)]).unwrap_err();
+        assert!(
+            !problem.detail().contains("hunter2"),
+            "{}",
+            problem.detail()
+        );
+        assert_eq!(variable_of(problem), "ORIGIN_URL");
+    }
+    assert_eq!(variable_of(config(&[]).unwrap_err()), "ORIGIN_URL");
+    for good in [
+        "http://127.0.0.1:9090",
+        "https://pay.internal.example/hooks/",
+        "http://[::1]:8080/x",
+        "http://[::1]/x",
+        "https://a-b.c_d",
+    ] {
+        assert!(config(&[("ORIGIN_URL", good)]).is_ok(), "{good}");
+    }
+    assert_eq!(
+        config(&[("ORIGIN_URL", "https://o.example/base/")])
+            .unwrap()
+            .routes[0]
+            .origin_url,
+        "https://o.example/base"
+    );
+}
+
+const ROUTES: &str = r#"{
+    "stripe": {"path": "/webhooks/stripe", "origin": "https://pay.internal/hooks", "signature": "stripe", "signing_secret": "STRIPE_WEBHOOK_SECRET"},
+    "api": {"path": "/v1", "mode": "api", "tenant_header": "Authorization", "wait_ms": 5000, "log_duplicates": true},
+    "adyen": {"path": "/webhooks/adyen", "delivery": "async", "signature_scheme": "adyen", "signing_secret": "ADYEN_HMAC_KEY", "ack_body": "[accepted]"}
+}"#;
+
+fn routes(extra: &[(&str, &str)]) -> Result<Config, Problem> {
+    let mut pairs = vec![
+        ("ROUTES", ROUTES),
+        ("ORIGIN_URL", "https://pay.internal"),
+        ("STRIPE_WEBHOOK_SECRET", "whsec_stripe"),
+        (
+            "ADYEN_HMAC_KEY",
+            "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
+        ),
+        ("WAIT_MS", "2000"),
+    ];
+    pairs.extend_from_slice(extra);
+    config(&pairs)
+}
+
+#[test]
+fn routes_take_their_own_settings_then_the_top_level_then_defaults() {
+    let config = routes(&[]).unwrap();
+    assert!(config.explicit_routes);
+    let stripe = config.route("stripe").unwrap();
+    assert_eq!(stripe.origin_url, "https://pay.internal/hooks");
+    assert_eq!(stripe.wait_ms, 2_000, "the top-level WAIT_MS");
+    assert!(
+        stripe.signature_scheme
+            == SignatureScheme::configure(
+                "stripe",
+                &SchemeSettings {
+                    secret: Some("whsec_stripe".into()),
+                    ..SchemeSettings::default()
+                }
+            )
+            .unwrap()
+    );
+    let api = config.route("api").unwrap();
+    assert_eq!(
+        api.origin_url, "https://pay.internal",
+        "the top-level ORIGIN_URL"
+    );
+    assert_eq!(api.wait_ms, 5_000, "its own, a TOML number");
+    assert!(api.log_duplicates, "its own, a TOML boolean");
+    assert_eq!(
+        api.tenant,
+        Tenant::Header {
+            name: "authorization".into(),
+            required: true
+        }
+    );
+    assert!(config.route("adyen").unwrap().is_async());
+    assert_eq!(
+        config.route_for("/webhooks/stripe/evt").unwrap().name,
+        "stripe"
+    );
+    assert_eq!(config.route_for("/v1/charges").unwrap().name, "api");
+    assert_eq!(
+        config.route_for("/v2/charges").unwrap_err(),
+        Problem::NoRoute
+    );
+    assert_eq!(
+        config.route_for("/webhooks/stripex").unwrap_err(),
+        Problem::NoRoute
+    );
+}
+
+#[test]
+fn a_bad_route_names_itself_and_its_field() {
+    let cases = [
+        (
+            r#"{"stripe":{"path":"/s","signature":"strip","signing_secret":"S"}}"#,
+            "ROUTES.stripe.signature",
+        ),
+        (
+            r#"{"stripe":{"path":"/s","signature":"stripe"}}"#,
+            "ROUTES.stripe.signing_secret",
+        ),
+        (
+            r#"{"stripe":{"path":"/s","signature":"stripe","signing_secret":"UNSET"}}"#,
+            "ROUTES.stripe.signing_secret",
+        ),
+        (
+            r#"{"a":{"path":"/a","singing_secret":"S"}}"#,
+            "ROUTES.a.singing_secret",
+        ),
+        (r#"{"a":{"origin":"http://o"}}"#, "ROUTES.a.path"),
+        (r#"{"a":{"path":"a"}}"#, "ROUTES.a.path"),
+        (r#"{"a":{"path":"/__idemgate/x"}}"#, "ROUTES.a.path"),
+        (r#"{"a":{"path":"/a%2Fb"}}"#, "ROUTES.a.path"),
+        (r#"{"a":{"path":"/a"},"b":{"path":"/a/"}}"#, "ROUTES.b.path"),
+        (r#"{"A":{"path":"/a"}}"#, "ROUTES.A"),
+        (r#"{"a":{"path":"/a","wait_ms":[1]}}"#, "ROUTES.a.wait_ms"),
+        (r#"{"a":{"path":"/a","lease_ms":10}}"#, "ROUTES.a.lease_ms"),
+        (r#"{"a":"/a"}"#, "ROUTES.a"),
+        (r#"["/a"]"#, "ROUTES"),
+        (r#"{}"#, "ROUTES"),
+        ("{not json", "ROUTES"),
+    ];
+    for (routes, variable) in cases {
+        let problem = config(&[
+            ("ROUTES", routes),
+            ("ORIGIN_URL", "http://o"),
+            ("S", "whsec_s"),
+        ])
+        .unwrap_err();
+        assert_eq!(variable_of(problem), variable, "{routes}");
+    }
+    let problem = config(&[("ROUTES", r#"{"a":{"path":"/a"}}"#)]).unwrap_err();
+    assert_eq!(variable_of(problem), "ROUTES.a.origin_url");
+}
+
+#[test]
+fn a_named_secret_is_never_echoed() {
+    let problem = config(&[
+        (
+            "ROUTES",
+            r#"{"s":{"path":"/s","signature":"standard-webhooks","signing_secret":"SW"}}"#,
+        ),
+        ("ORIGIN_URL", "http://o"),
+        ("SW", "whsec_not base64 but secret!"),
+    ])
+    .unwrap_err();
+    assert_eq!(variable_of(problem.clone()), "ROUTES.s.signing_secret");
+    assert!(
+        !problem.detail().contains("secret!"),
+        "{}",
+        problem.detail()
+    );
+}
+
+#[test]
+fn limits_hold_at_their_boundaries() {
+    let ack = |body: String| route(&[("DELIVERY", "async"), ("ACK_BODY", body.as_str())]);
+    assert!(ack("x".repeat(4_096)).is_ok());
+    assert_eq!(variable_of(ack("x".repeat(4_097)).unwrap_err()), "ACK_BODY");
+    assert_eq!(super::parse_schedule("7d").unwrap(), [7 * 86_400_000]);
+    assert!(super::parse_schedule("1s").is_ok());
+    let delays = |count: usize| vec!["1s"; count].join(",");
+    assert_eq!(super::parse_schedule(&delays(20)).unwrap().len(), 20);
+    assert!(super::parse_schedule(&delays(21)).is_err());
+    assert!(!route(&[]).unwrap().is_async());
+}
+
+#[test]
+fn a_setting_is_named_as_it_was_spelt() {
+    for field in ["signature", "signature_scheme"] {
+        let routes = format!(r#"{{"a":{{"path":"/a","{field}":"md5"}}}}"#);
+        let problem = config(&[("ROUTES", routes.as_str()), ("ORIGIN_URL", "http://o")]);
+        assert_eq!(
+            variable_of(problem.unwrap_err()),
+            format!("ROUTES.a.{field}")
+        );
+    }
+    let blank = route(&[("DEDUP_MODE", "  ")]).unwrap_err();
+    assert!(
+        blank.detail().contains("set but empty"),
+        "{}",
+        blank.detail()
+    );
+    assert_eq!(variable_of(blank), "DEDUP_MODE", "blank is not unset");
+    // A derived error names the field as the route spelt it.
+    let env = |_: &str| None;
+    let spelt = |field: &str| -> String {
+        let fields = [
+            ("path".to_string(), Json::String("/a".into())),
+            (field.to_string(), Json::String("x".into())),
+        ];
+        let settings = Settings {
+            env: &env,
+            route: Some(("a", &fields)),
+        };
+        settings.label("SIGNATURE_SCHEME")
+    };
+    assert_eq!(spelt("signature"), "ROUTES.a.signature");
+    assert_eq!(spelt("signature_scheme"), "ROUTES.a.signature_scheme");
+    assert_eq!(spelt("other"), "ROUTES.a.signature_scheme");
+    // A route's path is its own: never the top level's (a shell's PATH).
+    let problem = config(&[
+        ("ROUTES", r#"{"a":{"origin":"http://o"}}"#),
+        ("PATH", "/usr/bin"),
+    ]);
+    assert_eq!(variable_of(problem.unwrap_err()), "ROUTES.a.path");
+}
+
+#[test]
+fn origin_urls_need_a_host_and_a_port_that_is_a_number() {
+    for bad in [
+        "http://:80",
+        "http://o:",
+        "http://o:8a",
+        "http://o:65536",
+        "http://[::1",
+        "http://[::1]:99999",
+        "http://[::1]:x",
+        "http://o/a b",
+        "http://o/\u{7}",
+        "http://o/caf\u{e9}",
+        "http://o:+80",
+    ] {
+        assert_eq!(
+            variable_of(config(&[("ORIGIN_URL", bad)]).unwrap_err()),
+            "ORIGIN_URL",
+            "{bad:?}"
+        );
+    }
+    assert!(config(&[("ORIGIN_URL", "http://o:65535")]).is_ok());
+    // Only a leading `[` opens an IPv6 literal; a stray `]` is in the port.
+    let stray = config(&[("ORIGIN_URL", "http://x:1]")]).unwrap_err();
+    assert!(stray.detail().contains("port"), "{}", stray.detail());
+}
+
+#[test]
+fn a_broken_route_fails_alone() {
+    let config = whole_config(&[
+        ("ORIGIN_URL", "http://o"),
+        (
+            "ROUTES",
+            r#"{"good":{"path":"/good"},"bad":{"path":"/good/bad","signature":"strip"},"secret":{"path":"/s","signature":"stripe","signing_secret":"whsec_live_4eC39HqLyjWDarjtT1zdp7dc"}}"#,
+        ),
+    ])
+    .unwrap();
+    assert_eq!(config.routes.len(), 1);
+    assert_eq!(config.route_for("/good/x").unwrap().name, "good");
+    // A broken route keeps its path: its requests never fall to /good.
+    let problem = config.route_for("/good/bad/x").unwrap_err();
+    assert_eq!(variable_of(problem), "ROUTES.bad.signature");
+    let problem = config.route_for("/s").unwrap_err();
+    assert_eq!(variable_of(problem.clone()), "ROUTES.secret.signing_secret");
+    assert!(problem
+        .detail()
+        .contains("holds a value, not the name of a secret"));
+    assert!(!problem.detail().contains("4eC39"), "{}", problem.detail());
+    assert_eq!(
+        config
+            .broken
+            .iter()
+            .map(|route| route.name.as_str())
+            .collect::<Vec<_>>(),
+        ["bad", "secret"]
+    );
+    assert!(config.broken_route("bad").is_some());
+    assert!(config.route("bad").is_none());
+}
+
+#[test]
+fn routing_that_is_unknown_refuses_the_whole_configuration() {
+    for routes in [
+        "{not json",
+        r#"{"a":{"path":"/a"},"b":{}}"#,
+        r#"{"a":{"path":"/a"},"b":{"path":"no-slash"}}"#,
+        r#"{"a":{"path":"/a"},"b":{"path":"/a/"}}"#,
+        r#"{"a":"not a table"}"#,
+    ] {
+        let problem = whole_config(&[("ORIGIN_URL", "http://o"), ("ROUTES", routes)]).unwrap_err();
+        assert_eq!(problem.name(), "misconfigured", "{routes}");
+    }
+    // Without ROUTES the one route is broken alone: the operator API works.
+    let config = whole_config(&[("ORIGIN_URL", "ftp://o"), ("ADMIN_TOKEN", "t")]).unwrap();
+    assert_eq!(config.broken[0].name, "default");
+    assert!(config.admin_token.is_some());
+}
+
+#[test]
+fn a_value_where_a_secrets_name_belongs_is_never_echoed() {
+    let named = |value: &str| {
+        let routes =
+            format!(r#"{{"a":{{"path":"/a","signature":"github","signing_secret":{value:?}}}}}"#);
+        config(&[("ORIGIN_URL", "http://o"), ("ROUTES", &routes)]).unwrap_err()
+    };
+    for value in [
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "sk_live_abc",
+        "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
+        "bXktc2VjcmV0LXZhbHVlLWlzLWxvbmc=",
+    ] {
+        let problem = named(value);
+        assert!(
+            problem.detail().contains("holds a value"),
+            "{value}: {}",
+            problem.detail()
+        );
+        assert!(
+            !problem.detail().contains(&value[3..value.len().min(11)]),
+            "{}",
+            problem.detail()
+        );
+    }
+    let problem = named("my-secret");
+    assert!(problem.detail().contains("is not the name of a secret"));
+    assert!(!problem.detail().contains("my-secret"));
+    // Where a name is echoed, one that looks like a secret is not.
+    let problem = config(&[
+        ("ORIGIN_URL", "http://o"),
+        ("SIGNATURE_SCHEME", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+    ])
+    .unwrap_err();
+    assert!(
+        !problem.detail().contains("MfKQ9r8"),
+        "{}",
+        problem.detail()
+    );
+    assert!(settings::is_secret_name("STRIPE_WEBHOOK_SECRET"));
+    for name in [
+        "STRIPE_WEBHOOK_SECRET_2024",
+        "ADYEN_HMAC_KEY",
+        "FORWARD_SECRET",
+    ] {
+        assert!(!settings::looks_like_secret(name), "{name}");
+    }
+    assert!(!settings::is_secret_name(""));
+    assert!(!settings::is_secret_name(&"A".repeat(65)));
+}
