@@ -49,6 +49,9 @@ pub struct MemoryBackend {
     pub manual_clock: Cell<bool>,
     /// Worker secrets by name.
     pub secrets: RefCell<Vec<(String, Secret)>>,
+    /// Random bits from a sequence (SplitMix64 from this seed) rather than
+    /// the constant that gives no jitter.
+    pub random_seed: Cell<Option<u64>>,
     /// Routes' current policies by name (for receipts without terms).
     pub routes: RefCell<Vec<(String, Policy)>>,
 }
@@ -246,7 +249,15 @@ impl Backend for MemoryBackend {
     }
 
     fn random(&self) -> u64 {
-        10 // no jitter: 90 + 10 = 100% of each delay
+        let Some(seed) = self.random_seed.get() else {
+            return 10; // no jitter: 90 + 10 = 100% of each delay
+        };
+        let next = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.random_seed.set(Some(next));
+        let mut z = next;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
     }
 
     fn new_receipt_id(&self, now_ms: u64) -> String {

@@ -1436,3 +1436,66 @@ fn an_if_known_delivery_goes_on_only_where_a_receipt_is() {
     backend.now.set(NOW + 60_000);
     assert!(block_on(engine.deliver_if_known(probe(), &policy)).is_none());
 }
+
+#[test]
+fn retry_jitter_spreads_attempts_within_ten_percent_of_the_schedule() {
+    let mut delays = Vec::new();
+    for seed in 0..40 {
+        let engine = engine();
+        let backend = engine.backend();
+        backend.random_seed.set(Some(seed));
+        backend.answer_with(status(503));
+        block_on(engine.deliver(delivery("a"), &async_policy(&[100_000])));
+        block_on(engine.on_alarm()).unwrap();
+        let next = engine
+            .receipt()
+            .unwrap()
+            .unwrap()
+            .next_attempt_at()
+            .unwrap();
+        delays.push(next - NOW);
+    }
+    assert!(
+        delays
+            .iter()
+            .all(|delay| (90_000..=110_000).contains(delay)),
+        "{delays:?}"
+    );
+    let distinct: std::collections::HashSet<u64> = delays.iter().copied().collect();
+    // 21 steps of 1% each way: most of them are met.
+    assert!(
+        distinct.len() >= 10,
+        "the jitter reaches the schedule: {} distinct delays of 40",
+        distinct.len()
+    );
+}
+
+#[test]
+fn a_redriven_receipt_starts_its_schedule_again() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000, 60_000]);
+    for _ in 0..4 {
+        backend.answer_with(status(503));
+    }
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.on_alarm()).unwrap();
+    backend.now.set(NOW + 10_000);
+    block_on(engine.on_alarm()).unwrap();
+    backend.now.set(NOW + 70_000);
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "dead");
+    block_on(engine.redrive()).unwrap();
+    block_on(engine.on_alarm()).unwrap();
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert_eq!(
+        receipt.state_name(),
+        "failed",
+        "the re-driven attempt failed: retried, not dead at once"
+    );
+    assert_eq!(
+        receipt.next_attempt_at(),
+        Some(NOW + 70_000 + 10_000),
+        "after the schedule's first delay"
+    );
+}
