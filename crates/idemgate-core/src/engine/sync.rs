@@ -260,7 +260,11 @@ impl<B: Backend> Engine<B> {
         if stored && (asynchronous || !self.alarm_known.get()) {
             let _ = self.set_alarm(wake).await;
         }
-        self.write_index(index).await;
+        // Only a stored state is indexed: after a failed write the row
+        // stays as the receipt is (in flight), where the sweep finds it.
+        if stored {
+            self.write_index(index).await;
+        }
         Some(recorded)
     }
 

@@ -1499,3 +1499,35 @@ fn a_redriven_receipt_starts_its_schedule_again() {
         "after the schedule's first delay"
     );
 }
+
+#[test]
+fn an_outcome_that_cannot_be_stored_leaves_the_row_as_the_receipt_still_is() {
+    let engine = engine();
+    let backend = engine.backend();
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    let origin = gated(backend);
+    let mut alarm = Box::pin(engine.on_alarm());
+    assert!(
+        poll_once(alarm.as_mut()).is_none(),
+        "the attempt is at the origin"
+    );
+    assert_eq!(
+        backend.index_rows(),
+        [("object-1".into(), "in_flight".into())]
+    );
+    // The origin takes it, but its outcome cannot be written: the receipt
+    // stays in flight (its lease's end takes it over), and so must its row,
+    // or the sweep would never find it should that alarm be lost.
+    backend.fail_receipt_writes.set(true);
+    origin.send(created("{}")).unwrap();
+    let _ = block_on(alarm);
+    assert_eq!(
+        backend.stored.borrow().as_ref().unwrap().state_name(),
+        "in_flight"
+    );
+    assert_eq!(
+        backend.index_rows(),
+        [("object-1".into(), "in_flight".into())],
+        "no row removed for an outcome that was never stored"
+    );
+}
