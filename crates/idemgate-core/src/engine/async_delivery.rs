@@ -344,8 +344,11 @@ impl<B: Backend> Engine<B> {
         receipt.queue(now, now);
         let index = self.plan_index(&mut receipt);
         self.store(receipt.clone()).map_err(storage)?;
-        self.set_alarm(now).await.map_err(storage)?;
-        self.write_index(index).await;
+        // The row is written even if the alarm cannot be set: it is what
+        // the sweep then wakes the delivery by (its old one, a dead
+        // letter's, would not be due until its expiry).
+        let (alarm, _) = join(self.set_alarm(now), self.write_index(index)).await;
+        alarm.map_err(storage)?;
         self.emit_change("redriven", &receipt, Trace::default());
         Ok(receipt)
     }

@@ -1531,3 +1531,27 @@ fn an_outcome_that_cannot_be_stored_leaves_the_row_as_the_receipt_still_is() {
         "no row removed for an outcome that was never stored"
     );
 }
+
+#[test]
+fn a_redrive_whose_alarm_cannot_be_set_is_listed_for_the_sweep() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.answer_with(status(503));
+    block_on(engine.deliver(delivery("a"), &async_policy(&[])));
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(backend.index_rows(), [("object-1".into(), "dead".into())]);
+    // Alarms fail: the operator hears of it, and the delivery is queued
+    // again with a row that says so (due now), which the sweep wakes;
+    // its old row (dead, due at its expiry) would keep it waiting.
+    backend.fail_alarms.set(true);
+    assert_eq!(
+        block_on(engine.redrive()).unwrap_err().name(),
+        "storage-unavailable"
+    );
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "queued");
+    assert_eq!(backend.index_rows(), [("object-1".into(), "queued".into())]);
+    backend.now.set(NOW + 60_000);
+    let _ = block_on(engine.wake("object-1"));
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
+    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
+}
