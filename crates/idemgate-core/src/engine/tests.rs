@@ -1555,3 +1555,39 @@ fn a_redrive_whose_alarm_cannot_be_set_is_listed_for_the_sweep() {
     assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
     assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
 }
+
+#[test]
+fn a_sync_row_left_behind_is_found_by_the_sweep_once_its_receipt_expires() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = policy(InFlightPolicy::Wait);
+    let row_wake = || match backend.index.borrow().last() {
+        Some(IndexUpdate::Upsert(row)) => row.next_wake_at,
+        _ => None,
+    };
+    backend.answer_with(status(503));
+    block_on(engine.deliver(delivery("a"), &policy));
+    let expires_at = engine.receipt().unwrap().unwrap().expires_at;
+    assert_eq!(
+        row_wake(),
+        Some(expires_at),
+        "the sweep's cue, should the row outlive its receipt"
+    );
+    // A retry moves the expiry, but the row is not written for that.
+    backend.now.set(NOW + 30_000);
+    let writes = backend.ops.get().index_writes;
+    backend.fail_index.set(true);
+    let retried = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(retried.decision(), "forwarded");
+    assert_eq!(backend.ops.get().index_writes, writes + 1, "the removal");
+    // That removal failed, and the receipt's alarm is lost: the row says
+    // failed until the sweep wakes the object, past the row's wake.
+    backend.fail_index.set(false);
+    backend.alarm.set(None);
+    assert_eq!(backend.index_rows(), [("object-1".into(), "failed".into())]);
+    backend.now.set(expires_at + crate::sweep::GRACE_MS);
+    block_on(engine.wake("object-1")).unwrap();
+    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
+    assert!(backend.stored.borrow().is_some(), "not yet expired");
+    assert!(backend.alarm.get().is_some(), "its alarm set again");
+}

@@ -10,7 +10,9 @@
 //!   it completes;
 //! - an async row says when its object next has work (`next_wake_at`: an
 //!   attempt, a lease's end, a dead letter's warning or expiry), which is
-//!   what the sweep looks for; a sync receipt waits for its sender.
+//!   what the sweep looks for; a sync receipt waits for its sender, and
+//!   its row says when it expires, so that a row left behind (its removal
+//!   or its alarm lost) is woken and put right too.
 //!
 //! Every write carries a version, higher than any earlier write of the
 //! object (across its lives, like epochs), and lands only over a lower
@@ -129,12 +131,15 @@ pub fn update_for(
     now: u64,
 ) -> Option<IndexUpdate> {
     let wanted = wanted_state(receipt, current.state.as_deref());
-    // A sync receipt waits for its sender, not for the sweep.
-    let next_wake_at = receipt
-        .filter(|receipt| receipt.delivery == DeliveryKind::Async)
-        .map(Receipt::next_wake);
-    let unchanged =
-        current.confirmed && wanted == current.state && next_wake_at == current.next_wake_at;
+    // A sync receipt waits for its sender; its row says when it expires,
+    // so that the sweep finds a row its receipt left behind (its removal
+    // or its alarm lost). A retry that moves the expiry does not rewrite
+    // the row: woken before it expires, the object writes it again.
+    let next_wake_at = receipt.map(Receipt::next_wake);
+    let sync = receipt.is_some_and(|receipt| receipt.delivery == DeliveryKind::Sync);
+    let same_wake =
+        next_wake_at == current.next_wake_at || (sync && current.next_wake_at.is_some());
+    let unchanged = current.confirmed && wanted == current.state && same_wake;
     match (wanted, receipt) {
         (None, _) if current.confirmed && current.state.is_none() => None,
         (None, _) => Some(IndexUpdate::Remove {
