@@ -198,8 +198,9 @@ pub struct Engine<B: Backend> {
     /// `None` until storage was read once; then the receipt as stored, plus
     /// the duplicates counted since the last write.
     cache: RefCell<Option<Option<Receipt>>>,
-    /// Duplicates waiting for an outcome, by the payload they carry.
-    waiters: RefCell<Vec<(Fingerprint, oneshot::Sender<Settled>)>>,
+    /// Duplicates waiting for an outcome, by the payload they carry and
+    /// the epoch of the forward they wait for.
+    waiters: RefCell<Vec<(Fingerprint, u64, oneshot::Sender<Settled>)>>,
     /// Whether the durable alarm is known to serve the receipt as it is.
     alarm_known: Cell<bool>,
     /// The highest epoch this instance has seen or forwarded: it outlives a

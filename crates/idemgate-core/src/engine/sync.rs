@@ -53,6 +53,8 @@ impl<B: Backend> Engine<B> {
                 Ok(decided) => decided,
                 Err(message) => return Answer::Rejected(Problem::StorageUnavailable { message }),
             };
+            // A duplicate in flight waits for the forward at this epoch.
+            let waiting_on = known.as_ref().map_or(0, |(epoch, _)| *epoch);
             if let Some((epoch, receipt_id)) = known {
                 trace.epoch = Some(epoch);
                 trace.receipt_id = Some(receipt_id);
@@ -100,8 +102,11 @@ impl<B: Backend> Engine<B> {
                             // Wake at the outcome, at the wait deadline, or when
                             // the lease ends; then decide again.
                             let until = wait_deadline.min(lease_expires_at);
-                            let waited = self
-                                .wait_for_outcome(&delivery.fingerprint, until.saturating_sub(now));
+                            let waited = self.wait_for_outcome(
+                                &delivery.fingerprint,
+                                waiting_on,
+                                until.saturating_sub(now),
+                            );
                             if let Some(settled) = waited.await {
                                 return Answer::Waited(settled);
                             }
@@ -115,15 +120,20 @@ impl<B: Backend> Engine<B> {
     /// Duplicates waiting now.
     fn waiting(&self) -> usize {
         let mut waiters = self.waiters.borrow_mut();
-        waiters.retain(|(_, waiter)| !waiter.is_canceled());
+        waiters.retain(|(_, _, waiter)| !waiter.is_canceled());
         waiters.len()
     }
 
-    async fn wait_for_outcome(&self, fingerprint: &Fingerprint, ms: u64) -> Option<Settled> {
+    async fn wait_for_outcome(
+        &self,
+        fingerprint: &Fingerprint,
+        epoch: u64,
+        ms: u64,
+    ) -> Option<Settled> {
         let (sender, receiver) = oneshot::channel();
         self.waiters
             .borrow_mut()
-            .push((fingerprint.clone(), sender));
+            .push((fingerprint.clone(), epoch, sender));
         let timeout = std::pin::pin!(self.backend.sleep(ms));
         match select(receiver, timeout).await {
             Either::Left((Ok(settled), _)) => Some(settled),
@@ -203,21 +213,28 @@ impl<B: Backend> Engine<B> {
         let settled = settle(result, completed, policy.origin_timeout_ms);
         // A forward whose key was taken over answers only its own caller:
         // the waiters belong to the newer forward and get its outcome. And
-        // only waiters of this payload: after a purge, a new forward may
-        // carry another one, whose outcome is not theirs.
-        if recorded.is_some() || is_active(Mutation::WakeWaitersOfStaleForward) {
-            self.wake_waiters(&delivery.fingerprint, &settled);
+        // only waiters of this payload, and of this forward: after a purge
+        // (which may come while this one writes its outcome and its index
+        // row), a new forward may carry another payload, or the same, and
+        // its outcome is not theirs, nor this one theirs.
+        let stale = is_active(Mutation::WakeWaitersOfStaleForward);
+        if recorded.is_some() || stale {
+            let epoch = (!stale).then_some(epoch);
+            self.wake_waiters(&delivery.fingerprint, epoch, &settled);
         }
         Answer::Forwarded(settled)
     }
 
-    fn wake_waiters(&self, fingerprint: &Fingerprint, settled: &Settled) {
+    /// Answers the waiters of `fingerprint` that wait for the forward at
+    /// `epoch` (`None`: at any).
+    fn wake_waiters(&self, fingerprint: &Fingerprint, epoch: Option<u64>, settled: &Settled) {
         let waiting = std::mem::take(&mut *self.waiters.borrow_mut());
-        let (answered, still_waiting): (Vec<_>, Vec<_>) = waiting
-            .into_iter()
-            .partition(|(payload, _)| payload == fingerprint);
+        let (answered, still_waiting): (Vec<_>, Vec<_>) =
+            waiting.into_iter().partition(|(payload, waited_on, _)| {
+                payload == fingerprint && epoch.is_none_or(|epoch| epoch == *waited_on)
+            });
         *self.waiters.borrow_mut() = still_waiting;
-        for (_, waiter) in answered {
+        for (_, _, waiter) in answered {
             let _ = waiter.send(settled.clone());
         }
     }

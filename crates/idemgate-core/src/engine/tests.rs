@@ -1591,3 +1591,51 @@ fn a_sync_row_left_behind_is_found_by_the_sweep_once_its_receipt_expires() {
     assert!(backend.stored.borrow().is_some(), "not yet expired");
     assert!(backend.alarm.get().is_some(), "its alarm set again");
 }
+
+#[test]
+fn a_forward_held_by_its_index_write_answers_no_waiter_of_a_later_life() {
+    crate::within(10, || {
+        let engine = engine();
+        let backend = engine.backend();
+        backend.manual_clock.set(true);
+        let policy = Policy {
+            wait_ms: 60_000,
+            ..policy(InFlightPolicy::Wait)
+        };
+        backend.answer_with(status(503));
+        block_on(engine.deliver(delivery("a"), &policy));
+        // A retry completes; the removal of its failed row is slow.
+        let (release, index_gate) = oneshot::channel();
+        backend.index_gates.borrow_mut().push_back(index_gate);
+        let late = created("answer of the first life");
+        backend.answer_with(late.clone());
+        let mut tasks = Tasks::new();
+        let first = tasks.spawn(engine.deliver(delivery("a"), &policy));
+        assert!(tasks.answer(first).is_none(), "held by its index write");
+        // Meanwhile the key is purged and lives again: a new forward, and
+        // a duplicate waiting for it.
+        assert_eq!(block_on(engine.purge("object-1", false)), Ok(true));
+        let origin = gated(backend);
+        let second = tasks.spawn(engine.deliver(delivery("a"), &policy));
+        let waiter = tasks.spawn(engine.deliver(delivery("a"), &policy));
+        assert!(tasks.answer(waiter).is_none(), "waits for the new forward");
+        release.send(()).unwrap();
+        tasks.run();
+        assert_eq!(
+            tasks.answer(first).unwrap().render().body,
+            body_of(&late),
+            "its own caller gets its answer"
+        );
+        assert!(
+            tasks.answer(waiter).is_none(),
+            "the waiter is the new forward's"
+        );
+        let current = created("answer of the second life");
+        origin.send(current.clone()).unwrap();
+        tasks.run();
+        assert_eq!(tasks.answer(second).unwrap().decision(), "forwarded");
+        let waited = tasks.answer(waiter).unwrap();
+        assert_eq!(waited.decision(), "waited");
+        assert_eq!(waited.render().body, body_of(&current));
+    });
+}
