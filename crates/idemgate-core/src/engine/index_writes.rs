@@ -47,7 +47,11 @@ impl<B: Backend> Engine<B> {
     pub(super) async fn write_index(&self, update: Option<IndexUpdate>) -> bool {
         let Some(update) = update else { return true };
         let landed = self.backend.index(update.clone()).await.is_ok();
-        if landed {
+        // Only the write last planned confirms the receipt's row: an older
+        // one (of an earlier life, say) may show the same state and wake,
+        // and a later write may yet land over it, or have landed already.
+        let last = update.version() == self.index_floor.get();
+        if landed && last {
             let shown = Indexed::after(&update);
             let _ = self.with_receipt(|receipt| {
                 if let Some(receipt) = receipt.as_mut() {
@@ -56,7 +60,8 @@ impl<B: Backend> Engine<B> {
                     receipt.indexed.confirmed |= same;
                 }
             });
-        } else {
+        }
+        if !landed {
             let mut line = DecisionLog::new("index_failed", 0);
             line.reason = Some("storage-unavailable");
             self.backend.emit(&line, true);

@@ -1639,3 +1639,41 @@ fn a_forward_held_by_its_index_write_answers_no_waiter_of_a_later_life() {
         assert_eq!(waited.render().body, body_of(&current));
     });
 }
+
+#[test]
+fn a_late_index_write_confirms_only_the_row_last_planned() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    // The first life's attempt: its in-flight row is slow, and so is the
+    // origin.
+    let (release, index_gate) = oneshot::channel();
+    backend.index_gates.borrow_mut().push_back(index_gate);
+    let _first_origin = gated(backend);
+    let mut first = Box::pin(engine.on_alarm());
+    assert!(poll_once(first.as_mut()).is_none());
+    // Purged with force, the key lives again in the same millisecond, and
+    // none of the new life's rows lands.
+    assert_eq!(block_on(engine.purge("object-1", true)), Ok(true));
+    backend.fail_index.set(true);
+    let refused = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(refused.render().status, 503);
+    let _second_origin = gated(backend);
+    let mut second = Box::pin(engine.on_alarm());
+    assert!(poll_once(second.as_mut()).is_none());
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "in_flight");
+    // The first life's row lands now: the same state and wake as the new
+    // life's, but not its write (and under the purge's tombstone).
+    backend.fail_index.set(false);
+    release.send(()).unwrap();
+    assert!(poll_once(first.as_mut()).is_none(), "still at its origin");
+    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
+    let duplicate = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(duplicate.decision(), "duplicate");
+    assert_eq!(
+        backend.index_rows(),
+        [("object-1".into(), "in_flight".into())],
+        "the row is written before the acknowledgement"
+    );
+}
