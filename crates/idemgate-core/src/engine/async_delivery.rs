@@ -89,6 +89,19 @@ impl<B: Backend> Engine<B> {
                         message: "the receipt index did not take its row".into(),
                     });
                 }
+                // A purge or an expiry may have taken the receipt while its
+                // row was written, and another attempt stored a new life,
+                // which nothing says is listed: the sender retries instead.
+                let held = self.with_receipt(|receipt| {
+                    receipt
+                        .as_ref()
+                        .is_some_and(|receipt| receipt.identity.receipt_id == receipt_id)
+                });
+                if held != Ok(true) {
+                    return Answer::Rejected(Problem::NotAcknowledged {
+                        message: "the receipt changed while it was acknowledged".into(),
+                    });
+                }
                 Answer::Duplicate(ack(receipt_id, state))
             }
             AsyncDecision::Accept => {

@@ -1677,3 +1677,38 @@ fn a_late_index_write_confirms_only_the_row_last_planned() {
         "the row is written before the acknowledgement"
     );
 }
+
+#[test]
+fn a_duplicate_is_acknowledged_only_while_its_receipt_is_held() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    // Delivered, but its row's removal is lost: the receipt says so.
+    backend.fail_index.set(true);
+    block_on(engine.on_alarm()).unwrap();
+    backend.fail_index.set(false);
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
+    // A duplicate writes the row first, slowly.
+    let (release, index_gate) = oneshot::channel();
+    backend.index_gates.borrow_mut().push_back(index_gate);
+    let mut duplicate = Box::pin(engine.deliver(delivery("a"), &policy));
+    assert!(poll_once(duplicate.as_mut()).is_none());
+    // Meanwhile the receipt is purged, and another attempt of the payload
+    // is stored as a new life (another receipt id: the memory backend's
+    // are by the millisecond), but not acknowledged (its row failed).
+    backend.now.set(NOW + 1);
+    assert_eq!(block_on(engine.purge("object-1", false)), Ok(true));
+    backend.fail_index.set(true);
+    let refused = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(refused.render().status, 503);
+    backend.fail_index.set(false);
+    release.send(()).unwrap();
+    // The receipt the duplicate would name is gone: no 2xx, or the sender
+    // would stop retrying a new life nothing lists.
+    let answer = poll_once(duplicate.as_mut()).expect("answered");
+    assert_eq!(answer.render().status, 503);
+    let retried = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(retried.decision(), "duplicate");
+    assert_eq!(backend.index_rows(), [("object-1".into(), "queued".into())]);
+}
