@@ -1,18 +1,31 @@
 //! The simulated world: a virtual clock, per-key storage that survives
-//! restarts, an origin whose every call the scheduler answers, and the
-//! bookkeeping the invariants are checked against.
+//! restarts, alarms the runtime may refuse to set or accept and never
+//! fire, the receipt index as D1 keeps it (writes that fail, land late and
+//! out of order, or are lost), an origin whose every call the scheduler
+//! answers, and the bookkeeping the invariants are checked against.
+//!
+//! A crash is a restart that can fall between any two writes an object
+//! makes, the way a Durable Object fails: storage writes made in one turn
+//! (with no `await` between them; an alarm set or a delete all is one
+//! when it is issued in that turn) commit together, so a crash falls
+//! before a turn's first write, after a turn's writes, or before or after
+//! an index write is sent.
+//! The instance that crashed is dead from then on: nothing it still does
+//! reaches storage, the index, the origin or its caller.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use super::Rng;
 use crate::canonical::Fingerprint;
 use crate::decision_log::DecisionLog;
 use crate::engine::{Backend, Policy, StoredRequest};
 use crate::headers;
-use crate::index::IndexUpdate;
+use crate::index::{IndexRow, IndexUpdate, GONE};
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt, ReceiptState};
 use crate::signature::Secret;
@@ -30,12 +43,28 @@ pub struct OriginCall {
     pub settled: bool,
 }
 
+/// An alarm the runtime holds for a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Alarm {
+    pub at: u64,
+    /// Accepted by the runtime, which will never fire it.
+    pub dropped: bool,
+}
+
 /// What the simulation knows about one key.
 #[derive(Default)]
 pub struct KeyState {
     pub stored: Option<Receipt>,
     pub request: Option<StoredRequest>,
-    pub alarm: Option<u64>,
+    pub alarm: Option<Alarm>,
+    /// How often the runtime re-ran the current alarm's failing handler.
+    pub alarm_retries: u32,
+    /// Bumped by every crash or restart: a backend of an older
+    /// incarnation belongs to an instance that is gone.
+    pub incarnation: u64,
+    /// Whether the instance wrote since its last `await`: writes of one
+    /// turn commit together, so no crash falls between them.
+    pub turn_open: bool,
     /// Bumped whenever the key becomes new (first forward, purge, expiry).
     pub era: u64,
     /// The highest epoch ever forwarded for the key, across eras: an
@@ -43,8 +72,186 @@ pub struct KeyState {
     pub highest_epoch: u64,
     /// The stored response once the receipt completed, in this era.
     pub completed: Option<(Fingerprint, HttpResponse)>,
-    /// When the origin accepted (2xx) which payload, in this era.
-    pub accepted: Vec<(Fingerprint, u64)>,
+    /// When the origin accepted (2xx) which payload, in which era.
+    pub accepted: Vec<(Fingerprint, u64, u64)>,
+}
+
+/// One receipt's life as the world saw it, by receipt id (invariant 9).
+#[derive(Debug, Clone)]
+pub struct Life {
+    pub key: usize,
+    /// Its state as last written.
+    pub state: &'static str,
+    pub pending: bool,
+    /// Its sender got a 2xx for it.
+    pub acknowledged: bool,
+    /// Deleted (expired or purged).
+    pub deleted: bool,
+    /// Purged on purpose, with force, by the operator.
+    pub forced_out: bool,
+}
+
+/// The receipt index as D1 keeps it: `index::sql`'s statements, one row
+/// per object, each write landing only over a lower version.
+#[derive(Default)]
+pub struct D1 {
+    pub rows: BTreeMap<String, IndexRow>,
+}
+
+impl D1 {
+    /// `sql::UPSERT` or `sql::REMOVE`: an insert, or on conflict an update
+    /// `WHERE excluded.version > receipt_index.version`. A removal is a
+    /// tombstone (`gone`, never woken) that keeps the row's other columns.
+    pub fn apply(&mut self, update: &IndexUpdate) {
+        match update {
+            IndexUpdate::Upsert(row) => match self.rows.get_mut(&row.object) {
+                Some(stored) if row.version > stored.version => *stored = row.clone(),
+                Some(_) => {}
+                None => {
+                    self.rows.insert(row.object.clone(), row.clone());
+                }
+            },
+            IndexUpdate::Remove {
+                object,
+                version,
+                at,
+            } => match self.rows.get_mut(object) {
+                Some(stored) if *version > stored.version => {
+                    stored.state = GONE.into();
+                    stored.next_wake_at = None;
+                    stored.updated_at = *at;
+                    stored.version = *version;
+                }
+                Some(_) => {}
+                None => {
+                    self.rows.insert(
+                        object.clone(),
+                        IndexRow {
+                            object: object.clone(),
+                            route: String::new(),
+                            scope: String::new(),
+                            key: String::new(),
+                            path: None,
+                            tenant_sha256: None,
+                            receipt_id: String::new(),
+                            state: GONE.into(),
+                            attempts: 0,
+                            last_status: None,
+                            next_wake_at: None,
+                            accepted_at: *at,
+                            updated_at: *at,
+                            version: *version,
+                        },
+                    );
+                }
+            },
+        }
+    }
+
+    /// `sql::OVERDUE`: objects with work due at or before `before`, oldest
+    /// first, never a tombstone.
+    pub fn overdue(&self, before: u64, limit: usize) -> Vec<String> {
+        let mut due: Vec<(u64, &String)> = self
+            .rows
+            .values()
+            .filter(|row| row.state != GONE)
+            .filter_map(|row| row.next_wake_at.map(|at| (at, &row.object)))
+            .filter(|(at, _)| *at <= before)
+            .collect();
+        due.sort();
+        due.into_iter()
+            .take(limit)
+            .map(|(_, object)| object.clone())
+            .collect()
+    }
+
+    /// `sql::FORGET_TOMBSTONES`.
+    pub fn forget_tombstones(&mut self, before: u64) {
+        self.rows
+            .retain(|_, row| !(row.state == GONE && row.updated_at < before));
+    }
+
+    /// The row of `object` that lists something (not a tombstone).
+    pub fn listed(&self, object: &str) -> Option<&IndexRow> {
+        self.rows.get(object).filter(|row| row.state != GONE)
+    }
+}
+
+/// How often (in percent) an index write fails at once, is lost (the
+/// engine hears of a failure later, and it never lands), lands late (out
+/// of order with later writes), or lands late while its reply is lost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexFaults {
+    pub fail: u64,
+    pub lost: u64,
+    pub late: u64,
+    pub reply_lost: u64,
+}
+
+/// An index write on its way to D1.
+pub struct IndexWrite {
+    pub update: IndexUpdate,
+    /// When it lands (or, if lost, when its sender gives up on it).
+    pub land_at: u64,
+    pub lands: bool,
+    /// What its sender hears.
+    pub reply: Result<(), String>,
+    pub done: Rc<RefCell<Option<Result<(), String>>>>,
+}
+
+/// Faults injected by the backend, as the schedule sets them.
+pub struct Faults {
+    /// How many of the next storage writes fail.
+    pub failing_writes: Cell<u32>,
+    /// `set_alarm` fails until then.
+    pub alarms_fail_until: Cell<u64>,
+    /// Alarms the runtime accepts until then are never fired (`u64::MAX`:
+    /// dropped for good).
+    pub alarms_dropped_until: Cell<u64>,
+    /// Accepted alarms dropped at random, in percent.
+    pub alarm_drop_percent: Cell<u64>,
+    /// Every index write (and the sweep's read) fails until then.
+    pub index_fails_until: Cell<u64>,
+    pub index: Cell<IndexFaults>,
+    /// The longest an index write is late, in ms.
+    pub index_delay_ms: Cell<u64>,
+    /// Chance of a crash at each point one may fall, in percent.
+    pub crash_percent: Cell<u64>,
+    rng: RefCell<Rng>,
+}
+
+impl Faults {
+    fn chance(&self, percent: u64) -> bool {
+        percent > 0 && self.rng.borrow_mut().chance(percent)
+    }
+
+    fn below(&self, bound: u64) -> u64 {
+        self.rng.borrow_mut().below(bound)
+    }
+
+    /// Stops every fault but alarms dropped for good.
+    pub fn end(&self) {
+        self.failing_writes.set(0);
+        self.alarms_fail_until.set(0);
+        if self.alarms_dropped_until.get() != u64::MAX {
+            self.alarms_dropped_until.set(0);
+        }
+        self.alarm_drop_percent.set(0);
+        self.index_fails_until.set(0);
+        self.index.set(IndexFaults::default());
+        self.crash_percent.set(0);
+    }
+}
+
+/// What the faults did, for the report.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FaultCounts {
+    pub crashes: u64,
+    pub alarms_refused: u64,
+    pub alarms_dropped: u64,
+    pub index_failed: u64,
+    pub index_late: u64,
+    pub index_lost: u64,
 }
 
 pub struct World {
@@ -55,15 +262,27 @@ pub struct World {
     /// The task being polled, to attribute forwards to deliveries.
     pub polling: Cell<Option<usize>>,
     pub calls_by_task: RefCell<Vec<(usize, usize)>>,
-    /// How many of the next storage writes fail.
-    pub failing_writes: Cell<u32>,
+    pub faults: Faults,
+    pub counts: Cell<FaultCounts>,
+    /// Keys whose instance crashed during the current poll.
+    pub crashed: RefCell<Vec<usize>>,
+    /// Set while the operator's forced purge is polled.
+    pub force_purging: Cell<bool>,
+    /// The origin has recovered: it takes every call at once.
+    pub origin_recovered: Cell<bool>,
+    pub d1: RefCell<D1>,
+    pub index_writes: RefCell<Vec<IndexWrite>>,
+    /// Every receipt's life, by receipt id.
+    pub lives: RefCell<BTreeMap<String, Life>>,
     /// Receipt ids handed out so far.
     pub receipt_ids: Cell<u64>,
     pub violations: RefCell<Vec<String>>,
+    /// `SIM_TRACE=1`: every event is printed.
+    pub trace: bool,
 }
 
 impl World {
-    pub fn new(keys: usize, lease_ms: u64, now: u64) -> World {
+    pub fn new(keys: usize, lease_ms: u64, now: u64, fault_seed: u64) -> World {
         World {
             now: Cell::new(now),
             lease_ms,
@@ -71,14 +290,44 @@ impl World {
             calls: RefCell::new(Vec::new()),
             polling: Cell::new(None),
             calls_by_task: RefCell::new(Vec::new()),
-            failing_writes: Cell::new(0),
+            faults: Faults {
+                failing_writes: Cell::new(0),
+                alarms_fail_until: Cell::new(0),
+                alarms_dropped_until: Cell::new(0),
+                alarm_drop_percent: Cell::new(0),
+                index_fails_until: Cell::new(0),
+                index: Cell::new(IndexFaults::default()),
+                index_delay_ms: Cell::new(0),
+                crash_percent: Cell::new(0),
+                rng: RefCell::new(Rng(fault_seed)),
+            },
+            counts: Cell::new(FaultCounts::default()),
+            crashed: RefCell::new(Vec::new()),
+            force_purging: Cell::new(false),
+            origin_recovered: Cell::new(false),
+            d1: RefCell::new(D1::default()),
+            index_writes: RefCell::new(Vec::new()),
+            lives: RefCell::new(BTreeMap::new()),
             receipt_ids: Cell::new(0),
             violations: RefCell::new(Vec::new()),
+            trace: std::env::var_os("SIM_TRACE").is_some(),
+        }
+    }
+
+    pub fn note(&self, what: impl FnOnce() -> String) {
+        if self.trace {
+            println!("  t={} {}", self.now.get() % 100_000_000, what());
         }
     }
 
     pub fn violate(&self, message: String) {
         self.violations.borrow_mut().push(message);
+    }
+
+    fn count(&self, bump: impl FnOnce(&mut FaultCounts)) {
+        let mut counts = self.counts.get();
+        bump(&mut counts);
+        self.counts.set(counts);
     }
 
     pub fn task_forwarded(&self, task: usize) -> bool {
@@ -91,9 +340,11 @@ impl World {
         let call = &mut calls[call];
         if let ForwardResult::Answered(response) = &result {
             if (200..300).contains(&response.status) {
-                self.keys.borrow_mut()[call.key]
-                    .accepted
-                    .push((call.fingerprint.clone(), self.now.get()));
+                self.keys.borrow_mut()[call.key].accepted.push((
+                    call.fingerprint.clone(),
+                    self.now.get(),
+                    call.era,
+                ));
             }
         }
         *call.outcome.borrow_mut() = Some(result);
@@ -111,12 +362,111 @@ impl World {
             .map(|(index, _)| index)
             .collect()
     }
+
+    /// The key's instance is gone: memory lost, storage kept.
+    pub fn crash(&self, key: usize) {
+        self.note(|| format!("key {key}: crash"));
+        self.keys.borrow_mut()[key].incarnation += 1;
+        self.crashed.borrow_mut().push(key);
+        self.count(|counts| counts.crashes += 1);
+    }
+
+    /// An alarm the runtime accepts now: dropped, or one it will fire.
+    pub fn accept_alarm(&self, at: u64) -> Alarm {
+        let faults = &self.faults;
+        let dropped = self.now.get() < faults.alarms_dropped_until.get()
+            || faults.chance(faults.alarm_drop_percent.get());
+        if dropped {
+            self.count(|counts| counts.alarms_dropped += 1);
+        }
+        Alarm { at, dropped }
+    }
+
+    /// Lands (or gives up on) every index write due by now, in the order
+    /// they are due.
+    pub fn land_index_writes(&self) {
+        let now = self.now.get();
+        let due: Vec<IndexWrite> = {
+            let mut writes = self.index_writes.borrow_mut();
+            let (due, later): (Vec<_>, Vec<_>) =
+                writes.drain(..).partition(|write| write.land_at <= now);
+            *writes = later;
+            due
+        };
+        let mut due = due;
+        due.sort_by_key(|write| write.land_at);
+        for write in due {
+            self.note(|| {
+                format!(
+                    "index {}: {:?}",
+                    if write.lands { "lands" } else { "lost" },
+                    brief(&write.update)
+                )
+            });
+            if write.lands {
+                self.d1.borrow_mut().apply(&write.update);
+            }
+            *write.done.borrow_mut() = Some(write.reply);
+        }
+    }
+
+    /// When the next index write lands, if one is on its way.
+    pub fn next_landing(&self) -> Option<u64> {
+        self.index_writes
+            .borrow()
+            .iter()
+            .map(|write| write.land_at)
+            .min()
+    }
+
+    /// Notes a receipt as written.
+    fn lived(&self, key: usize, receipt: &Receipt) {
+        let mut lives = self.lives.borrow_mut();
+        let life = lives
+            .entry(receipt.identity.receipt_id.clone())
+            .or_insert(Life {
+                key,
+                state: receipt.state_name(),
+                pending: false,
+                acknowledged: false,
+                deleted: false,
+                forced_out: false,
+            });
+        life.state = receipt.state_name();
+        life.pending = receipt.is_pending();
+    }
+
+    /// A delivery of `receipt_id` was acknowledged to its sender.
+    pub fn acknowledged(&self, receipt_id: &str) {
+        if let Some(life) = self.lives.borrow_mut().get_mut(receipt_id) {
+            life.acknowledged = true;
+        }
+    }
 }
 
-/// One Durable Object's view of the world.
+/// An index write, in a trace.
+fn brief(update: &IndexUpdate) -> String {
+    match update {
+        IndexUpdate::Upsert(row) => format!(
+            "{} {} {} v{} wake {:?}",
+            row.object,
+            row.receipt_id,
+            row.state,
+            row.version,
+            row.next_wake_at.map(|at| at % 100_000_000)
+        ),
+        IndexUpdate::Remove {
+            object, version, ..
+        } => format!("{object} remove v{version}"),
+    }
+}
+
+/// One Durable Object instance's view of the world.
 pub struct SimBackend {
     pub world: Rc<World>,
     pub key: usize,
+    /// The key's incarnation when this instance started.
+    pub incarnation: u64,
 }
 
 pub struct Sleep {
@@ -156,25 +506,106 @@ impl Future for PendingCall {
     }
 }
 
+/// The reply to an index write, once it lands or is given up on.
+struct IndexReply {
+    done: Rc<RefCell<Option<Result<(), String>>>>,
+}
+
+impl Future for IndexReply {
+    type Output = Result<(), String>;
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), String>> {
+        match self.done.borrow_mut().take() {
+            Some(reply) => Poll::Ready(reply),
+            None => Poll::Pending,
+        }
+    }
+}
+
+const CRASHED: &str = "the object crashed";
+
+impl SimBackend {
+    fn alive(&self) -> bool {
+        self.world.keys.borrow()[self.key].incarnation == self.incarnation
+    }
+
+    /// A crash may fall here: then this instance is dead.
+    fn crash_point(&self) -> bool {
+        let faults = &self.world.faults;
+        if !faults.chance(faults.crash_percent.get()) {
+            return false;
+        }
+        self.world.crash(self.key);
+        true
+    }
+
+    /// A synchronous write: refused once dead; the first of a turn may be
+    /// preceded by a crash (the turn's writes then never happen).
+    fn begin_write(&self) -> Result<(), String> {
+        if !self.alive() {
+            return Err(CRASHED.into());
+        }
+        let first = {
+            let mut keys = self.world.keys.borrow_mut();
+            !std::mem::replace(&mut keys[self.key].turn_open, true)
+        };
+        if first && self.crash_point() {
+            return Err(CRASHED.into());
+        }
+        Ok(())
+    }
+
+    /// An `await`: the turn's writes are committed.
+    fn end_turn(&self) {
+        if self.alive() {
+            self.world.keys.borrow_mut()[self.key].turn_open = false;
+        }
+    }
+
+    fn injected_failure(&self) -> bool {
+        let failing = &self.world.faults.failing_writes;
+        if failing.get() > 0 {
+            failing.set(failing.get() - 1);
+            return true;
+        }
+        false
+    }
+}
+
+/// What a dead instance's asynchronous operations return: nothing, ever.
+async fn never<T>() -> T {
+    std::future::pending().await
+}
+
 impl Backend for SimBackend {
     fn now_ms(&self) -> u64 {
         self.world.now.get()
     }
 
     fn load(&self) -> Result<Option<Receipt>, String> {
+        if !self.alive() {
+            return Err(CRASHED.into());
+        }
         Ok(self.world.keys.borrow()[self.key].stored.clone())
     }
 
     fn save(&self, receipt: &Receipt) -> Result<(), String> {
-        if self.world.failing_writes.get() > 0 {
-            self.world
-                .failing_writes
-                .set(self.world.failing_writes.get() - 1);
+        self.begin_write()?;
+        if self.injected_failure() {
             return Err("injected write failure".into());
         }
         let now = self.world.now.get();
         let mut keys = self.world.keys.borrow_mut();
         let state = &mut keys[self.key];
+        // A new receipt id is a new life of the key (after a purge, or
+        // over an expired receipt, which a lost alarm may leave stored).
+        let new_life = state
+            .stored
+            .as_ref()
+            .is_none_or(|old| old.identity.receipt_id != receipt.identity.receipt_id);
+        if new_life {
+            state.era += 1;
+            state.completed = None;
+        }
         let live = state.stored.as_ref().filter(|old| !old.is_expired(now));
         let begins_forward = matches!(receipt.state, ReceiptState::InFlight { .. })
             && live.is_none_or(|old| {
@@ -182,11 +613,7 @@ impl Backend for SimBackend {
             });
         if begins_forward {
             match live {
-                None => {
-                    state.era += 1;
-                    state.completed = None;
-                    state.accepted.clear();
-                }
+                None => {}
                 Some(old) if old.fingerprint != receipt.fingerprint => {
                     let message = format!(
                         "I4 key {}: a different payload was forwarded while a receipt existed",
@@ -204,11 +631,23 @@ impl Backend for SimBackend {
             state.completed = Some((receipt.fingerprint.clone(), stored.response.clone()));
         }
         state.stored = Some(receipt.clone());
+        drop(keys);
+        self.world.note(|| {
+            format!(
+                "key {}: save {} {} epoch {}",
+                self.key,
+                receipt.identity.receipt_id,
+                receipt.state_name(),
+                receipt.epoch
+            )
+        });
+        self.world.lived(self.key, receipt);
         Ok(())
     }
 
     fn save_request(&self, request: &StoredRequest) -> Result<(), String> {
-        if self.world.failing_writes.get() > 0 {
+        self.begin_write()?;
+        if self.world.faults.failing_writes.get() > 0 {
             return Err("injected write failure".into());
         }
         self.world.keys.borrow_mut()[self.key].request = Some(request.clone());
@@ -216,27 +655,64 @@ impl Backend for SimBackend {
     }
 
     fn load_request(&self) -> Result<Option<StoredRequest>, String> {
+        if !self.alive() {
+            return Err(CRASHED.into());
+        }
         Ok(self.world.keys.borrow()[self.key].request.clone())
     }
 
     fn delete_request(&self) -> Result<(), String> {
+        self.begin_write()?;
         self.world.keys.borrow_mut()[self.key].request = None;
         Ok(())
     }
 
     async fn delete_all(&self) -> Result<bool, String> {
-        let mut keys = self.world.keys.borrow_mut();
-        let state = &mut keys[self.key];
-        let existed = state.stored.is_some();
-        state.stored = None;
-        state.request = None;
-        state.alarm = None;
-        state.completed = None;
-        state.era += 1;
-        Ok(existed)
+        if self.begin_write().is_err() {
+            return never().await;
+        }
+        let deleted = {
+            let mut keys = self.world.keys.borrow_mut();
+            let state = &mut keys[self.key];
+            let deleted = state.stored.take();
+            state.request = None;
+            state.alarm = None;
+            state.completed = None;
+            state.era += 1;
+            deleted
+        };
+        self.world.note(|| format!("key {}: delete all", self.key));
+        if let Some(receipt) = &deleted {
+            let forced = self.world.force_purging.get();
+            let acknowledged = {
+                let mut lives = self.world.lives.borrow_mut();
+                let life = lives
+                    .get_mut(&receipt.identity.receipt_id)
+                    .expect("a stored receipt was written");
+                life.deleted = true;
+                life.forced_out = forced;
+                life.acknowledged
+            };
+            if receipt.is_pending() && !forced {
+                let invariant = if acknowledged { "I9" } else { "I8" };
+                self.world.violate(format!(
+                    "{invariant} key {}: a pending delivery ({}) was deleted, not by a forced purge",
+                    self.key,
+                    receipt.state_name()
+                ));
+            }
+        }
+        self.end_turn();
+        if self.crash_point() {
+            return never().await;
+        }
+        Ok(deleted.is_some())
     }
 
     fn stored_deletable_at(&self) -> Result<Option<u64>, String> {
+        if !self.alive() {
+            return Err(CRASHED.into());
+        }
         Ok(self.world.keys.borrow()[self.key]
             .stored
             .as_ref()
@@ -244,7 +720,26 @@ impl Backend for SimBackend {
     }
 
     async fn set_alarm(&self, at_ms: u64) -> Result<(), String> {
-        self.world.keys.borrow_mut()[self.key].alarm = Some(at_ms);
+        if self.begin_write().is_err() {
+            return never().await;
+        }
+        if self.world.now.get() < self.world.faults.alarms_fail_until.get() {
+            self.world.count(|counts| counts.alarms_refused += 1);
+            self.end_turn();
+            return Err("injected alarm failure".into());
+        }
+        let alarm = self.world.accept_alarm(at_ms);
+        self.world
+            .note(|| format!("key {}: alarm set {:?}", self.key, alarm));
+        {
+            let mut keys = self.world.keys.borrow_mut();
+            keys[self.key].alarm = Some(alarm);
+            keys[self.key].alarm_retries = 0;
+        }
+        self.end_turn();
+        if self.crash_point() {
+            return never().await;
+        }
         Ok(())
     }
 
@@ -260,6 +755,10 @@ impl Backend for SimBackend {
     }
 
     async fn forward(&self, request: OutboundRequest, timeout_ms: u64) -> ForwardResult {
+        self.end_turn();
+        if !self.alive() {
+            return never().await;
+        }
         let now = self.world.now.get();
         let epoch: u64 = headers::get(&request.headers, "idempotency-epoch")
             .and_then(|epoch| epoch.parse().ok())
@@ -329,6 +828,19 @@ impl Backend for SimBackend {
         if let Some(task) = self.world.polling.get() {
             self.world.calls_by_task.borrow_mut().push((task, index));
         }
+        self.world
+            .note(|| format!("key {}: forward call {index} epoch {epoch}", self.key));
+        if self.world.origin_recovered.get() {
+            let body = format!("settled by call {index}").into_bytes();
+            self.world.answer(
+                index,
+                ForwardResult::Answered(HttpResponse {
+                    status: 201,
+                    headers: vec![("content-type".into(), "text/plain".into())],
+                    body,
+                }),
+            );
+        }
         PendingCall {
             world: self.world.clone(),
             index,
@@ -337,16 +849,72 @@ impl Backend for SimBackend {
     }
 
     fn sleep(&self, ms: u64) -> impl Future<Output = ()> {
+        self.end_turn();
+        let until = match self.alive() {
+            true => self.world.now.get() + ms,
+            false => u64::MAX,
+        };
         Sleep {
             world: self.world.clone(),
-            until: self.world.now.get() + ms,
+            until,
         }
     }
 
     fn emit(&self, _event: &DecisionLog, _logged: bool) {}
 
-    async fn index(&self, _update: IndexUpdate) -> Result<(), String> {
-        Ok(())
+    /// D1, over the network: the write fails at once, or is sent and
+    /// lands now, later (after writes sent after it), or never; its reply
+    /// may be lost. A crash may fall before it is sent or after.
+    async fn index(&self, update: IndexUpdate) -> Result<(), String> {
+        self.end_turn();
+        if !self.alive() || self.crash_point() {
+            return never().await;
+        }
+        let world = &self.world;
+        let faults = &world.faults;
+        let now = world.now.get();
+        let odds = faults.index.get();
+        let roll = faults.below(100);
+        let delay = 1 + faults.below(faults.index_delay_ms.get().max(1));
+        let sent = |lands: bool, reply: Result<(), String>| {
+            let done = Rc::new(RefCell::new(None));
+            world.index_writes.borrow_mut().push(IndexWrite {
+                update: update.clone(),
+                land_at: now + delay,
+                lands,
+                reply,
+                done: done.clone(),
+            });
+            done
+        };
+        let fate = if now < faults.index_fails_until.get() || roll < odds.fail {
+            "fails"
+        } else if roll < odds.fail + odds.lost + odds.late + odds.reply_lost {
+            "is late"
+        } else {
+            "lands"
+        };
+        world.note(|| format!("key {}: index write {fate}: {}", self.key, brief(&update)));
+        let done = if now < faults.index_fails_until.get() || roll < odds.fail {
+            world.count(|counts| counts.index_failed += 1);
+            Rc::new(RefCell::new(Some(Err("injected index failure".into()))))
+        } else if roll < odds.fail + odds.lost {
+            world.count(|counts| counts.index_lost += 1);
+            sent(false, Err("the index write timed out".into()))
+        } else if roll < odds.fail + odds.lost + odds.late {
+            world.count(|counts| counts.index_late += 1);
+            sent(true, Ok(()))
+        } else if roll < odds.fail + odds.lost + odds.late + odds.reply_lost {
+            world.count(|counts| counts.index_late += 1);
+            sent(true, Err("the index's reply was lost".into()))
+        } else {
+            world.d1.borrow_mut().apply(&update);
+            Rc::new(RefCell::new(Some(Ok(()))))
+        };
+        if self.crash_point() {
+            return never().await;
+        }
+        IndexReply { done }.await
     }
 
     fn secret(&self, name: &str) -> Option<Secret> {
