@@ -13,8 +13,8 @@ use idemgate_core::object_call::ObjectCall;
 use idemgate_core::object_call::Reply;
 use idemgate_core::origin::target;
 use idemgate_core::pipeline::{
-    admit, authenticate, body_framing, fast_replay_key, path_and_query, route_request, BodyFraming,
-    Inbound, Kind,
+    admit, authenticate, body_framing, fast_replay_key, path_and_query, route_request,
+    Authentication, BodyFraming, Inbound, Kind,
 };
 use idemgate_core::problem::Problem;
 use idemgate_core::replay_cache::cache_key;
@@ -142,7 +142,15 @@ async fn deduplicate(
         now: started / 1000,
     };
     let authenticated = match authenticate(route, &inbound) {
-        Ok(authenticated) => authenticated,
+        Ok(Authentication::Done(authenticated)) => authenticated,
+        // Before any Durable Object is touched, like every other check.
+        Ok(Authentication::Pending(pending)) => {
+            let verified = crate::public_key::any_verifies(pending.checks()).await;
+            match pending.complete(verified) {
+                Ok(authenticated) => authenticated,
+                Err(problem) => return Ok(Err(problem)),
+            }
+        }
         Err(problem) => return Ok(Err(problem)),
     };
     stats::record(|stats| stats.deliveries += 1);

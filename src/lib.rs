@@ -13,6 +13,7 @@
 //! | `receipt_index` | the D1 receipt index: writes, listings, the summary and the sweep's query (§7) |
 //! | `sweep` | the scheduled sweep: wakes overdue receipts (§2b) |
 //! | `object_client` | the gateway's RPC call to the key's object |
+//! | `public_key` | Ed25519 and RSA signatures by WebCrypto, PayPal's certificates |
 //! | [`dedup_object`] | the Durable Object: storage, alarms, timers, `fetch` to the origin, RPC |
 //! | `env` | the configuration, read once per isolate from `env` |
 //! | `log_sink` | writes decision log lines to the console, from a microtask |
@@ -27,6 +28,7 @@ mod events;
 pub mod gateway;
 mod log_sink;
 mod object_client;
+mod public_key;
 mod receipt_index;
 mod stats;
 mod sweep;

@@ -87,6 +87,7 @@ fn signer(route: &str, secret: &str) -> SignatureScheme {
             encoding: setting("signature_encoding"),
             prefix: setting("signature_prefix"),
             url: setting("signature_url"),
+            cert_hosts: setting("signature_cert_hosts"),
         },
     )
     .unwrap()

@@ -55,7 +55,10 @@ fn pipeline(criterion: &mut Criterion) {
                     body,
                     now: 0,
                 };
-                let authenticated = authenticate(&config.routes[0], black_box(&inbound)).unwrap();
+                let authenticated = authenticate(&config.routes[0], black_box(&inbound))
+                    .unwrap()
+                    .done()
+                    .unwrap();
                 black_box(admit(&authenticated).unwrap())
             })
         });

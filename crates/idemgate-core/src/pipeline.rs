@@ -15,7 +15,7 @@ use crate::key::{
 };
 use crate::origin::{target, Target};
 use crate::problem::Problem;
-use crate::signature;
+use crate::signature::{self, PublicKeyCheck, Verdict};
 
 /// What a request to a route is, from its method (SPEC §1 step 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,28 +184,78 @@ impl<'a> Authenticated<'a> {
         signature::SignedRequest {
             headers: self.inbound.headers,
             body: self.inbound.body,
+            query: self.inbound.query,
         }
     }
 }
 
 /// Steps 2 and 3: the size, then the sender's signature, before anything
-/// reads the body.
+/// reads the body. A signature only a public key can check comes back
+/// [`Authentication::Pending`], for the runtime's WebCrypto.
 pub fn authenticate<'a>(
     route: &'a RouteConfig,
     inbound: &'a Inbound<'a>,
-) -> Result<Authenticated<'a>, Problem> {
+) -> Result<Authentication<'a>, Problem> {
     if over_limit(inbound.body.len() as u64, route.max_body_bytes) {
         return Err(Problem::PayloadTooLarge {
             limit: route.max_body_bytes,
         });
     }
     let authenticated = Authenticated { route, inbound };
-    route.signature_scheme.verify(
+    let verdict = route.signature_scheme.verify(
         &authenticated.signed_request(),
         inbound.now,
         route.signature_tolerance_seconds,
     )?;
-    Ok(authenticated)
+    Ok(match verdict {
+        Verdict::Verified => Authentication::Done(authenticated),
+        Verdict::PublicKey(checks) => Authentication::Pending(PendingAuthentication {
+            authenticated,
+            checks,
+        }),
+    })
+}
+
+/// What authentication came to.
+pub enum Authentication<'a> {
+    Done(Authenticated<'a>),
+    Pending(PendingAuthentication<'a>),
+}
+
+impl<'a> Authentication<'a> {
+    /// The authenticated delivery, for a route whose scheme needs no
+    /// public key: tests, benchmarks, and senders that sign with HMAC.
+    pub fn done(self) -> Result<Authenticated<'a>, Problem> {
+        match self {
+            Authentication::Done(authenticated) => Ok(authenticated),
+            Authentication::Pending(_) => Err(Problem::BadSignature {
+                reason: "a public-key signature needs the runtime to check it".into(),
+            }),
+        }
+    }
+}
+
+/// A delivery whose signature only public-key checks can settle: it is
+/// authenticated once any one of [`PendingAuthentication::checks`] verifies.
+pub struct PendingAuthentication<'a> {
+    authenticated: Authenticated<'a>,
+    checks: Vec<PublicKeyCheck>,
+}
+
+impl<'a> PendingAuthentication<'a> {
+    pub fn checks(&self) -> &[PublicKeyCheck] {
+        &self.checks
+    }
+
+    /// The runtime's result: whether any check verified.
+    pub fn complete(self, verified: bool) -> Result<Authenticated<'a>, Problem> {
+        match verified {
+            true => Ok(self.authenticated),
+            false => Err(Problem::BadSignature {
+                reason: "mismatch: no signature matches the body".into(),
+            }),
+        }
+    }
 }
 
 /// Steps 4 and 5: key, fingerprint and scope. The first failing check
@@ -468,7 +518,7 @@ mod tests {
             body: request.body,
             now: 0,
         };
-        admit(&authenticate(route, &inbound)?)
+        admit(&authenticate(route, &inbound)?.done()?)
     }
 
     fn normalize(path: &str) -> String {
@@ -729,7 +779,7 @@ mod tests {
                 body: request.body,
                 now: 0,
             };
-            fast_replay_key(&authenticate(route, &inbound).unwrap())
+            fast_replay_key(&authenticate(route, &inbound).unwrap().done().unwrap())
         };
         let base = json_post(
             &[

@@ -52,7 +52,13 @@ fn peak_while_admitting(config: &Config, content_type: &str, body: &[u8]) -> usi
         body,
         now: 0,
     };
-    let admitted = admit(&authenticate(&config.routes[0], &inbound).unwrap()).unwrap();
+    let admitted = admit(
+        &authenticate(&config.routes[0], &inbound)
+            .unwrap()
+            .done()
+            .unwrap(),
+    )
+    .unwrap();
     drop(admitted);
     PEAK.load(Ordering::SeqCst) - base
 }

@@ -17,7 +17,7 @@ use idemgate_core::key::{derive_key, IdempotencyKey, KeyInput, KeySource};
 use idemgate_core::pipeline::{admit, authenticate, Inbound};
 use idemgate_core::problem::Problem;
 use idemgate_core::routes::normalize_path;
-use idemgate_core::signature::{Message, SchemeSettings, SignatureScheme, SignedRequest};
+use idemgate_core::signature::{Message, SchemeSettings, SignatureScheme, SignedRequest, Verdict};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
@@ -220,7 +220,20 @@ fn verify(
     body: &[u8],
     now: u64,
 ) -> Result<(), Problem> {
-    scheme.verify(&SignedRequest { headers, body }, now, 300)
+    match scheme.verify(
+        &SignedRequest {
+            headers,
+            body,
+            query: None,
+        },
+        now,
+        300,
+    )? {
+        Verdict::Verified => Ok(()),
+        Verdict::PublicKey(_) => Err(Problem::BadSignature {
+            reason: "a public-key signature: no HMAC matched".into(),
+        }),
+    }
 }
 
 const SIGNED: &[&str] = &[
@@ -313,7 +326,7 @@ fn admit_delivery(
         body: &delivery.body,
         now: 0,
     };
-    admit(&authenticate(route, &inbound)?)
+    admit(&authenticate(route, &inbound)?.done()?)
 }
 
 fn pipeline_config() -> Config {

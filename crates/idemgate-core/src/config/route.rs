@@ -260,15 +260,19 @@ fn signature_scheme(settings: &Settings) -> Result<SignatureScheme, Problem> {
             .get(name)
             .map(|found| found.map(|setting| setting.value))
     };
+    let secrets: Vec<String> = settings
+        .signing_secrets()?
+        .iter()
+        .map(|secret| secret.expose().to_string())
+        .collect();
     let scheme_settings = SchemeSettings {
-        secret: settings
-            .secret("SIGNING_SECRET")?
-            .map(|secret| secret.expose().to_string()),
+        secret: None,
         header: value("SIGNATURE_HEADER")?,
         encoding: value("SIGNATURE_ENCODING")?,
         prefix: value("SIGNATURE_PREFIX")?,
         url: value("SIGNATURE_URL")?,
+        cert_hosts: value("SIGNATURE_CERT_HOSTS")?,
     };
-    SignatureScheme::configure(&name, &scheme_settings)
+    SignatureScheme::configure_rotating(&name, &scheme_settings, &secrets)
         .map_err(|error| misconfigured(settings.label(error.setting), error.reason))
 }

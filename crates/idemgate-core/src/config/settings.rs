@@ -112,6 +112,7 @@ const ROUTE_VARIABLES: &[&str] = &[
     "SIGNATURE_ENCODING",
     "SIGNATURE_PREFIX",
     "SIGNATURE_URL",
+    "SIGNATURE_CERT_HOSTS",
     "LOG_DUPLICATES",
     "SIGNING_SECRET",
     "FORWARD_SECRET",
@@ -210,6 +211,64 @@ impl Settings<'_> {
     /// `.dev.vars` entry or `--var`, of that name); the top level holds it.
     pub(super) fn secret(&self, variable: &str) -> Result<Option<Secret>, Problem> {
         Ok(self.named_secret(variable)?.map(|(_, secret)| secret))
+    }
+
+    /// The signing secrets (SPEC §4, v3: several while a sender rotates):
+    /// those a route names, as one name or a list of them, or the top
+    /// level's `SIGNING_SECRET` and `SIGNING_SECRET_PREVIOUS`. The current
+    /// one first; it is the one a test delivery is signed with.
+    pub(super) fn signing_secrets(&self) -> Result<Vec<Secret>, Problem> {
+        if let Some((route, fields)) = self.route {
+            let found = fields.iter().find(|(field, _)| field == "signing_secret");
+            if let Some((_, Json::Array(names))) = found {
+                let label = format!("ROUTES.{route}.signing_secret");
+                if names.is_empty() {
+                    return Err(misconfigured(label, "names no secret"));
+                }
+                return names
+                    .iter()
+                    .map(|name| match name {
+                        Json::String(name) => self.named(&label, name),
+                        _ => Err(misconfigured(
+                            label.clone(),
+                            "is a list of the names of secrets",
+                        )),
+                    })
+                    .collect();
+            }
+        }
+        let mut secrets: Vec<Secret> = self.secret("SIGNING_SECRET")?.into_iter().collect();
+        if self.route.is_none() || self.own("SIGNING_SECRET")?.is_none() {
+            secrets.extend(self.top_secret("SIGNING_SECRET_PREVIOUS")?);
+        }
+        Ok(secrets)
+    }
+
+    /// The top level's secret `variable`, if set.
+    fn top_secret(&self, variable: &str) -> Result<Option<Secret>, Problem> {
+        match (self.env)(variable) {
+            None => Ok(None),
+            Some(value) if value.is_empty() => Err(misconfigured(variable, "is set but empty")),
+            Some(value) => Ok(Some(Secret::new(value))),
+        }
+    }
+
+    /// The secret a route names `name`, blamed on `label`.
+    fn named(&self, label: &str, name: &str) -> Result<Secret, Problem> {
+        if !is_secret_name(name) || looks_like_secret(name) {
+            let reason = match looks_like_secret(name) {
+                true => "holds a value, not the name of a secret: put the value in a Worker secret (wrangler secret put NAME) and name it here",
+                false => "is not the name of a secret (1 to 64 of A-Z, 0-9 and _)",
+            };
+            return Err(misconfigured(label, reason));
+        }
+        match (self.env)(name).filter(|value| !value.is_empty()) {
+            Some(value) => Ok(Secret::new(value)),
+            None => Err(misconfigured(
+                label,
+                format!("names the secret {name}, which is not set (wrangler secret put {name})"),
+            )),
+        }
     }
 
     /// A secret and the name it is read by.

@@ -602,3 +602,84 @@ fn a_value_where_a_secrets_name_belongs_is_never_echoed() {
     assert!(!settings::is_secret_name(""));
     assert!(!settings::is_secret_name(&"A".repeat(65)));
 }
+
+#[test]
+fn a_route_may_name_several_signing_secrets_and_any_one_verifies() {
+    use crate::signature::{Message, SchemeSettings, SignatureScheme, SignedRequest, Verdict};
+    let signed_by = |secret: &str| {
+        let mut message = Message {
+            headers: Vec::new(),
+            body: br#"{"action":"completed"}"#.to_vec(),
+        };
+        SignatureScheme::configure(
+            "github",
+            &SchemeSettings {
+                secret: Some(secret.into()),
+                ..SchemeSettings::default()
+            },
+        )
+        .unwrap()
+        .sign(&mut message, 0);
+        message
+    };
+    let verdict = |route: &RouteConfig, message: &Message| {
+        route.signature_scheme.verify(
+            &SignedRequest {
+                headers: &message.headers,
+                body: &message.body,
+                query: None,
+            },
+            0,
+            300,
+        )
+    };
+    let routed = config(&[
+        ("ORIGIN_URL", "http://o"),
+        (
+            "ROUTES",
+            r#"{"gh":{"path":"/gh","signature":"github","signing_secret":["GH_NEW","GH_OLD"]}}"#,
+        ),
+        ("GH_NEW", "new-secret"),
+        ("GH_OLD", "old-secret"),
+    ])
+    .unwrap();
+    let top = route(&[
+        ("SIGNATURE_SCHEME", "github"),
+        ("SIGNING_SECRET", "new-secret"),
+        ("SIGNING_SECRET_PREVIOUS", "old-secret"),
+    ])
+    .unwrap();
+    for route in [routed.route("gh").unwrap(), &top] {
+        for secret in ["new-secret", "old-secret"] {
+            assert_eq!(
+                verdict(route, &signed_by(secret)),
+                Ok(Verdict::Verified),
+                "{secret}"
+            );
+        }
+        assert!(verdict(route, &signed_by("third")).is_err());
+        // The current secret signs (a test delivery, scripts/send).
+        let mut message = Message {
+            headers: Vec::new(),
+            body: br#"{"action":"completed"}"#.to_vec(),
+        };
+        route.signature_scheme.sign(&mut message, 0);
+        assert_eq!(message, signed_by("new-secret"));
+    }
+    for (list, reason) in [
+        (r#"[]"#, "names no secret"),
+        (r#"["GH_NEW", 7]"#, "is a list of the names of secrets"),
+        (r#"["GH_NEW", "GH_MISSING"]"#, "which is not set"),
+    ] {
+        let routes =
+            format!(r#"{{"gh":{{"path":"/gh","signature":"github","signing_secret":{list}}}}}"#);
+        let problem = config(&[
+            ("ORIGIN_URL", "http://o"),
+            ("ROUTES", &routes),
+            ("GH_NEW", "n"),
+        ])
+        .unwrap_err();
+        assert_eq!(variable_of(problem.clone()), "ROUTES.gh.signing_secret");
+        assert!(problem.detail().contains(reason), "{}", problem.detail());
+    }
+}

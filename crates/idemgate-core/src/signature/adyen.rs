@@ -25,7 +25,7 @@ use hmac::Mac;
 use super::mac::{mac_of, tag_of};
 use super::{
     setting_error, Message, Rejection, Scheme, SchemeEntry, SecretBytes, Signed, SignedBody,
-    SignedRequest,
+    SignedRequest, Verdict,
 };
 use crate::json::{self, Json};
 
@@ -107,8 +107,13 @@ impl Scheme for Adyen {
         })
     }
 
-    fn verify(&self, request: &SignedRequest, _now: u64, _tolerance: u64) -> Result<(), Rejection> {
-        verify(self.key.expose(), request.body)
+    fn verify(
+        &self,
+        request: &SignedRequest,
+        _now: u64,
+        _tolerance: u64,
+    ) -> Result<Verdict, Rejection> {
+        verify(self.key.expose(), request.body).map(|()| Verdict::Verified)
     }
 
     /// Fills in each item's `hmacSignature`; the body is written again in
@@ -339,6 +344,7 @@ mod tests {
         SignedRequest {
             headers: &[],
             body: body.as_bytes(),
+            query: None,
         }
     }
 

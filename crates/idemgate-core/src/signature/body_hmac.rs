@@ -1,14 +1,16 @@
-//! The shape GitHub, Shopify, Checkout.com, Razorpay and the generic `hmac`
-//! scheme share: one header holding the HMAC-SHA256 of the raw body, hex or
-//! base64, perhaps after a fixed prefix. None of them signs a time, so none
-//! can refuse an old delivery: the idempotency key does that. Each
-//! provider's file says which header, encoding and prefix it uses.
+//! The shape GitHub, Shopify, Checkout.com, Razorpay, Adyen's platform
+//! webhooks and the generic `hmac` scheme share: one header holding the
+//! HMAC-SHA256 of the raw body, hex or base64, perhaps after a fixed
+//! prefix. None of them signs a time, so none can refuse an old delivery:
+//! the idempotency key does that. Each provider's file says which header,
+//! encoding, prefix and key it uses, and how lenient its sender's own
+//! libraries are.
 
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
 
 use super::mac::{any_matches, mac_of, set_header, tag_of};
-use super::{Message, Rejection, Scheme, Secret, SignedRequest};
+use super::{Message, Rejection, Scheme, SecretBytes, SignedRequest, Verdict};
 use crate::headers;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,11 +22,52 @@ pub enum Encoding {
 /// One HMAC-SHA256 of the raw body in one header.
 #[derive(Debug)]
 pub struct BodyHmac {
-    pub secret: Secret,
+    pub key: SecretBytes,
     pub header: String,
     pub encoding: Encoding,
     pub prefix: String,
     pub default_key_sources: &'static str,
+    /// Several signatures in the header (comma- or space-separated), and
+    /// base64 URL-safe or unpadded: where the sender's libraries take them.
+    pub lenient: bool,
+}
+
+impl BodyHmac {
+    /// The signature(s) the header holds, decoded; `None` for one that
+    /// does not decode (it then matches nothing).
+    fn candidates<'a>(&'a self, value: &'a str) -> Result<Vec<Option<Vec<u8>>>, Rejection> {
+        let header = self.header.as_str();
+        let entries: Vec<&str> = match self.lenient {
+            true => value
+                .split([',', ' '])
+                .filter(|entry| !entry.trim().is_empty())
+                .collect(),
+            false => vec![value],
+        };
+        let mut candidates = Vec::new();
+        for entry in entries {
+            let encoded = entry
+                .trim()
+                .strip_prefix(self.prefix.as_str())
+                .ok_or_else(|| Rejection::malformed(header, "the signature lacks its prefix"))?;
+            let decoded = match (self.encoding, self.lenient) {
+                (Encoding::Hex, _) => hex::decode(encoded).ok(),
+                (Encoding::Base64, false) => STANDARD.decode(encoded).ok(),
+                (Encoding::Base64, true) => [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD]
+                    .iter()
+                    .find_map(|engine| engine.decode(encoded).ok()),
+            };
+            candidates.push(decoded);
+        }
+        if candidates.iter().all(Option::is_none) {
+            let what = match self.encoding {
+                Encoding::Hex => "the signature is not hex",
+                Encoding::Base64 => "the signature is not base64",
+            };
+            return Err(Rejection::malformed(header, what));
+        }
+        Ok(candidates)
+    }
 }
 
 impl Scheme for BodyHmac {
@@ -32,29 +75,24 @@ impl Scheme for BodyHmac {
         self.default_key_sources
     }
 
-    fn verify(&self, request: &SignedRequest, _now: u64, _tolerance: u64) -> Result<(), Rejection> {
+    fn verify(
+        &self,
+        request: &SignedRequest,
+        _now: u64,
+        _tolerance: u64,
+    ) -> Result<Verdict, Rejection> {
         let header = self.header.as_str();
         let value =
             headers::get(request.headers, header).ok_or_else(|| Rejection::missing(header))?;
-        let encoded = value
-            .trim()
-            .strip_prefix(self.prefix.as_str())
-            .ok_or_else(|| Rejection::malformed(header, "the signature lacks its prefix"))?;
-        let decoded = match self.encoding {
-            Encoding::Hex => hex::decode(encoded)
-                .map_err(|_| Rejection::malformed(header, "the signature is not hex"))?,
-            Encoding::Base64 => STANDARD
-                .decode(encoded)
-                .map_err(|_| Rejection::malformed(header, "the signature is not base64"))?,
-        };
         any_matches(
-            &mac_of(self.secret.expose().as_bytes(), &[request.body]),
-            std::iter::once(Some(decoded)),
+            &mac_of(self.key.expose(), &[request.body]),
+            self.candidates(value)?.into_iter(),
         )
+        .map(|()| Verdict::Verified)
     }
 
     fn sign(&self, message: &mut Message, _now: u64) {
-        let tag = tag_of(self.secret.expose().as_bytes(), &[&message.body]);
+        let tag = tag_of(self.key.expose(), &[&message.body]);
         let encoded = match self.encoding {
             Encoding::Hex => hex::encode(tag),
             Encoding::Base64 => STANDARD.encode(tag),
@@ -65,6 +103,11 @@ impl Scheme for BodyHmac {
             format!("{}{encoded}", self.prefix),
         );
     }
+}
+
+/// A secret used as its bytes, as most senders use theirs.
+pub fn key_of(secret: &super::Secret) -> SecretBytes {
+    SecretBytes::new(secret.expose().as_bytes().to_vec())
 }
 
 #[cfg(test)]

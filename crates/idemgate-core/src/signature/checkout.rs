@@ -10,11 +10,12 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
     name: "checkout",
     configure: |settings| {
         Ok(Box::new(BodyHmac {
-            secret: settings.required_secret("checkout")?,
+            key: super::body_hmac::key_of(&settings.required_secret("checkout")?),
             header: HEADER.to_string(),
             encoding: Encoding::Hex,
             prefix: "".to_string(),
             default_key_sources: "json:/id",
+            lenient: false,
         }))
     },
 };

@@ -12,11 +12,12 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
     name: "github",
     configure: |settings| {
         Ok(Box::new(BodyHmac {
-            secret: settings.required_secret("github")?,
+            key: super::body_hmac::key_of(&settings.required_secret("github")?),
             header: HEADER.to_string(),
             encoding: Encoding::Hex,
             prefix: PREFIX.to_string(),
             default_key_sources: "body-sha256",
+            lenient: false,
         }))
     },
 };

@@ -1,7 +1,9 @@
 //! The generic `hmac` scheme, for senders not listed: the HMAC-SHA256 of
 //! the raw body in the header `SIGNATURE_HEADER`, `SIGNATURE_ENCODING`
-//! `hex` or `base64`, after an optional `SIGNATURE_PREFIX` (`sha256=`).
-//! Nothing else is signed, so the default key is the body's hash.
+//! `hex` (any case) or `base64` (standard or URL-safe, padded or not),
+//! after an optional `SIGNATURE_PREFIX` (`sha256=`); several signatures,
+//! comma- or space-separated, pass when any one matches. Nothing else is
+//! signed, so the default key is the body's hash.
 
 use super::body_hmac::{BodyHmac, Encoding};
 use super::{setting_error, SchemeEntry, SchemeSettings, SettingError};
@@ -37,11 +39,12 @@ fn configure(settings: &SchemeSettings) -> Result<BodyHmac, SettingError> {
         }
     };
     Ok(BodyHmac {
-        secret: settings.required_secret("hmac")?,
+        key: super::body_hmac::key_of(&settings.required_secret("hmac")?),
         header,
         encoding,
         prefix: settings.prefix.clone().unwrap_or_default(),
         default_key_sources: "body-sha256",
+        lenient: true,
     })
 }
 
@@ -133,5 +136,48 @@ mod tests {
             ..secret("s")
         };
         assert_eq!(setting_of(&bad_header), "SIGNATURE_HEADER");
+    }
+
+    #[test]
+    fn the_generic_scheme_takes_several_signatures_and_any_base64() {
+        let body = br#"{"id":1}"#;
+        let tag = crate::signature::mac::tag_of(b"s3cret", &[body]);
+        let settings = |encoding: &str| SchemeSettings {
+            header: Some("X-Signature".into()),
+            encoding: Some(encoding.into()),
+            ..secret("s3cret")
+        };
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        use base64::Engine;
+        let wrong = STANDARD.encode([0u8; 32]);
+        for value in [
+            URL_SAFE_NO_PAD.encode(&tag),
+            format!("{wrong},{}", STANDARD.encode(&tag)),
+            format!("{wrong} {}", URL_SAFE_NO_PAD.encode(&tag)),
+        ] {
+            assert_eq!(
+                check(
+                    "hmac",
+                    settings("base64"),
+                    Some(("x-signature", &value)),
+                    body
+                ),
+                Ok(()),
+                "{value}"
+            );
+        }
+        let upper = hex::encode_upper(&tag);
+        assert_eq!(
+            check("hmac", settings("hex"), Some(("x-signature", &upper)), body),
+            Ok(())
+        );
+        assert!(check(
+            "hmac",
+            settings("base64"),
+            Some(("x-signature", &wrong)),
+            body
+        )
+        .unwrap_err()
+        .starts_with("mismatch"));
     }
 }

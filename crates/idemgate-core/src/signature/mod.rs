@@ -16,18 +16,24 @@
 mod adyen;
 #[cfg(test)]
 pub(crate) use adyen::sample_notification;
+mod adyen_platform;
 mod body_hmac;
+mod braintree;
 mod checkout;
 mod github;
 mod hmac_generic;
 mod mac;
 mod paddle;
+pub mod paypal;
 mod razorpay;
 mod secret;
 mod shopify;
+mod slack;
 mod square;
-mod standard_webhooks;
+pub mod standard_webhooks;
 mod stripe;
+mod twilio;
+pub mod x509;
 
 use std::fmt;
 use std::sync::Arc;
@@ -39,11 +45,13 @@ use crate::headers::HeaderList;
 use crate::key::KeyPart;
 use crate::problem::Problem;
 
-/// A delivery as a scheme verifies it: the raw bytes and headers as sent.
-#[derive(Debug, Clone, Copy)]
+/// A delivery as a scheme verifies it: the raw bytes and headers as sent,
+/// and the query string (Twilio signs the URL it called).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct SignedRequest<'a> {
     pub headers: &'a [(String, String)],
     pub body: &'a [u8],
+    pub query: Option<&'a str>,
 }
 
 /// A delivery as its sender builds it, before and after signing: what the
@@ -123,9 +131,21 @@ pub trait Scheme: fmt::Debug + Send + Sync {
         None
     }
 
-    /// Checks `request`; `now` is Unix seconds, and a signed time further
-    /// than `tolerance` seconds from it is refused.
-    fn verify(&self, request: &SignedRequest, now: u64, tolerance: u64) -> Result<(), Rejection>;
+    /// Checks `request` under this scheme's one secret; `now` is Unix
+    /// seconds, and a signed time further than `tolerance` seconds from it
+    /// is refused.
+    fn verify(
+        &self,
+        request: &SignedRequest,
+        now: u64,
+        tolerance: u64,
+    ) -> Result<Verdict, Rejection>;
+
+    /// The origins a certificate may be fetched from, for a scheme that
+    /// fetches one.
+    fn cert_hosts(&self) -> &[String] {
+        &[]
+    }
 
     /// Signs `message` at `now` (Unix seconds) as the sender does.
     fn sign(&self, message: &mut Message, now: u64);
@@ -139,6 +159,8 @@ pub struct SchemeSettings {
     pub encoding: Option<String>,
     pub prefix: Option<String>,
     pub url: Option<String>,
+    /// `SIGNATURE_CERT_HOSTS` (PayPal).
+    pub cert_hosts: Option<String>,
 }
 
 impl SchemeSettings {
@@ -186,6 +208,11 @@ pub const SCHEMES: &[SchemeEntry] = &[
     razorpay::ENTRY,
     adyen::ENTRY,
     hmac_generic::ENTRY,
+    adyen_platform::ENTRY,
+    slack::ENTRY,
+    twilio::ENTRY,
+    braintree::ENTRY,
+    paypal::ENTRY,
 ];
 
 /// The names `SIGNATURE_SCHEME` accepts: `none` and each of [`SCHEMES`].
@@ -193,17 +220,30 @@ pub fn scheme_names() -> impl Iterator<Item = &'static str> {
     std::iter::once("none").chain(SCHEMES.iter().map(|entry| entry.name))
 }
 
-/// A route's sender authentication: `none`, or one configured scheme.
+/// A route's sender authentication: `none`, or a scheme configured once
+/// per secret the route names (SPEC §4, v3: while a sender rotates its
+/// secret, a delivery verified by any one of them passes).
 #[derive(Clone)]
-pub struct SignatureScheme(Option<(&'static str, Arc<dyn Scheme>)>);
+pub struct SignatureScheme(Option<(&'static str, Vec<Arc<dyn Scheme>>)>);
 
 impl SignatureScheme {
     pub const NONE: SignatureScheme = SignatureScheme(None);
 
-    /// The scheme `name` with its settings.
+    /// The scheme `name` with its settings and its one secret.
     pub fn configure(
         name: &str,
         settings: &SchemeSettings,
+    ) -> Result<SignatureScheme, SettingError> {
+        let secrets: Vec<String> = settings.secret.iter().cloned().collect();
+        SignatureScheme::configure_rotating(name, settings, &secrets)
+    }
+
+    /// The scheme `name` with its settings, once per secret of `secrets`
+    /// (the current one first: it signs; any verifies).
+    pub fn configure_rotating(
+        name: &str,
+        settings: &SchemeSettings,
+        secrets: &[String],
     ) -> Result<SignatureScheme, SettingError> {
         if name == "none" {
             return Ok(SignatureScheme::NONE);
@@ -220,8 +260,23 @@ impl SignatureScheme {
                     ),
                 )
             })?;
-        let scheme = (entry.configure)(settings)?;
-        Ok(SignatureScheme(Some((entry.name, Arc::from(scheme)))))
+        let instances = match secrets {
+            [] => vec![Arc::from((entry.configure)(&SchemeSettings {
+                secret: None,
+                ..settings.clone()
+            })?)],
+            secrets => secrets
+                .iter()
+                .map(|secret| {
+                    (entry.configure)(&SchemeSettings {
+                        secret: Some(secret.clone()),
+                        ..settings.clone()
+                    })
+                    .map(Arc::from)
+                })
+                .collect::<Result<Vec<Arc<dyn Scheme>>, _>>()?,
+        };
+        Ok(SignatureScheme(Some((entry.name, instances))))
     }
 
     pub fn name(&self) -> &'static str {
@@ -232,17 +287,20 @@ impl SignatureScheme {
         self.0.is_none()
     }
 
+    /// The current secret's scheme (what is said of every one alike).
+    fn first(&self) -> Option<&Arc<dyn Scheme>> {
+        self.0.as_ref().and_then(|(_, instances)| instances.first())
+    }
+
     /// The scheme's default `KEY_SOURCES` (none for `none`).
     pub fn default_key_sources(&self) -> Option<&'static str> {
-        self.0
-            .as_ref()
-            .map(|(_, scheme)| scheme.default_key_sources())
+        self.first().map(|scheme| scheme.default_key_sources())
     }
 
     /// Whether `part` reads only what the signature covers; always on an
     /// unsigned route. The reason when it does not.
     pub fn allows(&self, part: &KeyPart) -> Result<(), String> {
-        let Some((name, scheme)) = &self.0 else {
+        let Some(scheme) = self.first() else {
             return match part {
                 KeyPart::SchemeKey => {
                     Err("scheme-key needs a SIGNATURE_SCHEME that makes one".into())
@@ -250,6 +308,7 @@ impl SignatureScheme {
                 _ => Ok(()),
             };
         };
+        let name = self.name();
         let signed = match part {
             KeyPart::Header(header) => self.signs_header(header),
             KeyPart::JsonPointer(pointer) => scheme.signs_pointer(pointer),
@@ -271,7 +330,7 @@ impl SignatureScheme {
 
     /// Whether the signature covers the header `name` (any case).
     pub fn signs_header(&self, name: &str) -> bool {
-        self.0.as_ref().is_none_or(|(_, scheme)| {
+        self.first().is_none_or(|scheme| {
             scheme
                 .signed()
                 .headers
@@ -287,7 +346,7 @@ impl SignatureScheme {
         &self,
         request: &SignedRequest<'a>,
     ) -> Option<std::borrow::Cow<'a, [u8]>> {
-        let (_, scheme) = self.0.as_ref()?;
+        let scheme = self.first()?;
         Some(match scheme.signed_content(request) {
             Some(content) => std::borrow::Cow::Owned(content),
             None => std::borrow::Cow::Borrowed(request.body),
@@ -296,39 +355,93 @@ impl SignatureScheme {
 
     /// The scheme's own key of a verified delivery, if it makes one.
     pub fn scheme_key(&self, request: &SignedRequest) -> Option<String> {
-        self.0
-            .as_ref()
-            .and_then(|(_, scheme)| scheme.scheme_key(request))
+        self.first().and_then(|scheme| scheme.scheme_key(request))
     }
 
-    /// Checks a delivery's signature; `now` is Unix seconds.
+    /// Checks a delivery's signature under each secret; `now` is Unix
+    /// seconds. A signature only a public key can check (Ed25519, RSA) is
+    /// left to the runtime's WebCrypto: the verdict says which.
     pub fn verify(
         &self,
         request: &SignedRequest,
         now: u64,
         tolerance_seconds: u64,
-    ) -> Result<(), Problem> {
-        match &self.0 {
-            None => Ok(()),
-            Some((_, scheme)) => scheme
-                .verify(request, now, tolerance_seconds)
-                .map_err(Problem::from),
+    ) -> Result<Verdict, Problem> {
+        let Some((_, instances)) = &self.0 else {
+            return Ok(Verdict::Verified);
+        };
+        let mut checks: Vec<PublicKeyCheck> = Vec::new();
+        let mut rejection = None;
+        for scheme in instances {
+            match scheme.verify(request, now, tolerance_seconds) {
+                Ok(Verdict::Verified) => return Ok(Verdict::Verified),
+                Ok(Verdict::PublicKey(mut pending)) => checks.append(&mut pending),
+                // Parsing and freshness are the same under every secret;
+                // only a mismatch is worth the next one.
+                Err(Rejection::Mismatch) => rejection = rejection.or(Some(Rejection::Mismatch)),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        match (checks.is_empty(), rejection) {
+            (false, _) => Ok(Verdict::PublicKey(checks)),
+            (true, rejection) => Err(rejection.unwrap_or(Rejection::Mismatch).into()),
         }
     }
 
-    /// Signs `message` as the route's sender would; `none` signs nothing.
+    /// Signs `message` as the route's sender would, with the current
+    /// secret; `none` signs nothing.
     pub fn sign(&self, message: &mut Message, now: u64) {
-        if let Some((_, scheme)) = &self.0 {
+        if let Some(scheme) = self.first() {
             scheme.sign(message, now);
         }
     }
+
+    /// The origins a certificate may be fetched from (PayPal's scheme).
+    pub fn cert_hosts(&self) -> &[String] {
+        self.first().map_or(&[], |scheme| scheme.cert_hosts())
+    }
+}
+
+/// A signature's verdict, as far as the core can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Verified,
+    /// Public-key signatures the runtime's WebCrypto checks: the delivery
+    /// passes when any one of them verifies.
+    PublicKey(Vec<PublicKeyCheck>),
+}
+
+/// One public-key signature to check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicKeyCheck {
+    pub algorithm: PublicKeyAlgorithm,
+    pub key: PublicKey,
+    /// The bytes signed.
+    pub message: Vec<u8>,
+    pub signature: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublicKeyAlgorithm {
+    /// Ed25519 (Standard Webhooks `v1a`).
+    Ed25519,
+    /// RSASSA-PKCS1-v1_5 with SHA-256 (PayPal's `SHA256withRSA`).
+    RsaPkcs1Sha256,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublicKey {
+    /// The key's raw bytes (an Ed25519 public key).
+    Raw(Vec<u8>),
+    /// The X.509 certificate at this URL, from an allowed host, holds it.
+    Certificate { url: String },
 }
 
 impl fmt::Debug for SignatureScheme {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             None => formatter.write_str("none"),
-            Some((_, scheme)) => scheme.fmt(formatter),
+            Some((_, instances)) => formatter.debug_list().entries(instances).finish(),
         }
     }
 }
@@ -417,18 +530,57 @@ pub(crate) mod tests {
                 &SignedRequest {
                     headers: &headers,
                     body,
+                    query: None,
                 },
                 0,
                 300,
             )
+            .map(|verdict| assert_eq!(verdict, Verdict::Verified))
             .map_err(|problem| problem.detail())
+    }
+
+    /// Checks a public-key signature natively, as WebCrypto does in the
+    /// worker.
+    pub fn public_key_verifies(check: &PublicKeyCheck) -> bool {
+        match (&check.algorithm, &check.key) {
+            (PublicKeyAlgorithm::Ed25519, PublicKey::Raw(key)) => {
+                use ed25519_dalek::{Signature, Verifier, VerifyingKey};
+                let (Ok(key), Ok(signature)) = (
+                    <[u8; 32]>::try_from(key.as_slice()),
+                    <[u8; 64]>::try_from(check.signature.as_slice()),
+                ) else {
+                    return false;
+                };
+                VerifyingKey::from_bytes(&key).is_ok_and(|key| {
+                    key.verify(&check.message, &Signature::from_bytes(&signature))
+                        .is_ok()
+                })
+            }
+            (PublicKeyAlgorithm::RsaPkcs1Sha256, PublicKey::Raw(spki)) => {
+                use rsa::pkcs8::DecodePublicKey;
+                use sha2::Digest;
+                let Ok(key) = rsa::RsaPublicKey::from_public_key_der(spki) else {
+                    return false;
+                };
+                key.verify(
+                    rsa::Pkcs1v15Sign::new::<sha2::Sha256>(),
+                    &sha2::Sha256::digest(&check.message),
+                    &check.signature,
+                )
+                .is_ok()
+            }
+            _ => false,
+        }
     }
 
     /// A setting for every scheme, so each can be configured in a test.
     pub fn working_settings(name: &str) -> SchemeSettings {
         let secret = match name {
-            "adyen" => "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
+            "adyen" | "adyen-platform" => {
+                "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+            }
             "standard-webhooks" => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "braintree" => "public_key:whsec_do_not_print",
             _ => "whsec_do_not_print",
         };
         SchemeSettings {
@@ -437,6 +589,7 @@ pub(crate) mod tests {
             encoding: Some("hex".into()),
             prefix: None,
             url: Some("https://hooks.example.com/square".into()),
+            cert_hosts: None,
         }
     }
 
@@ -455,12 +608,22 @@ pub(crate) mod tests {
 
     #[test]
     fn every_scheme_signs_what_it_verifies() {
-        for entry in SCHEMES {
+        // PayPal signs with a private key no route holds (its tests sign).
+        for entry in SCHEMES.iter().filter(|entry| entry.name != "paypal") {
             let scheme =
                 SignatureScheme::configure(entry.name, &working_settings(entry.name)).unwrap();
-            let mut message = Message {
-                headers: vec![("content-type".into(), "application/json".into())],
-                body: sample_notification("evt_1").into_bytes(),
+            let mut message = match entry.name {
+                "twilio" => Message {
+                    headers: vec![(
+                        "content-type".into(),
+                        "application/x-www-form-urlencoded".into(),
+                    )],
+                    body: b"MessageSid=SM1&Body=hello+1".to_vec(),
+                },
+                _ => Message {
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body: sample_notification("evt_1").into_bytes(),
+                },
             };
             scheme.sign(&mut message, 1_700_000_000);
             let verify = |body: &[u8], now: u64| {
@@ -468,6 +631,7 @@ pub(crate) mod tests {
                     &SignedRequest {
                         headers: &message.headers,
                         body,
+                        query: None,
                     },
                     now,
                     300,
@@ -475,7 +639,7 @@ pub(crate) mod tests {
             };
             assert_eq!(
                 verify(&message.body, 1_700_000_000),
-                Ok(()),
+                Ok(Verdict::Verified),
                 "{}",
                 entry.name
             );
@@ -514,9 +678,13 @@ pub(crate) mod tests {
         let request = |body: &'static [u8]| SignedRequest {
             headers: &headers,
             body,
+            query: None,
         };
         let body = br#"{"test": 2432232314}"#;
-        assert_eq!(scheme.verify(&request(body), 1_614_265_330, 300), Ok(()));
+        assert_eq!(
+            scheme.verify(&request(body), 1_614_265_330, 300),
+            Ok(Verdict::Verified)
+        );
         assert!(scheme.verify(&request(b"{}"), 1_614_265_330, 300).is_err());
     }
 
@@ -528,7 +696,7 @@ pub(crate) mod tests {
                 .unwrap_err();
             let expected = match entry.name {
                 "hmac" => "SIGNATURE_HEADER",
-                "square" => "SIGNATURE_URL",
+                "square" | "twilio" => "SIGNATURE_URL",
                 _ => "SIGNING_SECRET",
             };
             assert_eq!(error.setting, expected, "{}", entry.name);
@@ -549,7 +717,10 @@ pub(crate) mod tests {
         };
         assert_eq!(key_of("none"), None);
         assert_eq!(key_of("stripe"), Some("json:/id"));
-        assert_eq!(key_of("standard-webhooks"), Some("header:webhook-id"));
+        assert_eq!(
+            key_of("standard-webhooks"),
+            Some("header:webhook-id,header:svix-id")
+        );
         for name in ["github", "shopify", "razorpay", "hmac"] {
             assert_eq!(key_of(name), Some("body-sha256"), "{name}");
         }

@@ -5,7 +5,7 @@
 //! stale one is refused. The event id `event_id` is in the signed body.
 
 use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of, TimestampedHeader};
-use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest};
+use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest, Verdict};
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
     name: "paddle",
@@ -36,7 +36,12 @@ impl Scheme for Paddle {
         "json:/event_id"
     }
 
-    fn verify(&self, request: &SignedRequest, now: u64, tolerance: u64) -> Result<(), Rejection> {
+    fn verify(
+        &self,
+        request: &SignedRequest,
+        now: u64,
+        tolerance: u64,
+    ) -> Result<Verdict, Rejection> {
         verify(
             self.secret.expose().as_bytes(),
             tolerance,
@@ -44,6 +49,7 @@ impl Scheme for Paddle {
             request.body,
             now,
         )
+        .map(|()| Verdict::Verified)
     }
 
     fn sign(&self, message: &mut Message, now: u64) {
@@ -137,6 +143,22 @@ mod tests {
             ),
             Ok(())
         );
+    }
+
+    #[test]
+    fn empty_and_unknown_entries_are_ignored_as_paddles_libraries_do() {
+        let t = 1_710_929_255;
+        for header in [
+            format!("{GO_HEADER};"),
+            GO_HEADER.replace(';', ";;"),
+            format!("{GO_HEADER};h2=RANDOM"),
+        ] {
+            assert_eq!(
+                check(GO_SECRET, Some(&header), GO_BODY.as_bytes(), t),
+                Ok(()),
+                "{header}"
+            );
+        }
     }
 
     #[test]

@@ -11,11 +11,12 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
     name: "razorpay",
     configure: |settings| {
         Ok(Box::new(BodyHmac {
-            secret: settings.required_secret("razorpay")?,
+            key: super::body_hmac::key_of(&settings.required_secret("razorpay")?),
             header: HEADER.to_string(),
             encoding: Encoding::Hex,
             prefix: "".to_string(),
             default_key_sources: "body-sha256",
+            lenient: false,
         }))
     },
 };

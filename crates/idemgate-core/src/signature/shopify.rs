@@ -11,11 +11,12 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
     name: "shopify",
     configure: |settings| {
         Ok(Box::new(BodyHmac {
-            secret: settings.required_secret("shopify")?,
+            key: super::body_hmac::key_of(&settings.required_secret("shopify")?),
             header: HEADER.to_string(),
             encoding: Encoding::Base64,
             prefix: "".to_string(),
             default_key_sources: "body-sha256",
+            lenient: false,
         }))
     },
 };

@@ -8,7 +8,9 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
 use super::mac::{any_matches, mac_of, set_header, tag_of};
-use super::{setting_error, Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest};
+use super::{
+    setting_error, Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest, Verdict,
+};
 use crate::headers;
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
@@ -41,13 +43,19 @@ impl Scheme for Square {
         "json:/event_id"
     }
 
-    fn verify(&self, request: &SignedRequest, _now: u64, _tolerance: u64) -> Result<(), Rejection> {
+    fn verify(
+        &self,
+        request: &SignedRequest,
+        _now: u64,
+        _tolerance: u64,
+    ) -> Result<Verdict, Rejection> {
         verify(
             self.key.expose().as_bytes(),
             &self.url,
             request.headers,
             request.body,
         )
+        .map(|()| Verdict::Verified)
     }
 
     fn sign(&self, message: &mut Message, _now: u64) {

@@ -1,15 +1,24 @@
 //! Standard Webhooks: `webhook-id`, `webhook-timestamp` and
-//! `webhook-signature` (space-separated `v1,<base64>` entries) over
-//! "<id>.<timestamp>.<raw body>", keyed by the base64 part of a `whsec_`
-//! secret. The id is signed: it is the default key.
+//! `webhook-signature` (space-separated `<version>,<base64>` entries) over
+//! "<id>.<timestamp>.<raw body>". Svix sends the same under the names
+//! `svix-id`, `svix-timestamp` and `svix-signature` (Clerk, Resend, every
+//! Svix customer without white-labelling), and is verified alike.
+//!
+//! - `v1`: HMAC-SHA256, keyed by the base64 part of a `whsec_` secret;
+//! - `v1a`: Ed25519, by a `whpk_` public key (base64 of its 32 bytes) or a
+//!   `whsk_` secret key (base64 of seed and public key, 64 bytes), checked
+//!   by the runtime's WebCrypto.
+//!
+//! The id is signed: it is the default key. A delivery that carries both
+//! brands must carry one id, or which one was signed cannot be told.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
 use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of};
 use super::{
-    setting_error, Message, Rejection, Scheme, SchemeEntry, SecretBytes, Signed, SignedBody,
-    SignedRequest,
+    setting_error, Message, PublicKey, PublicKeyAlgorithm, PublicKeyCheck, Rejection, Scheme,
+    SchemeEntry, SecretBytes, Signed, SignedBody, SignedRequest, Verdict,
 };
 use crate::headers;
 
@@ -19,117 +28,206 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
         let secret = settings.required_secret("standard-webhooks")?;
         let key = decode_secret(secret.expose())
             .map_err(|reason| setting_error("SIGNING_SECRET", reason))?;
-        Ok(Box::new(StandardWebhooks {
-            key: SecretBytes::new(key),
-        }))
+        Ok(Box::new(StandardWebhooks { key }))
     },
 };
 
-const ID: &str = "webhook-id";
-const TIMESTAMP: &str = "webhook-timestamp";
-const SIGNATURE: &str = "webhook-signature";
+/// The header names of one brand.
+struct Brand {
+    id: &'static str,
+    timestamp: &'static str,
+    signature: &'static str,
+}
+
+const WEBHOOK: Brand = Brand {
+    id: "webhook-id",
+    timestamp: "webhook-timestamp",
+    signature: "webhook-signature",
+};
+
+const SVIX: Brand = Brand {
+    id: "svix-id",
+    timestamp: "svix-timestamp",
+    signature: "svix-signature",
+};
+
+/// A route's key: what verifies `v1` or `v1a` signatures.
+#[derive(Debug)]
+enum Key {
+    /// `whsec_`: the HMAC key.
+    Hmac(SecretBytes),
+    /// `whpk_` (or the public half of a `whsk_`): the Ed25519 public key.
+    Ed25519(Vec<u8>),
+}
 
 #[derive(Debug)]
 struct StandardWebhooks {
-    key: SecretBytes,
+    key: Key,
+}
+
+/// A route's secret: `whsec_<base64>` (or bare base64) for `v1`;
+/// `whpk_<base64 of 32 bytes>` or `whsk_<base64 of 64 bytes>` for `v1a`.
+fn decode_secret(secret: &str) -> Result<Key, String> {
+    let decoded = |encoded: &str| STANDARD.decode(encoded.trim()).ok();
+    if let Some(public) = secret.strip_prefix("whpk_") {
+        return match decoded(public) {
+            Some(key) if key.len() == 32 => Ok(Key::Ed25519(key)),
+            _ => Err("is not whpk_ followed by the base64 of a 32-byte Ed25519 public key".into()),
+        };
+    }
+    if let Some(pair) = secret.strip_prefix("whsk_") {
+        return match decoded(pair) {
+            // A secret key is its 32-byte seed, then its public key.
+            Some(key) if key.len() == 64 => Ok(Key::Ed25519(key[32..].to_vec())),
+            _ => Err("is not whsk_ followed by the base64 of a 64-byte Ed25519 key pair".into()),
+        };
+    }
+    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
+    match decoded(encoded) {
+        Some(key) if !key.is_empty() => Ok(Key::Hmac(SecretBytes::new(key))),
+        _ => Err("is not whsec_ followed by base64".into()),
+    }
+}
+
+/// What a delivery's headers say, from the brand it was signed under.
+struct Sent<'a> {
+    id: &'a str,
+    timestamp_text: &'a str,
+    timestamp: u64,
+    signatures: &'a str,
+    brand: &'static Brand,
+}
+
+/// Reads the brand whose signature header is there (Standard Webhooks'
+/// if both are); a second brand's id must be the same id.
+fn read<'a>(headers: &'a [(String, String)]) -> Result<Sent<'a>, Rejection> {
+    let brand = match (
+        headers::get(headers, WEBHOOK.signature),
+        headers::get(headers, SVIX.signature),
+    ) {
+        (None, Some(_)) => &SVIX,
+        _ => &WEBHOOK,
+    };
+    let header = |name: &str| headers::get(headers, name).ok_or_else(|| Rejection::missing(name));
+    let id = header(brand.id)?;
+    for other in [&WEBHOOK, &SVIX] {
+        if headers::get(headers, other.id).is_some_and(|other_id| other_id != id) {
+            return Err(Rejection::malformed(
+                other.id,
+                "a second id that is not the signed one",
+            ));
+        }
+    }
+    let timestamp_text = header(brand.timestamp)?.trim();
+    let timestamp = timestamp_text
+        .parse::<u64>()
+        .map_err(|_| Rejection::malformed(brand.timestamp, "not a Unix time"))?;
+    Ok(Sent {
+        id,
+        timestamp_text,
+        timestamp,
+        signatures: header(brand.signature)?,
+        brand,
+    })
+}
+
+/// The bytes every version signs: `<id>.<timestamp>.<body>`.
+pub fn signed_content(id: &str, timestamp: &str, body: &[u8]) -> Vec<u8> {
+    [id.as_bytes(), b".", timestamp.as_bytes(), b".", body].concat()
+}
+
+/// The signatures of `version` in a signature header.
+fn entries<'a>(signatures: &'a str, version: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    signatures
+        .split(' ')
+        .filter_map(move |entry| entry.split_once(','))
+        .filter(move |(found, _)| *found == version)
+        .map(|(_, signature)| signature)
 }
 
 impl Scheme for StandardWebhooks {
     fn default_key_sources(&self) -> &'static str {
-        "header:webhook-id"
+        "header:webhook-id,header:svix-id"
     }
 
     fn signed(&self) -> Signed {
         Signed {
-            headers: &[ID, TIMESTAMP],
+            headers: &[WEBHOOK.id, WEBHOOK.timestamp, SVIX.id, SVIX.timestamp],
             body: SignedBody::Whole,
         }
     }
 
-    fn verify(&self, request: &SignedRequest, now: u64, tolerance: u64) -> Result<(), Rejection> {
-        verify(
-            self.key.expose(),
-            tolerance,
-            request.headers,
-            request.body,
-            now,
-        )
+    fn verify(
+        &self,
+        request: &SignedRequest,
+        now: u64,
+        tolerance: u64,
+    ) -> Result<Verdict, Rejection> {
+        let sent = read(request.headers)?;
+        let (version, wanted) = match &self.key {
+            Key::Hmac(_) => ("v1", "no v1,<base64> entry"),
+            Key::Ed25519(_) => ("v1a", "no v1a,<base64> entry"),
+        };
+        let known = ["v1", "v1a"]
+            .iter()
+            .any(|known| entries(sent.signatures, known).next().is_some());
+        if !known {
+            return Err(Rejection::malformed(sent.brand.signature, wanted));
+        }
+        check_freshness(sent.timestamp, now, tolerance)?;
+        let content = signed_content(sent.id, sent.timestamp_text, request.body);
+        match &self.key {
+            Key::Hmac(key) => any_matches(
+                &mac_of(key.expose(), &[&content]),
+                entries(sent.signatures, version).map(|entry| STANDARD.decode(entry).ok()),
+            )
+            .map(|()| Verdict::Verified),
+            Key::Ed25519(public) => {
+                let checks: Vec<PublicKeyCheck> = entries(sent.signatures, version)
+                    .filter_map(|entry| STANDARD.decode(entry).ok())
+                    .filter(|signature| signature.len() == 64)
+                    .map(|signature| PublicKeyCheck {
+                        algorithm: PublicKeyAlgorithm::Ed25519,
+                        key: PublicKey::Raw(public.clone()),
+                        message: content.clone(),
+                        signature,
+                    })
+                    .collect();
+                match checks.is_empty() {
+                    true => Err(Rejection::Mismatch),
+                    false => Ok(Verdict::PublicKey(checks)),
+                }
+            }
+        }
     }
 
     /// Keeps a `webhook-id` the message has (a retry reuses it), else
-    /// makes one from the body's hash.
+    /// makes one from the body's hash. A `v1a` route has no private key
+    /// here: its sender signs (`signed_content` is what it signs).
     fn sign(&self, message: &mut Message, now: u64) {
-        let id = match headers::get(&message.headers, ID) {
+        let Key::Hmac(key) = &self.key else {
+            return;
+        };
+        let id = match headers::get(&message.headers, WEBHOOK.id) {
             Some(id) => id.to_string(),
             None => format!("msg_{}", &crate::canonical::sha256_hex(&message.body)[..24]),
         };
         let t = now.to_string();
-        let tag = tag_of(
-            self.key.expose(),
-            &[id.as_bytes(), b".", t.as_bytes(), b".", &message.body],
-        );
-        set_header(&mut message.headers, ID, id);
-        set_header(&mut message.headers, TIMESTAMP, t);
+        let tag = tag_of(key.expose(), &[&signed_content(&id, &t, &message.body)]);
+        set_header(&mut message.headers, WEBHOOK.id, id);
+        set_header(&mut message.headers, WEBHOOK.timestamp, t);
         set_header(
             &mut message.headers,
-            SIGNATURE,
+            WEBHOOK.signature,
             format!("v1,{}", STANDARD.encode(tag)),
         );
     }
 }
 
-/// The HMAC key of a `whsec_<base64>` secret (the prefix is optional).
-pub fn decode_secret(secret: &str) -> Result<Vec<u8>, String> {
-    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
-    match STANDARD.decode(encoded) {
-        Ok(key) if !key.is_empty() => Ok(key),
-        _ => Err("is not whsec_ followed by base64".into()),
-    }
-}
-
-fn verify(
-    key: &[u8],
-    tolerance: u64,
-    headers: &[(String, String)],
-    body: &[u8],
-    now: u64,
-) -> Result<(), Rejection> {
-    let header = |name: &str| headers::get(headers, name).ok_or_else(|| Rejection::missing(name));
-    let id = header(ID)?;
-    let timestamp_text = header(TIMESTAMP)?;
-    let signatures = header(SIGNATURE)?;
-    let timestamp = timestamp_text
-        .trim()
-        .parse::<u64>()
-        .map_err(|_| Rejection::malformed(TIMESTAMP, "not a Unix time"))?;
-    let candidates: Vec<&str> = signatures
-        .split(' ')
-        .filter_map(|entry| entry.strip_prefix("v1,"))
-        .collect();
-    if candidates.is_empty() {
-        return Err(Rejection::malformed(SIGNATURE, "no v1,<base64> entry"));
-    }
-    check_freshness(timestamp, now, tolerance)?;
-    any_matches(
-        &mac_of(
-            key,
-            &[
-                id.as_bytes(),
-                b".",
-                timestamp_text.trim().as_bytes(),
-                b".",
-                body,
-            ],
-        ),
-        candidates
-            .iter()
-            .map(|candidate| STANDARD.decode(candidate).ok()),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signature::tests::public_key_verifies;
 
     // The Standard Webhooks specification's published test vector.
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -137,84 +235,194 @@ mod tests {
     const T: u64 = 1_614_265_330;
     const BODY: &[u8] = br#"{"test": 2432232314}"#;
     const SIGNATURE_V1: &str = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+    // Svix's v1a vector (svix/svix-webhooks, server/svix-server/src/worker.rs
+    // test_asymmetric_key_signing; the public key from its README).
+    const SECRET_KEY: &str = "whsk_6Xb/dCcHpPea21PS1N9VY/NZW723CEc77N4rJCubMbfVKIDij2HKpMKkioLlX0dRqSKJp4AJ6p9lMicMFs6Kvg==";
+    const PUBLIC_KEY: &str = "whpk_1SiA4o9hyqTCpIqC5V9HUakiiaeACeqfZTInDBbOir4=";
+    const SIGNATURE_V1A: &str = "v1a,hnO3f9T8Ytu9HwrXslvumlUpqtNVqkhqw/enGzPCXe5BdqzCInXqYXFymVJaA7AZdpXwVLPo3mNl8EM+m7TBAg==";
 
     fn headers(
+        brand: &Brand,
         id: Option<&str>,
-        timestamp: Option<&str>,
-        signature: Option<&str>,
+        t: Option<&str>,
+        sig: Option<&str>,
     ) -> Vec<(String, String)> {
-        [(ID, id), (TIMESTAMP, timestamp), (SIGNATURE, signature)]
+        [(brand.id, id), (brand.timestamp, t), (brand.signature, sig)]
             .into_iter()
             .filter_map(|(name, value)| value.map(|value| (name.to_string(), value.to_string())))
             .collect()
     }
 
-    fn check(list: &[(String, String)], body: &[u8], now: u64) -> Result<(), Rejection> {
-        verify(&decode_secret(SECRET).unwrap(), 300, list, body, now)
+    fn scheme(secret: &str) -> StandardWebhooks {
+        StandardWebhooks {
+            key: decode_secret(secret).unwrap(),
+        }
+    }
+
+    fn check(
+        secret: &str,
+        list: &[(String, String)],
+        body: &[u8],
+        now: u64,
+    ) -> Result<Verdict, Rejection> {
+        scheme(secret).verify(
+            &SignedRequest {
+                headers: list,
+                body,
+                query: None,
+            },
+            now,
+            300,
+        )
     }
 
     #[test]
-    fn accepts_the_published_vector() {
-        let list = headers(Some(MSG_ID), Some("1614265330"), Some(SIGNATURE_V1));
-        assert_eq!(check(&list, BODY, T), Ok(()));
-        let several = format!("v1,AAAA {SIGNATURE_V1} v2,xyz");
-        let list = headers(Some(MSG_ID), Some("1614265330"), Some(&several));
-        assert_eq!(check(&list, BODY, T + 299), Ok(()));
+    fn accepts_the_published_vector_under_either_brand() {
+        for brand in [&WEBHOOK, &SVIX] {
+            let list = headers(brand, Some(MSG_ID), Some("1614265330"), Some(SIGNATURE_V1));
+            assert_eq!(check(SECRET, &list, BODY, T), Ok(Verdict::Verified));
+            let several = format!("v1,AAAA {SIGNATURE_V1} v2,xyz");
+            let list = headers(brand, Some(MSG_ID), Some("1614265330"), Some(&several));
+            assert_eq!(check(SECRET, &list, BODY, T + 299), Ok(Verdict::Verified));
+        }
+    }
+
+    #[test]
+    fn two_brands_must_name_one_id() {
+        let mut both = headers(&SVIX, Some(MSG_ID), Some("1614265330"), Some(SIGNATURE_V1));
+        both.push(("webhook-id".into(), MSG_ID.into()));
+        assert_eq!(check(SECRET, &both, BODY, T), Ok(Verdict::Verified));
+        // A captured Svix delivery with a forged webhook-id: refused, or
+        // the forged id would make it a new key.
+        both.last_mut().unwrap().1 = "msg_forged".into();
+        assert!(matches!(
+            check(SECRET, &both, BODY, T),
+            Err(Rejection::Malformed(..))
+        ));
     }
 
     #[test]
     fn rejects_each_failure_with_its_reason() {
-        let valid = headers(Some(MSG_ID), Some("1614265330"), Some(SIGNATURE_V1));
+        let valid = headers(
+            &WEBHOOK,
+            Some(MSG_ID),
+            Some("1614265330"),
+            Some(SIGNATURE_V1),
+        );
         assert_eq!(
-            check(&valid, br#"{"test": 2432232315}"#, T),
+            check(SECRET, &valid, br#"{"test": 2432232315}"#, T),
             Err(Rejection::Mismatch)
         );
         assert!(matches!(
-            check(&valid, BODY, T + 600),
+            check(SECRET, &valid, BODY, T + 600),
             Err(Rejection::Stale { .. })
         ));
         assert!(matches!(
-            check(&valid, BODY, T - 600),
+            check(SECRET, &valid, BODY, T - 600),
             Err(Rejection::Stale { .. })
         ));
-        let other_id = headers(Some("msg_other"), Some("1614265330"), Some(SIGNATURE_V1));
-        assert_eq!(check(&other_id, BODY, T), Err(Rejection::Mismatch));
+        let other_id = headers(
+            &WEBHOOK,
+            Some("msg_other"),
+            Some("1614265330"),
+            Some(SIGNATURE_V1),
+        );
+        assert_eq!(check(SECRET, &other_id, BODY, T), Err(Rejection::Mismatch));
         for (name, list) in [
-            (ID, headers(None, Some("1614265330"), Some(SIGNATURE_V1))),
-            (TIMESTAMP, headers(Some(MSG_ID), None, Some(SIGNATURE_V1))),
-            (SIGNATURE, headers(Some(MSG_ID), Some("1614265330"), None)),
+            (
+                WEBHOOK.id,
+                headers(&WEBHOOK, None, Some("1614265330"), Some(SIGNATURE_V1)),
+            ),
+            (
+                WEBHOOK.timestamp,
+                headers(&WEBHOOK, Some(MSG_ID), None, Some(SIGNATURE_V1)),
+            ),
+            (
+                WEBHOOK.id,
+                headers(&WEBHOOK, Some(MSG_ID), Some("1614265330"), None),
+            ),
         ] {
-            assert_eq!(check(&list, BODY, T), Err(Rejection::missing(name)));
+            assert!(
+                matches!(
+                    check(SECRET, &list, BODY, T),
+                    Err(Rejection::MissingHeader(_))
+                ),
+                "{name}"
+            );
         }
-        let malformed = headers(Some(MSG_ID), Some("yesterday"), Some(SIGNATURE_V1));
+        let malformed = headers(
+            &WEBHOOK,
+            Some(MSG_ID),
+            Some("yesterday"),
+            Some(SIGNATURE_V1),
+        );
         assert!(matches!(
-            check(&malformed, BODY, T),
+            check(SECRET, &malformed, BODY, T),
             Err(Rejection::Malformed(..))
         ));
-        let no_v1 = headers(Some(MSG_ID), Some("1614265330"), Some("v2,abc"));
+        let no_v1 = headers(&WEBHOOK, Some(MSG_ID), Some("1614265330"), Some("v2,abc"));
         assert!(matches!(
-            check(&no_v1, BODY, T),
+            check(SECRET, &no_v1, BODY, T),
             Err(Rejection::Malformed(..))
         ));
+        let other = "whsec_c2VjcmV0LW9mLWFub3RoZXItZW5kcG9pbnQ=";
+        assert_eq!(check(other, &valid, BODY, T), Err(Rejection::Mismatch));
     }
 
     #[test]
-    fn a_wrong_secret_is_a_mismatch() {
-        let list = headers(Some(MSG_ID), Some("1614265330"), Some(SIGNATURE_V1));
-        let other = decode_secret("whsec_c2VjcmV0LW9mLWFub3RoZXItZW5kcG9pbnQ=").unwrap();
+    fn v1a_signatures_go_to_webcrypto_and_the_vector_verifies() {
+        let both = format!("{SIGNATURE_V1} {SIGNATURE_V1A}");
+        for key in [PUBLIC_KEY, SECRET_KEY] {
+            let list = headers(&SVIX, Some(MSG_ID), Some("1614265330"), Some(&both));
+            let Ok(Verdict::PublicKey(checks)) = check(key, &list, BODY, T) else {
+                panic!("{key}: a public-key verdict");
+            };
+            assert_eq!(checks.len(), 1);
+            assert_eq!(
+                checks[0].message,
+                signed_content(MSG_ID, "1614265330", BODY)
+            );
+            assert!(public_key_verifies(&checks[0]), "Svix's vector verifies");
+            let mut tampered = checks[0].clone();
+            tampered.message.push(b' ');
+            assert!(!public_key_verifies(&tampered));
+        }
+        // An HMAC route ignores v1a, and the reverse.
+        let only_v1a = headers(
+            &WEBHOOK,
+            Some(MSG_ID),
+            Some("1614265330"),
+            Some(SIGNATURE_V1A),
+        );
+        assert_eq!(check(SECRET, &only_v1a, BODY, T), Err(Rejection::Mismatch));
+        let only_v1 = headers(
+            &WEBHOOK,
+            Some(MSG_ID),
+            Some("1614265330"),
+            Some(SIGNATURE_V1),
+        );
         assert_eq!(
-            verify(&other, 300, &list, BODY, T),
+            check(PUBLIC_KEY, &only_v1, BODY, T),
             Err(Rejection::Mismatch)
         );
     }
 
     #[test]
-    fn secrets_decode_with_or_without_prefix() {
-        assert_eq!(
-            decode_secret(SECRET),
-            decode_secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-        );
+    fn secrets_decode_by_their_prefix() {
+        assert!(matches!(decode_secret(SECRET), Ok(Key::Hmac(_))));
+        assert!(matches!(
+            decode_secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+            Ok(Key::Hmac(_))
+        ));
         assert!(decode_secret("whsec_***").is_err());
         assert!(decode_secret("whsec_").is_err());
+        assert!(decode_secret("whpk_AAAA").is_err(), "not 32 bytes");
+        assert!(decode_secret("whsk_AAAA").is_err(), "not 64 bytes");
+        let (Ok(Key::Ed25519(from_public)), Ok(Key::Ed25519(from_secret))) =
+            (decode_secret(PUBLIC_KEY), decode_secret(SECRET_KEY))
+        else {
+            panic!()
+        };
+        assert_eq!(from_public, from_secret, "a whsk_ holds its public key");
     }
 }

@@ -4,7 +4,7 @@
 //! entries (`v0`) are ignored. The event id `id` is in the signed body.
 
 use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of, TimestampedHeader};
-use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest};
+use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest, Verdict};
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
     name: "stripe",
@@ -35,7 +35,12 @@ impl Scheme for Stripe {
         "json:/id"
     }
 
-    fn verify(&self, request: &SignedRequest, now: u64, tolerance: u64) -> Result<(), Rejection> {
+    fn verify(
+        &self,
+        request: &SignedRequest,
+        now: u64,
+        tolerance: u64,
+    ) -> Result<Verdict, Rejection> {
         verify(
             self.secret.expose().as_bytes(),
             tolerance,
@@ -43,6 +48,7 @@ impl Scheme for Stripe {
             request.body,
             now,
         )
+        .map(|()| Verdict::Verified)
     }
 
     fn sign(&self, message: &mut Message, now: u64) {
@@ -101,6 +107,18 @@ mod tests {
         assert_eq!(check(Some(&format!("t={T},v1={V1}")), BODY, T), Ok(()));
         let rolled = format!("t={T},v1={},v1={V1},v0=abc", "00".repeat(32));
         assert_eq!(check(Some(&rolled), BODY, T + 300), Ok(()));
+    }
+
+    #[test]
+    fn empty_and_unknown_entries_are_ignored_as_stripes_libraries_do() {
+        for header in [
+            format!("t={T},v1={V1},"),
+            format!("t={T},,v1={V1}"),
+            format!("t={T},v1={V1},foo=bar,v0=abc"),
+            format!("junk,t={T},v1={V1}"),
+        ] {
+            assert_eq!(check(Some(&header), BODY, T), Ok(()), "{header}");
+        }
     }
 
     #[test]

@@ -1,0 +1,419 @@
+//! PayPal: `PAYPAL-TRANSMISSION-SIG` is the base64 RSASSA-PKCS1-v1_5
+//! SHA-256 signature (`PAYPAL-AUTH-ALGO: SHA256withRSA`) of
+//! `<transmission id>|<transmission time>|<webhook id>|<CRC-32 of the body,
+//! unsigned decimal>`, by the key of the certificate at `PAYPAL-CERT-URL`.
+//! The route's secret is its webhook id. The runtime's WebCrypto checks
+//! the signature; the certificate is fetched only from an origin of
+//! `SIGNATURE_CERT_HOSTS` (PayPal's live and sandbox API by default), and
+//! trusted for that origin and TLS, not for a chain this code checks.
+//!
+//! The CRC-32 protects the body only against accidents: anyone can make
+//! another body with the same CRC. What bounds a replay is the signed
+//! transmission time, refused beyond `SIGNATURE_TOLERANCE_SECONDS`, and a
+//! key (`json:/id` by default) from a body that matched the checksum.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+
+use super::mac::check_freshness;
+use super::{
+    Message, PublicKey, PublicKeyAlgorithm, PublicKeyCheck, Rejection, Scheme, SchemeEntry, Secret,
+    Signed, SignedBody, SignedRequest, Verdict,
+};
+use crate::headers;
+
+pub const ENTRY: SchemeEntry = SchemeEntry {
+    name: "paypal",
+    configure: |settings| {
+        let hosts = settings
+            .cert_hosts
+            .clone()
+            .unwrap_or_else(|| DEFAULT_CERT_HOSTS.to_string());
+        Ok(Box::new(PayPal {
+            webhook_id: settings.required_secret("paypal")?,
+            cert_hosts: parse_cert_hosts(&hosts)
+                .map_err(|reason| super::setting_error("SIGNATURE_CERT_HOSTS", reason))?,
+        }))
+    },
+};
+
+/// PayPal's live and sandbox API origins.
+pub const DEFAULT_CERT_HOSTS: &str = "https://api.paypal.com,https://api.sandbox.paypal.com";
+
+const ID: &str = "PAYPAL-TRANSMISSION-ID";
+const TIME: &str = "PAYPAL-TRANSMISSION-TIME";
+const SIGNATURE: &str = "PAYPAL-TRANSMISSION-SIG";
+const CERT_URL: &str = "PAYPAL-CERT-URL";
+const ALGORITHM: &str = "PAYPAL-AUTH-ALGO";
+
+#[derive(Debug)]
+struct PayPal {
+    webhook_id: Secret,
+    cert_hosts: Vec<String>,
+}
+
+/// `https://host[:port]` origins, comma-separated (`http://` only for a
+/// local test host on 127.0.0.1 or localhost).
+fn parse_cert_hosts(text: &str) -> Result<Vec<String>, String> {
+    text.split(',')
+        .map(|origin| {
+            let origin = origin.trim().trim_end_matches('/');
+            let rest = origin
+                .strip_prefix("https://")
+                .or_else(|| {
+                    origin.strip_prefix("http://").filter(|rest| {
+                        rest.starts_with("127.0.0.1") || rest.starts_with("localhost")
+                    })
+                })
+                .ok_or_else(|| format!("{origin:?} is not an https://host[:port] origin"))?;
+            let valid = !rest.is_empty()
+                && rest
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || b".-:".contains(&byte));
+            match valid {
+                true => Ok(origin.to_ascii_lowercase()),
+                false => Err(format!("{origin:?} is not an https://host[:port] origin")),
+            }
+        })
+        .collect()
+}
+
+/// Whether `url` is on one of `origins`: the origin, then its path.
+fn on_allowed_origin(url: &str, origins: &[String]) -> bool {
+    origins.iter().any(|origin| {
+        url.len() > origin.len()
+            && url[..origin.len()].eq_ignore_ascii_case(origin)
+            && url.as_bytes()[origin.len()] == b'/'
+    })
+}
+
+/// What PayPal signs for a delivery.
+pub fn signed_string(transmission_id: &str, time: &str, webhook_id: &str, body: &[u8]) -> String {
+    format!(
+        "{transmission_id}|{time}|{webhook_id}|{}",
+        crc32fast::hash(body)
+    )
+}
+
+/// Unix seconds of an RFC 3339 time (`2015-05-18T15:45:13Z`, fractions and
+/// offsets allowed).
+pub fn unix_seconds(text: &str) -> Option<u64> {
+    let bytes = text.as_bytes();
+    let number = |from: usize, to: usize| -> Option<i64> {
+        let digits = text.get(from..to)?;
+        digits
+            .bytes()
+            .all(|byte| byte.is_ascii_digit())
+            .then(|| digits.parse().ok())?
+    };
+    if bytes.len() < 20
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !matches!(bytes[10], b'T' | b't')
+        || bytes[13] != b':'
+        || bytes[16] != b':'
+    {
+        return None;
+    }
+    let (year, month, day) = (number(0, 4)?, number(5, 7)?, number(8, 10)?);
+    let (hour, minute, second) = (number(11, 13)?, number(14, 16)?, number(17, 19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut at = 19;
+    if bytes.get(at) == Some(&b'.') {
+        at += 1;
+        while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+            at += 1;
+        }
+    }
+    let offset = match bytes.get(at)? {
+        b'Z' | b'z' if at + 1 == bytes.len() => 0,
+        sign @ (b'+' | b'-') if at + 6 == bytes.len() && bytes[at + 3] == b':' => {
+            let minutes = number(at + 1, at + 3)? * 60 + number(at + 4, at + 6)?;
+            if *sign == b'+' {
+                minutes * 60
+            } else {
+                -minutes * 60
+            }
+        }
+        _ => return None,
+    };
+    // Days since 1970-01-01 of a proleptic Gregorian date.
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * m + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset;
+    u64::try_from(seconds).ok()
+}
+
+impl Scheme for PayPal {
+    fn default_key_sources(&self) -> &'static str {
+        "json:/id"
+    }
+
+    fn signed(&self) -> Signed {
+        Signed {
+            headers: &["paypal-transmission-id", "paypal-transmission-time"],
+            body: SignedBody::Checksum,
+        }
+    }
+
+    fn verify(
+        &self,
+        request: &SignedRequest,
+        now: u64,
+        tolerance: u64,
+    ) -> Result<Verdict, Rejection> {
+        let header = |name: &str| {
+            headers::get(request.headers, name)
+                .map(str::trim)
+                .ok_or_else(|| Rejection::missing(name))
+        };
+        let (id, time, signature) = (header(ID)?, header(TIME)?, header(SIGNATURE)?);
+        let (cert_url, algorithm) = (header(CERT_URL)?, header(ALGORITHM)?);
+        if algorithm != "SHA256withRSA" {
+            return Err(Rejection::malformed(
+                ALGORITHM,
+                "only SHA256withRSA is taken",
+            ));
+        }
+        let sent_at =
+            unix_seconds(time).ok_or_else(|| Rejection::malformed(TIME, "not an RFC 3339 time"))?;
+        check_freshness(sent_at, now, tolerance)?;
+        // Never fetched from anywhere else: the certificate is the trust.
+        if !on_allowed_origin(cert_url, &self.cert_hosts) {
+            return Err(Rejection::malformed(
+                CERT_URL,
+                "not on an origin of SIGNATURE_CERT_HOSTS",
+            ));
+        }
+        let signature = STANDARD
+            .decode(signature)
+            .map_err(|_| Rejection::malformed(SIGNATURE, "the signature is not base64"))?;
+        let message = signed_string(id, time, self.webhook_id.expose(), request.body);
+        Ok(Verdict::PublicKey(vec![PublicKeyCheck {
+            algorithm: PublicKeyAlgorithm::RsaPkcs1Sha256,
+            key: PublicKey::Certificate {
+                url: cert_url.to_string(),
+            },
+            message: message.into_bytes(),
+            signature,
+        }]))
+    }
+
+    /// PayPal signs with its private key, which no route holds: its sender
+    /// (a test, `scripts/send`) signs [`signed_string`] itself.
+    fn sign(&self, _message: &mut Message, _now: u64) {}
+
+    fn cert_hosts(&self) -> &[String] {
+        &self.cert_hosts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::tests::public_key_verifies;
+
+    const WEBHOOK_ID: &str = "4JH86294D6297924G";
+
+    fn paypal(hosts: &str) -> PayPal {
+        PayPal {
+            webhook_id: Secret::new(WEBHOOK_ID.into()),
+            cert_hosts: parse_cert_hosts(hosts).unwrap(),
+        }
+    }
+
+    fn headers(time: &str, cert_url: &str, algorithm: &str) -> Vec<(String, String)> {
+        [
+            (
+                "paypal-transmission-id",
+                "dfb3be50-fd74-11e4-8bf3-77339302725b",
+            ),
+            ("paypal-transmission-time", time),
+            ("paypal-transmission-sig", "c2lnbmF0dXJl"),
+            ("paypal-cert-url", cert_url),
+            ("paypal-auth-algo", algorithm),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect()
+    }
+
+    fn check(
+        scheme: &PayPal,
+        headers: &[(String, String)],
+        now: u64,
+    ) -> Result<Verdict, Rejection> {
+        scheme.verify(
+            &SignedRequest {
+                headers,
+                body: b"{}",
+                query: None,
+            },
+            now,
+            300,
+        )
+    }
+
+    #[test]
+    fn the_signed_string_is_id_time_webhook_id_and_the_bodys_crc() {
+        // PayPal's own SDK tests: crc32 of their sample body is 2771810304;
+        // here the CRC of a small body, computed with Python's zlib.crc32.
+        assert_eq!(
+            signed_string("id", "2015-05-18T15:45:13Z", "WH", b"{}"),
+            "id|2015-05-18T15:45:13Z|WH|2745614147"
+        );
+    }
+
+    #[test]
+    fn times_are_rfc_3339() {
+        assert_eq!(unix_seconds("2015-05-18T15:45:13Z"), Some(1_431_963_913));
+        assert_eq!(
+            unix_seconds("2015-05-18T15:45:13.250Z"),
+            Some(1_431_963_913)
+        );
+        assert_eq!(
+            unix_seconds("2015-05-18T17:45:13+02:00"),
+            Some(1_431_963_913)
+        );
+        assert_eq!(unix_seconds("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(unix_seconds("2024-02-29T00:00:00Z"), Some(1_709_164_800));
+        for bad in [
+            "",
+            "2015-05-18",
+            "2015-13-18T15:45:13Z",
+            "2015-05-18T15:45:13",
+            "2015-05-18 15:45:13Z",
+            "yesterday",
+        ] {
+            assert_eq!(unix_seconds(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_certificate_comes_only_from_an_allowed_origin() {
+        let scheme = paypal(DEFAULT_CERT_HOSTS);
+        let now = 1_431_963_913;
+        let time = "2015-05-18T15:45:13Z";
+        let allowed = "https://api.sandbox.paypal.com/v1/notifications/certs/CERT-360caa42";
+        let Ok(Verdict::PublicKey(checks)) =
+            check(&scheme, &headers(time, allowed, "SHA256withRSA"), now)
+        else {
+            panic!("a public-key verdict");
+        };
+        assert_eq!(
+            checks[0].key,
+            PublicKey::Certificate {
+                url: allowed.into()
+            }
+        );
+        assert_eq!(
+            checks[0].message,
+            signed_string(
+                "dfb3be50-fd74-11e4-8bf3-77339302725b",
+                time,
+                WEBHOOK_ID,
+                b"{}"
+            )
+            .into_bytes()
+        );
+        for refused in [
+            "https://api.sandbox.paypal.com.evil.example/certs/x",
+            "https://evil.example/v1/notifications/certs/CERT",
+            "http://api.paypal.com/v1/notifications/certs/CERT",
+            "https://api.paypal.com",
+            "https://api.paypal.com@evil.example/x",
+        ] {
+            assert!(
+                matches!(
+                    check(&scheme, &headers(time, refused, "SHA256withRSA"), now),
+                    Err(Rejection::Malformed(..))
+                ),
+                "{refused}"
+            );
+        }
+        let local = paypal("http://127.0.0.1:9999");
+        assert!(check(
+            &local,
+            &headers(time, "http://127.0.0.1:9999/cert.pem", "SHA256withRSA"),
+            now
+        )
+        .is_ok());
+        assert!(
+            parse_cert_hosts("http://evil.example").is_err(),
+            "http only for a local test host"
+        );
+        assert!(parse_cert_hosts("https://a.example/path").is_err());
+    }
+
+    #[test]
+    fn stale_times_and_other_algorithms_are_refused() {
+        let scheme = paypal(DEFAULT_CERT_HOSTS);
+        let url = "https://api.paypal.com/v1/notifications/certs/CERT-1";
+        let time = "2015-05-18T15:45:13Z";
+        assert!(matches!(
+            check(
+                &scheme,
+                &headers(time, url, "SHA256withRSA"),
+                1_431_963_913 + 301
+            ),
+            Err(Rejection::Stale { .. })
+        ));
+        assert!(matches!(
+            check(&scheme, &headers(time, url, "SHA1withRSA"), 1_431_963_913),
+            Err(Rejection::Malformed(..))
+        ));
+    }
+
+    #[test]
+    fn a_signature_by_the_certificates_key_verifies() {
+        use rsa::pkcs8::DecodePrivateKey;
+        let der =
+            super::super::x509::der_of(include_bytes!("../../tests/fixtures/test-certificate.pem"))
+                .unwrap();
+        let spki = super::super::x509::subject_public_key_info(&der)
+            .unwrap()
+            .to_vec();
+        let private = rsa::RsaPrivateKey::from_pkcs8_pem(include_str!(
+            "../../tests/fixtures/test-certificate.key"
+        ))
+        .unwrap();
+        let message = signed_string(
+            "id-1",
+            "2026-12-02T00:00:00Z",
+            WEBHOOK_ID,
+            br#"{"id":"WH-1"}"#,
+        );
+        use sha2::Digest;
+        let signature = private
+            .sign(
+                rsa::Pkcs1v15Sign::new::<sha2::Sha256>(),
+                &sha2::Sha256::digest(message.as_bytes()),
+            )
+            .unwrap();
+        let check = PublicKeyCheck {
+            algorithm: PublicKeyAlgorithm::RsaPkcs1Sha256,
+            key: PublicKey::Raw(spki),
+            message: message.into_bytes(),
+            signature,
+        };
+        assert!(public_key_verifies(&check));
+        let mut tampered = check.clone();
+        tampered.message[0] ^= 1;
+        assert!(!public_key_verifies(&tampered));
+    }
+}
