@@ -27,7 +27,9 @@ export async function verify_signature(algorithm, key, signature, message) {
   }
 }
 export async function fetch_certificate(url) {
-  const response = await fetch(url, { redirect: "error" });
+  // Workers take no redirect: "error"; "manual" leaves a redirect
+  // unfollowed, and its 3xx is refused below.
+  const response = await fetch(url, { redirect: "manual" });
   if (!response.ok) throw new Error("status " + response.status);
   return new Uint8Array(await response.arrayBuffer());
 }

@@ -2,7 +2,14 @@
 //! provider's genuine delivery is forwarded once and its duplicate
 //! replayed; a tampered body, a wrong secret, a missing signature and
 //! (where the provider signs a time) a stale one are 401 and reach nothing.
+//! The public-key schemes (Standard Webhooks `v1a`, PayPal) are signed here
+//! with their private keys, which no route holds; every other scheme with
+//! the core's own `sign`.
 
+use std::sync::LazyLock;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
 use idemgate_core::signature::{Message, SchemeSettings, SignatureScheme};
 
 use crate::senders::now;
@@ -20,10 +27,39 @@ const CHECKOUT: &str = "cko-route-secret";
 const RAZORPAY: &str = "razorpay-route-secret";
 const ADYEN: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
 const GENERIC: &str = "generic-route-secret";
+const ADYEN_PLATFORM: &str = "5B6B4A4C3A2E1F0D9C8B7A6F5E4D3C2B1A0F9E8D7C6B5A4F3E2D1C0B9A8F7E6D";
+const SLACK: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const TWILIO: &str = "twilio-route-auth-token";
+const TWILIO_URL: &str = "https://hooks.example.com/twilio/sms";
+const BRAINTREE: &str = "route_public_key:route_private_key";
+const PAYPAL_WEBHOOK_ID: &str = "1JE4291016473214C";
+/// The GitHub route's secrets while it rotates: the new one first.
+const GITHUB_NEXT: &str = "github-route-secret-2026";
+
+/// The Ed25519 key pair of the `v1a` route's sender: the route holds only
+/// its public half.
+static V1A_SIGNER: LazyLock<ed25519_dalek::SigningKey> =
+    LazyLock::new(|| ed25519_dalek::SigningKey::from_bytes(&[7; 32]));
+static V1A_PUBLIC: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "whpk_{}",
+        BASE64.encode(V1A_SIGNER.verifying_key().as_bytes())
+    )
+});
+/// The test certificate's key, as PayPal's signing key; the test origin
+/// serves the certificate under `/certs/`.
+static PAYPAL_SIGNER: LazyLock<rsa::RsaPrivateKey> = LazyLock::new(|| {
+    use rsa::pkcs8::DecodePrivateKey;
+    rsa::RsaPrivateKey::from_pkcs8_pem(include_str!(
+        "../../crates/idemgate-core/tests/fixtures/test-certificate.key"
+    ))
+    .unwrap()
+});
 
 /// `ROUTES` as JSON: one route per provider, plus an API route.
 pub fn routes_json(origin: &str) -> String {
-    let _ = origin; // routes take the top-level ORIGIN_URL
+    // Routes take the top-level ORIGIN_URL; PayPal's certificates come
+    // from the test origin too.
     serde_json::json!({
         "stripe": {"path": "/p/stripe", "signature": "stripe", "signing_secret": "STRIPE_ROUTE_SECRET"},
         "standard": {"path": "/p/standard", "signature": "standard-webhooks", "signing_secret": "STANDARD_ROUTE_SECRET"},
@@ -36,6 +72,14 @@ pub fn routes_json(origin: &str) -> String {
         "adyen": {"path": "/p/adyen", "signature": "adyen", "signing_secret": "ADYEN_ROUTE_KEY"},
         "generic": {"path": "/p/generic", "signature": "hmac", "signing_secret": "GENERIC_ROUTE_SECRET",
                     "signature_header": "X-Signature", "signature_encoding": "base64", "signature_prefix": "sha256="},
+        "v1a": {"path": "/p/v1a", "signature": "standard-webhooks", "signing_secret": "V1A_ROUTE_KEY"},
+        "adyen-platform": {"path": "/p/adyen-platform", "signature": "adyen-platform", "signing_secret": "ADYEN_PLATFORM_ROUTE_KEY"},
+        "slack": {"path": "/p/slack", "signature": "slack", "signing_secret": "SLACK_ROUTE_SECRET"},
+        "twilio": {"path": "/p/twilio", "signature": "twilio", "signing_secret": "TWILIO_ROUTE_TOKEN", "signature_url": TWILIO_URL},
+        "braintree": {"path": "/p/braintree", "signature": "braintree", "signing_secret": "BRAINTREE_ROUTE_KEYS"},
+        "paypal": {"path": "/p/paypal", "signature": "paypal", "signing_secret": "PAYPAL_ROUTE_WEBHOOK_ID",
+                   "signature_cert_hosts": origin},
+        "rotating": {"path": "/p/rotating", "signature": "github", "signing_secret": ["GITHUB_ROUTE_SECRET_NEXT", "GITHUB_ROUTE_SECRET"]},
         "api": {"path": "/v1", "mode": "api", "tenant_header": "Authorization"}
     })
     .to_string()
@@ -58,12 +102,24 @@ pub fn route_vars<'a>(routes: &'a str, origin: &'a str) -> Vec<(&'a str, &'a str
         ("RAZORPAY_ROUTE_SECRET", RAZORPAY),
         ("ADYEN_ROUTE_KEY", ADYEN),
         ("GENERIC_ROUTE_SECRET", GENERIC),
+        ("V1A_ROUTE_KEY", &V1A_PUBLIC),
+        ("ADYEN_PLATFORM_ROUTE_KEY", ADYEN_PLATFORM),
+        ("SLACK_ROUTE_SECRET", SLACK),
+        ("TWILIO_ROUTE_TOKEN", TWILIO),
+        ("BRAINTREE_ROUTE_KEYS", BRAINTREE),
+        ("PAYPAL_ROUTE_WEBHOOK_ID", PAYPAL_WEBHOOK_ID),
+        ("GITHUB_ROUTE_SECRET_NEXT", GITHUB_NEXT),
     ]
 }
 
 /// One provider's route: its body, and the key the route derives from it.
 struct Provider {
     route: &'static str,
+    /// Who signs: the route's name, or a variant of its sender (`svix`
+    /// sends Standard Webhooks under its own header names).
+    sender: &'static str,
+    /// The media type the sender posts.
+    content_type: &'static str,
     secret: &'static str,
     /// Whether the provider signs a time (then a stale one is refused).
     signs_time: bool,
@@ -93,14 +149,99 @@ fn signer(route: &str, secret: &str) -> SignatureScheme {
     .unwrap()
 }
 
-/// `body` as the route's sender signs it with `secret` at `t`.
-fn signed(route: &str, secret: &str, body: &str, t: u64) -> Message {
+/// `body` as the route's sender signs it with `secret` at `t`; a PayPal
+/// certificate is on `origin`.
+fn signed(origin: &str, route: &str, secret: &str, body: &str, t: u64) -> Message {
     let mut message = Message {
         headers: Vec::new(),
         body: body.as_bytes().to_vec(),
     };
-    signer(route, secret).sign(&mut message, t);
+    match route {
+        "v1a" => sign_v1a(&mut message, secret, t),
+        "paypal" => sign_paypal(&mut message, origin, secret, t),
+        "svix" => {
+            signer("standard", secret).sign(&mut message, t);
+            for (name, _) in &mut message.headers {
+                *name = name.replace("webhook-", "svix-");
+            }
+        }
+        _ => signer(route, secret).sign(&mut message, t),
+    }
     message
+}
+
+/// Standard Webhooks `v1a`: Ed25519 over `id.timestamp.body`. `secret`
+/// names the key pair: the route's sender's, or another.
+fn sign_v1a(message: &mut Message, secret: &str, t: u64) {
+    use ed25519_dalek::Signer;
+    let other = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let key = if secret == V1A_PUBLIC.as_str() {
+        &*V1A_SIGNER
+    } else {
+        &other
+    };
+    let id = format!("msg_{}", &sha256_hex(&message.body)[..20]);
+    let content = idemgate_core::signature::standard_webhooks::signed_content(
+        &id,
+        &t.to_string(),
+        &message.body,
+    );
+    let signature = BASE64.encode(key.sign(&content).to_bytes());
+    message.headers.extend([
+        ("webhook-id".to_string(), id),
+        ("webhook-timestamp".to_string(), t.to_string()),
+        ("webhook-signature".to_string(), format!("v1a,{signature}")),
+    ]);
+}
+
+/// PayPal: RSA-SHA256 over `id|time|webhook id|crc32(body)`, by the key of
+/// the certificate the test origin serves. `secret` is the webhook id
+/// signed.
+fn sign_paypal(message: &mut Message, origin: &str, webhook_id: &str, t: u64) {
+    use idemgate_core::signature::paypal::signed_string;
+    use sha2::Digest;
+    let id = format!("tx-{}", &sha256_hex(&message.body)[..16]);
+    let time = rfc3339(t);
+    let signed = signed_string(&id, &time, webhook_id, &message.body);
+    let signature = PAYPAL_SIGNER
+        .sign(
+            rsa::Pkcs1v15Sign::new::<sha2::Sha256>(),
+            &sha2::Sha256::digest(signed.as_bytes()),
+        )
+        .unwrap();
+    let certificate = format!("{origin}/certs/paypal-test.pem");
+    message.headers.extend([
+        ("PAYPAL-TRANSMISSION-ID".to_string(), id),
+        ("PAYPAL-TRANSMISSION-TIME".to_string(), time),
+        (
+            "PAYPAL-TRANSMISSION-SIG".to_string(),
+            BASE64.encode(signature),
+        ),
+        ("PAYPAL-CERT-URL".to_string(), certificate),
+        ("PAYPAL-AUTH-ALGO".to_string(), "SHA256withRSA".to_string()),
+    ]);
+}
+
+/// `t` (Unix seconds) as RFC 3339 UTC, as PayPal writes its times.
+fn rfc3339(t: u64) -> String {
+    let (days, seconds) = ((t / 86_400) as i64, t % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        seconds / 3_600,
+        seconds / 60 % 60,
+        seconds % 60
+    )
 }
 
 fn sha256_hex(body: &[u8]) -> String {
@@ -115,10 +256,27 @@ fn adyen_item(event: &str, value: u64) -> String {
     )
 }
 
+const JSON: &str = "application/json";
+const FORM: &str = "application/x-www-form-urlencoded";
+
+/// The key a form route derives: the hash of the form's signed content.
+fn signed_form_sha256(route: &str, secret: &str, signed: &Message) -> String {
+    let mut headers = signed.headers.clone();
+    headers.push(("content-type".into(), FORM.into()));
+    let request = idemgate_core::signature::SignedRequest {
+        headers: &headers,
+        body: &signed.body,
+        query: None,
+    };
+    sha256_hex(&signer(route, secret).body_for_key(&request).unwrap())
+}
+
 fn providers() -> Vec<Provider> {
     vec![
         Provider {
             route: "stripe",
+            sender: "stripe",
+            content_type: JSON,
             secret: STRIPE,
             signs_time: true,
             key: |event, _| event.to_string(),
@@ -128,6 +286,8 @@ fn providers() -> Vec<Provider> {
         },
         Provider {
             route: "standard",
+            sender: "standard",
+            content_type: JSON,
             secret: STANDARD_SECRET,
             signs_time: true,
             key: |_, signed| {
@@ -139,6 +299,8 @@ fn providers() -> Vec<Provider> {
         },
         Provider {
             route: "github",
+            sender: "github",
+            content_type: JSON,
             secret: GITHUB,
             signs_time: false,
             key: |_, signed| sha256_hex(&signed.body),
@@ -146,6 +308,8 @@ fn providers() -> Vec<Provider> {
         },
         Provider {
             route: "shopify",
+            sender: "shopify",
+            content_type: JSON,
             secret: SHOPIFY,
             signs_time: false,
             key: |_, signed| sha256_hex(&signed.body),
@@ -153,6 +317,8 @@ fn providers() -> Vec<Provider> {
         },
         Provider {
             route: "paddle",
+            sender: "paddle",
+            content_type: JSON,
             secret: PADDLE,
             signs_time: true,
             key: |event, _| event.to_string(),
@@ -162,6 +328,8 @@ fn providers() -> Vec<Provider> {
         },
         Provider {
             route: "square",
+            sender: "square",
+            content_type: JSON,
             secret: SQUARE,
             signs_time: false,
             key: |event, _| event.to_string(),
@@ -169,6 +337,8 @@ fn providers() -> Vec<Provider> {
         },
         Provider {
             route: "checkout",
+            sender: "checkout",
+            content_type: JSON,
             secret: CHECKOUT,
             signs_time: false,
             key: |event, _| event.to_string(),
@@ -176,6 +346,8 @@ fn providers() -> Vec<Provider> {
         },
         Provider {
             route: "razorpay",
+            sender: "razorpay",
+            content_type: JSON,
             secret: RAZORPAY,
             signs_time: false,
             key: |_, signed| sha256_hex(&signed.body),
@@ -185,6 +357,8 @@ fn providers() -> Vec<Provider> {
         },
         Provider {
             route: "adyen",
+            sender: "adyen",
+            content_type: JSON,
             secret: ADYEN,
             signs_time: false,
             key: |event, _| format!("psp{event}:AUTHORISATION:true,psp{event}b:AUTHORISATION:true"),
@@ -199,21 +373,122 @@ fn providers() -> Vec<Provider> {
         },
         Provider {
             route: "generic",
+            sender: "generic",
+            content_type: JSON,
             secret: GENERIC,
             signs_time: false,
             key: |_, signed| sha256_hex(&signed.body),
             body: |event| format!(r#"{{"event":"{event}"}}"#),
         },
+        Provider {
+            route: "standard",
+            sender: "svix",
+            content_type: JSON,
+            secret: STANDARD_SECRET,
+            signs_time: true,
+            key: |_, signed| {
+                idemgate_core::headers::get(&signed.headers, "svix-id")
+                    .unwrap()
+                    .to_string()
+            },
+            body: |event| format!(r#"{{"type":"user.created","data":{{"id":"{event}"}}}}"#),
+        },
+        Provider {
+            route: "v1a",
+            sender: "v1a",
+            content_type: JSON,
+            secret: V1A_PUBLIC.as_str(),
+            signs_time: true,
+            key: |_, signed| {
+                idemgate_core::headers::get(&signed.headers, "webhook-id")
+                    .unwrap()
+                    .to_string()
+            },
+            body: |event| format!(r#"{{"type":"payment.succeeded","data":{{"id":"{event}"}}}}"#),
+        },
+        Provider {
+            route: "adyen-platform",
+            sender: "adyen-platform",
+            content_type: JSON,
+            secret: ADYEN_PLATFORM,
+            signs_time: false,
+            key: |_, signed| sha256_hex(&signed.body),
+            body: |event| {
+                format!(
+                    r#"{{"data":{{"balancePlatform":"YourBalancePlatform","id":"{event}","status":"completed"}},"environment":"test","type":"balancePlatform.transfer.updated"}}"#
+                )
+            },
+        },
+        Provider {
+            route: "slack",
+            sender: "slack",
+            content_type: JSON,
+            secret: SLACK,
+            signs_time: true,
+            key: |event, _| event.to_string(),
+            body: |event| {
+                format!(
+                    r#"{{"token":"t","team_id":"T1","api_app_id":"A1","event":{{"type":"app_mention","text":"refund order 42"}},"type":"event_callback","event_id":"{event}","event_time":1767225600}}"#
+                )
+            },
+        },
+        Provider {
+            route: "twilio",
+            sender: "twilio",
+            content_type: FORM,
+            secret: TWILIO,
+            signs_time: false,
+            key: |_, signed| signed_form_sha256("twilio", TWILIO, signed),
+            body: |event| {
+                format!("MessageSid=SM{event}&AccountSid=AC1&From=%2B14155550100&To=%2B14155550199&Body=Paid+order+{event}")
+            },
+        },
+        Provider {
+            route: "braintree",
+            sender: "braintree",
+            content_type: FORM,
+            secret: BRAINTREE,
+            signs_time: false,
+            key: |_, signed| signed_form_sha256("braintree", BRAINTREE, signed),
+            // The notification's XML: `sign` makes the form Braintree posts.
+            body: |event| {
+                format!("<notification><kind>subscription_charged_successfully</kind><subject><subscription><id>{event}</id></subscription></subject></notification>")
+            },
+        },
+        Provider {
+            route: "paypal",
+            sender: "paypal",
+            content_type: JSON,
+            secret: PAYPAL_WEBHOOK_ID,
+            signs_time: true,
+            key: |event, _| event.to_string(),
+            body: |event| {
+                format!(
+                    r#"{{"id":"{event}","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{{"amount":{{"currency_code":"USD","value":"10.00"}}}}}}"#
+                )
+            },
+        },
+        Provider {
+            route: "rotating",
+            sender: "rotating",
+            content_type: JSON,
+            secret: GITHUB_NEXT,
+            signs_time: false,
+            key: |_, signed| sha256_hex(&signed.body),
+            body: |event| format!(r#"{{"action":"completed","delivery":"{event}"}}"#),
+        },
     ]
 }
 
-async fn send(url: &str, headers: &[(String, String)], body: &str) -> Reply {
+async fn send(url: &str, content_type: &str, headers: &[(String, String)], body: &str) -> Reply {
     let mut request = client()
         .post(url)
-        .header("content-type", "application/json")
+        .header("content-type", content_type)
         .body(body.to_string());
     for (name, value) in headers {
-        request = request.header(name, value);
+        if !name.eq_ignore_ascii_case("content-type") {
+            request = request.header(name, value);
+        }
     }
     Reply::read(request.send().await.unwrap()).await
 }
@@ -221,53 +496,67 @@ async fn send(url: &str, headers: &[(String, String)], body: &str) -> Reply {
 /// Every provider behind one deployment: valid, duplicate, forgeries.
 pub async fn every_provider_is_verified_forwarded_once_and_replayed(world: &'static World) {
     let gateway = world.gateway(Profile::Routes).await;
+    let origin = world.origin.url();
     let run = now();
     for provider in providers() {
-        let route = provider.route;
-        let url = gateway.url(&format!("/p/{route}/events"));
-        let prefix = format!("/p/{route}/");
-        let event = format!("evt_{route}_{run}");
+        let (route, sender, content_type) =
+            (provider.route, provider.sender, provider.content_type);
+        let prefix = format!("/p/{route}/{sender}/");
+        let url = gateway.url(&format!("{prefix}events"));
+        let event = format!("evt_{}_{run}", sender.replace('-', "_"));
         let t = now();
-        let genuine = signed(route, provider.secret, &(provider.body)(&event), t);
+        let genuine = signed(
+            &origin,
+            sender,
+            provider.secret,
+            &(provider.body)(&event),
+            t,
+        );
         let (headers, body) = (&genuine.headers, text(&genuine.body));
 
-        let first = send(&url, headers, &body).await;
+        let first = send(&url, content_type, headers, &body).await;
         assert_eq!(
             first.status,
             201,
-            "{route}: {}",
+            "{sender}: {}",
             String::from_utf8_lossy(&first.body)
         );
-        assert!(!first.replayed(), "{route}");
-        let again = send(&url, headers, &body).await;
-        assert_eq!(again.status, 201, "{route}");
-        assert!(again.replayed(), "{route}: the duplicate is replayed");
-        assert_eq!(again.body, first.body, "{route}");
+        assert!(!first.replayed(), "{sender}");
+        let again = send(&url, content_type, headers, &body).await;
+        assert_eq!(again.status, 201, "{sender}");
+        assert!(again.replayed(), "{sender}: the duplicate is replayed");
+        assert_eq!(again.body, first.body, "{sender}");
         let received = world.origin.received(&prefix);
-        assert_eq!(received.len(), 1, "{route}: forwarded once");
-        assert_eq!(received[0].body, body.as_bytes(), "{route}: the raw body");
+        assert_eq!(received.len(), 1, "{sender}: forwarded once");
+        assert_eq!(received[0].body, body.as_bytes(), "{sender}: the raw body");
         for (name, value) in headers {
             assert_eq!(
                 received[0].header(name),
                 Some(value.as_str()),
-                "{route}: {name} reaches the origin"
+                "{sender}: {name} reaches the origin"
             );
         }
         let expected_key = (provider.key)(&event, &genuine);
         assert_eq!(
             received[0].header("idempotency-key"),
             Some(format!("\"{expected_key}\"").as_str()),
-            "{route}: the default key comes from signed content"
+            "{sender}: the default key comes from signed content"
         );
         received[0].verify(FORWARD_SECRET).unwrap();
 
         // Forgeries: each is 401 and reaches nothing.
-        let wrong = signed(route, &wrong_secret(route), &(provider.body)(&event), t);
+        let wrong = signed(
+            &origin,
+            sender,
+            &wrong_secret(sender),
+            &(provider.body)(&event),
+            t,
+        );
         let mut cases = vec![
             (
                 "tampered body",
                 headers.clone(),
-                body.replace("evt_", "evx_"),
+                tampered(sender, &body),
                 "mismatch",
             ),
             (
@@ -277,36 +566,63 @@ pub async fn every_provider_is_verified_forwarded_once_and_replayed(world: &'sta
                 "mismatch",
             ),
         ];
-        if route == "adyen" {
-            // The signature is in the body: tamper with a signed field; a
-            // missing signature is a malformed item.
-            cases[0].2 = body.replacen("\"value\":1000", "\"value\":1001", 1);
-            cases.push((
+        match sender {
+            // The signature is in the body: a missing one is a malformed
+            // item (Adyen) or a missing form field (Braintree).
+            "adyen" => cases.push((
                 "missing signature",
                 Vec::new(),
                 body.replace("hmacSignature", "signature"),
                 "malformed",
-            ));
-        } else {
-            cases.push(("missing header", Vec::new(), body.clone(), "missing header"));
+            )),
+            "braintree" => cases.push((
+                "missing signature",
+                Vec::new(),
+                body.replace("bt_signature=", "signature="),
+                "missing",
+            )),
+            _ => cases.push(("missing header", Vec::new(), body.clone(), "missing header")),
         }
         if provider.signs_time {
             for (what, at) in [("10 minutes old", t - 600), ("10 minutes ahead", t + 600)] {
-                let stale = signed(route, provider.secret, &body, at);
+                let stale = signed(
+                    &origin,
+                    sender,
+                    provider.secret,
+                    &(provider.body)(&event),
+                    at,
+                );
                 cases.push((what, stale.headers, text(&stale.body), "stale"));
             }
         }
         for (what, headers, body, reason) in cases {
-            let reply = send(&url, &headers, &body).await;
+            let reply = send(&url, content_type, &headers, &body).await;
             reply.assert_problem(401, "bad-signature");
             let detail = reply.json()["detail"].as_str().unwrap().to_string();
-            assert!(detail.starts_with(reason), "{route}, {what}: {detail}");
+            assert!(detail.starts_with(reason), "{sender}, {what}: {detail}");
         }
         assert_eq!(
             world.origin.count(&prefix),
             1,
-            "{route}: no forgery was forwarded"
+            "{sender}: no forgery was forwarded"
         );
+    }
+    // PayPal's certificate was fetched once, then kept.
+    assert_eq!(world.origin.count("/certs/"), 1, "one certificate fetch");
+}
+
+/// `body` with a signed byte changed.
+fn tampered(sender: &str, body: &str) -> String {
+    match sender {
+        "adyen" => body.replacen("\"value\":1000", "\"value\":1001", 1),
+        // The event is inside the base64 payload: change a payload byte.
+        "braintree" => {
+            let at = body.find("bt_payload=").unwrap() + "bt_payload=".len();
+            let mut bytes = body.as_bytes().to_vec();
+            bytes[at] = if bytes[at] == b'P' { b'Q' } else { b'P' };
+            text(&bytes)
+        }
+        _ => body.replace("evt_", "evx_"),
     }
 }
 
@@ -314,12 +630,69 @@ fn text(body: &[u8]) -> String {
     String::from_utf8(body.to_vec()).unwrap()
 }
 
-fn wrong_secret(route: &str) -> String {
-    match route {
-        "standard" => "whsec_b3RoZXItc2VjcmV0".into(),
-        "adyen" => "11".repeat(32),
+fn wrong_secret(sender: &str) -> String {
+    match sender {
+        "standard" | "svix" => "whsec_b3RoZXItc2VjcmV0".into(),
+        "adyen" | "adyen-platform" => "11".repeat(32),
+        "braintree" => "route_public_key:another_private_key".into(),
+        // Another key pair (v1a), another webhook id (PayPal).
         _ => "another-secret".into(),
     }
+}
+
+/// A route that names several secrets takes a delivery signed with any one
+/// of them, and no other (SPEC §4: rotation).
+pub async fn a_rotating_route_takes_each_of_its_secrets(world: &'static World) {
+    let gateway = world.gateway(Profile::Routes).await;
+    let origin = world.origin.url();
+    let url = gateway.url("/p/rotating/old/events");
+    let run = now();
+    for (secret, expected) in [
+        (GITHUB, 201),
+        (GITHUB_NEXT, 201),
+        ("github-route-secret-2024", 401),
+    ] {
+        let body = format!(r#"{{"action":"completed","delivery":"evt_{secret}_{run}"}}"#);
+        let delivery = signed(&origin, "rotating", secret, &body, now());
+        let reply = send(&url, JSON, &delivery.headers, &body).await;
+        assert_eq!(reply.status, expected, "signed with {secret}");
+    }
+    assert_eq!(world.origin.count("/p/rotating/old/"), 2);
+}
+
+/// PayPal's certificate comes only from `SIGNATURE_CERT_HOSTS`: a delivery
+/// naming another host is refused, and that host is never asked.
+pub async fn a_paypal_certificate_is_fetched_only_from_an_allowed_host(world: &'static World) {
+    let gateway = world.gateway(Profile::Routes).await;
+    let origin = world.origin.url();
+    let body = format!(
+        r#"{{"id":"WH-cert-{}","event_type":"PAYMENT.CAPTURE.COMPLETED"}}"#,
+        now()
+    );
+    let mut delivery = signed(&origin, "paypal", PAYPAL_WEBHOOK_ID, &body, now());
+    // The same test origin under another name: not an allowed origin.
+    let elsewhere = origin.replace("127.0.0.1", "localhost") + "/elsewhere/paypal-test.pem";
+    for (name, value) in &mut delivery.headers {
+        if name == "PAYPAL-CERT-URL" {
+            *value = elsewhere.clone();
+        }
+    }
+    let reply = send(
+        &gateway.url("/p/paypal/elsewhere"),
+        JSON,
+        &delivery.headers,
+        &body,
+    )
+    .await;
+    reply.assert_problem(401, "bad-signature");
+    let detail = reply.json()["detail"].as_str().unwrap().to_string();
+    assert!(detail.contains("SIGNATURE_CERT_HOSTS"), "{detail}");
+    assert_eq!(world.origin.count("/elsewhere/"), 0, "nothing fetched");
+    assert_eq!(
+        world.origin.count("/p/paypal/elsewhere"),
+        0,
+        "nothing forwarded"
+    );
 }
 
 /// A signed delivery is one key per route (the path is not signed): the
@@ -330,8 +703,8 @@ pub async fn a_signed_delivery_is_one_key_however_its_path_is_spelt(world: &'sta
     let event = format!("evt_spelling_{}", now());
     let body = format!(r#"{{"id":"{event}","type":"charge.succeeded"}}"#);
     let t = now();
-    let headers = signed("stripe", STRIPE, &body, t).headers;
-    let first = send(&gateway.url("/p/stripe"), &headers, &body).await;
+    let headers = signed(&world.origin.url(), "stripe", STRIPE, &body, t).headers;
+    let first = send(&gateway.url("/p/stripe"), JSON, &headers, &body).await;
     assert_eq!(first.status, 201);
     for spelling in [
         "/p/stripe/",
@@ -340,7 +713,7 @@ pub async fn a_signed_delivery_is_one_key_however_its_path_is_spelt(world: &'sta
         "/p/stripe/other",
         "/p/./stripe",
     ] {
-        let reply = send(&gateway.url(spelling), &headers, &body).await;
+        let reply = send(&gateway.url(spelling), JSON, &headers, &body).await;
         assert_eq!(reply.status, 201, "{spelling}");
         assert!(reply.replayed(), "{spelling}: the same key");
         assert_eq!(reply.body, first.body, "{spelling}");

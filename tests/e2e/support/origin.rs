@@ -6,6 +6,7 @@
 //! - `/fail-first/<n>/<code>/...` answers `<code>` to the first n requests to the path;
 //! - `/big/<bytes>/...` answers a text body of that many bytes;
 //! - `/cookie/...` adds a `Set-Cookie` unique to the request;
+//! - `/certs/...` answers the test certificate (PayPal's signing key's);
 //! - a path under a prefix passed to [`TestOrigin::fail`] answers 503;
 //! - otherwise 201 with a JSON body and headers unique to the request, which
 //!   name the epoch the request carried.
@@ -157,6 +158,10 @@ async fn answer(State(log): State<Log>, request: Request) -> Response {
         });
         (log.len(), earlier_to_path)
     };
+    if path.starts_with("/certs/") {
+        let pem = include_str!("../../../crates/idemgate-core/tests/fixtures/test-certificate.pem");
+        return (StatusCode::OK, pem).into_response();
+    }
     let segments: Vec<&str> = path.split('/').collect();
     let mut status = StatusCode::CREATED;
     if log
