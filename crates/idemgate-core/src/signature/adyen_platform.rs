@@ -16,6 +16,7 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
         Ok(Box::new(BodyHmac {
             key: SecretBytes::new(key),
             header: HEADER.to_string(),
+            also_header: None,
             encoding: Encoding::Base64,
             prefix: String::new(),
             default_key_sources: "body-sha256",

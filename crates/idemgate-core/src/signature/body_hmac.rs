@@ -24,6 +24,9 @@ pub enum Encoding {
 pub struct BodyHmac {
     pub key: SecretBytes,
     pub header: String,
+    /// Another name the sender gives the same header (Shopify's newer
+    /// webhooks drop the `X-`), read when `header` is absent.
+    pub also_header: Option<&'static str>,
     pub encoding: Encoding,
     pub prefix: String,
     pub default_key_sources: &'static str,
@@ -82,8 +85,12 @@ impl Scheme for BodyHmac {
         _tolerance: u64,
     ) -> Result<Verdict, Rejection> {
         let header = self.header.as_str();
-        let value =
-            headers::get(request.headers, header).ok_or_else(|| Rejection::missing(header))?;
+        let value = headers::get(request.headers, header)
+            .or_else(|| {
+                self.also_header
+                    .and_then(|also| headers::get(request.headers, also))
+            })
+            .ok_or_else(|| Rejection::missing(header))?;
         any_matches(
             &mac_of(self.key.expose(), &[request.body]),
             self.candidates(value)?.into_iter(),

@@ -12,6 +12,7 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
         Ok(Box::new(BodyHmac {
             key: super::body_hmac::key_of(&settings.required_secret("checkout")?),
             header: HEADER.to_string(),
+            also_header: None,
             encoding: Encoding::Hex,
             prefix: "".to_string(),
             default_key_sources: "json:/id",

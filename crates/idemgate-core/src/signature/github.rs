@@ -14,6 +14,7 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
         Ok(Box::new(BodyHmac {
             key: super::body_hmac::key_of(&settings.required_secret("github")?),
             header: HEADER.to_string(),
+            also_header: None,
             encoding: Encoding::Hex,
             prefix: PREFIX.to_string(),
             default_key_sources: "body-sha256",

@@ -41,6 +41,7 @@ fn configure(settings: &SchemeSettings) -> Result<BodyHmac, SettingError> {
     Ok(BodyHmac {
         key: super::body_hmac::key_of(&settings.required_secret("hmac")?),
         header,
+        also_header: None,
         encoding,
         prefix: settings.prefix.clone().unwrap_or_default(),
         default_key_sources: "body-sha256",

@@ -1,4 +1,6 @@
-//! Shopify: `X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256(secret, raw body)>`.
+//! Shopify: `X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256(secret, raw body)>`
+//! (`Shopify-Hmac-Sha256` on its newer event webhooks, read when the `X-`
+//! header is absent, as Shopify's own library does).
 //! Shopify signs no time; its ids (`X-Shopify-Webhook-Id`) are unsigned
 //! headers, so the default key is the body's hash.
 
@@ -13,6 +15,7 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
         Ok(Box::new(BodyHmac {
             key: super::body_hmac::key_of(&settings.required_secret("shopify")?),
             header: HEADER.to_string(),
+            also_header: Some("Shopify-Hmac-Sha256"),
             encoding: Encoding::Base64,
             prefix: "".to_string(),
             default_key_sources: "body-sha256",
@@ -38,6 +41,21 @@ mod tests {
     fn accepts_the_vector_of_shopifys_library() {
         assert_eq!(
             check("shopify", secret(SECRET), Some((HEADER, SIGNATURE)), BODY),
+            Ok(())
+        );
+    }
+
+    /// The same signature under the header name of Shopify's event
+    /// webhooks (shopify-api 13.0.0 `webhooks.validate` takes it).
+    #[test]
+    fn accepts_the_event_webhooks_header_name() {
+        assert_eq!(
+            check(
+                "shopify",
+                secret(SECRET),
+                Some(("Shopify-Hmac-Sha256", SIGNATURE)),
+                BODY
+            ),
             Ok(())
         );
     }

@@ -58,12 +58,34 @@ enum Content {
 }
 
 impl Twilio {
-    /// The URL Twilio called: the configured one and the query as sent.
-    fn called_url(&self, query: Option<&str>) -> String {
-        match query {
-            Some(query) if !query.is_empty() => format!("{}?{query}", self.url),
-            _ => self.url.clone(),
+    /// The spellings of the called URL Twilio may have signed: as
+    /// configured, and with its scheme's default port written or left out
+    /// (Twilio signs some requests with `:443` and others without, and
+    /// its libraries try both).
+    fn called_urls(&self, query: Option<&str>) -> Vec<String> {
+        let mut urls = vec![self.url.clone()];
+        if let Some((scheme, rest)) = self.url.split_once("://") {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let default_port = match scheme.to_ascii_lowercase().as_str() {
+                "https" => "443",
+                _ => "80",
+            };
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            let other = match host.rsplit_once(':') {
+                Some((_, port)) if port == default_port => {
+                    let without = &authority[..authority.len() - port.len() - 1];
+                    format!("{scheme}://{without}{path}")
+                }
+                Some(_) => String::new(),
+                None => format!("{scheme}://{authority}:{default_port}{path}"),
+            };
+            if !other.is_empty() {
+                urls.push(other);
+            }
         }
+        urls.iter().map(|url| with_query(url, query)).collect()
     }
 
     fn content(request: &SignedRequest) -> Result<Content, Rejection> {
@@ -101,6 +123,13 @@ impl Twilio {
             mac.update(parameters);
         }
         mac
+    }
+}
+
+fn with_query(url: &str, query: Option<&str>) -> String {
+    match query {
+        Some(query) if !query.is_empty() => format!("{url}?{query}"),
+        _ => url.to_string(),
     }
 }
 
@@ -150,10 +179,14 @@ impl Scheme for Twilio {
             .decode(signature.trim())
             .map_err(|_| Rejection::malformed(HEADER, "the signature is not base64"))?;
         let content = Twilio::content(request)?;
-        self.mac(&self.called_url(request.query), &content)
-            .verify_slice(&signature)
-            .map(|()| Verdict::Verified)
-            .map_err(|_| Rejection::Mismatch)
+        let matches = self
+            .called_urls(request.query)
+            .iter()
+            .any(|url| self.mac(url, &content).verify_slice(&signature).is_ok());
+        match matches {
+            true => Ok(Verdict::Verified),
+            false => Err(Rejection::Mismatch),
+        }
     }
 
     /// Signs a form body (or an empty one) at the configured URL.
@@ -205,6 +238,47 @@ mod tests {
     }
 
     const FORM_TYPE: &str = "application/x-www-form-urlencoded";
+
+    /// Twilio signs some requests with the default port in the URL and
+    /// some without: each spelling verifies under the other. The signature
+    /// is twilio-node 6.3.1's `getExpectedTwilioSignature` over
+    /// `https://hooks.example.com:443/twilio/sms`.
+    #[test]
+    fn the_default_port_may_be_written_or_left_out() {
+        let signature = "4rN/QZizU6Y1GnpZSgyuUGOm9LI=";
+        let body = b"MessageSid=SM1&Body=hello";
+        for url in [
+            "https://hooks.example.com/twilio/sms",
+            "https://hooks.example.com:443/twilio/sms",
+        ] {
+            let twilio = Twilio {
+                token: Secret::new("f1e2d3c4b5a6978869504a3b2c1d0e9f".into()),
+                url: url.into(),
+            };
+            let headers = vec![
+                ("x-twilio-signature".to_string(), signature.to_string()),
+                ("content-type".to_string(), FORM_TYPE.to_string()),
+            ];
+            let request = SignedRequest {
+                headers: &headers,
+                body,
+                query: None,
+            };
+            assert_eq!(
+                twilio.verify(&request, 0, 300),
+                Ok(Verdict::Verified),
+                "{url}"
+            );
+        }
+        let other_port = Twilio {
+            token: Secret::new("f1e2d3c4b5a6978869504a3b2c1d0e9f".into()),
+            url: "https://hooks.example.com:8443/twilio/sms".into(),
+        };
+        assert_eq!(
+            other_port.called_urls(None),
+            vec!["https://hooks.example.com:8443/twilio/sms".to_string()]
+        );
+    }
 
     #[test]
     fn accepts_the_vectors_of_twilios_library() {
