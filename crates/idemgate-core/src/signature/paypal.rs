@@ -80,10 +80,13 @@ fn parse_cert_hosts(text: &str) -> Result<Vec<String>, String> {
 
 /// Whether `url` is on one of `origins`: the origin, then its path.
 fn on_allowed_origin(url: &str, origins: &[String]) -> bool {
+    // Bytes, not a str slice: a header may hold any character, and a
+    // slice inside one would panic.
+    let url = url.as_bytes();
     origins.iter().any(|origin| {
         url.len() > origin.len()
-            && url[..origin.len()].eq_ignore_ascii_case(origin)
-            && url.as_bytes()[origin.len()] == b'/'
+            && url[..origin.len()].eq_ignore_ascii_case(origin.as_bytes())
+            && url[origin.len()] == b'/'
     })
 }
 
@@ -337,6 +340,9 @@ mod tests {
             "http://api.paypal.com/v1/notifications/certs/CERT",
             "https://api.paypal.com",
             "https://api.paypal.com@evil.example/x",
+            // A character across the origin's end (this panicked once).
+            "https://api.paypal.co\u{e9}/x",
+            "https://api.sandbox.paypal.co\u{1F600}",
         ] {
             assert!(
                 matches!(
