@@ -17,6 +17,7 @@ mod operator;
 mod passthrough;
 mod providers;
 mod routes;
+mod send;
 mod senders;
 mod support;
 mod sweep;
@@ -253,6 +254,7 @@ fn main() {
         providers::a_signed_delivery_is_one_key_however_its_path_is_spelt,
         providers::a_rotating_route_takes_each_of_its_secrets,
         providers::a_paypal_certificate_is_fetched_only_from_an_allowed_host,
+        send::every_provider_is_sent_signed_forwarded_once_and_replayed,
         routes::an_unrouted_path_is_404_whatever_the_method,
         routes::a_path_that_cannot_be_normalised_is_400,
         routes::an_api_route_beside_webhook_routes,

@@ -38,7 +38,7 @@ const GITHUB_NEXT: &str = "github-route-secret-2026";
 
 /// The Ed25519 key pair of the `v1a` route's sender: the route holds only
 /// its public half.
-static V1A_SIGNER: LazyLock<ed25519_dalek::SigningKey> =
+pub static V1A_SIGNER: LazyLock<ed25519_dalek::SigningKey> =
     LazyLock::new(|| ed25519_dalek::SigningKey::from_bytes(&[7; 32]));
 static V1A_PUBLIC: LazyLock<String> = LazyLock::new(|| {
     format!(
