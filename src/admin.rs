@@ -8,6 +8,7 @@ use worker::{web_sys, Env};
 
 use idemgate_core::answer::render_problem;
 use idemgate_core::config::Config;
+use idemgate_core::flow::{FlowCall, FlowStatus};
 use idemgate_core::headers;
 use idemgate_core::object_call::{ObjectCall, ObjectOp};
 use idemgate_core::operator::{authorize, listing, query_pairs, receipt_address, route_of};
@@ -16,6 +17,7 @@ use idemgate_core::problem::Problem;
 use crate::edge_cache::with_replays;
 use crate::edge_http;
 use crate::env::config_from_env;
+use crate::flow_client;
 use crate::object_client;
 use crate::receipt_index;
 use crate::stats;
@@ -105,7 +107,7 @@ async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
     }
     let counts = receipt_index::summary(env).await?;
     let now = worker::Date::now().as_millis();
-    json(&idemgate_core::operator::summary(
+    let mut summary = idemgate_core::operator::summary(
         visible.iter().map(|route| route.name.as_str()),
         counts
             .iter()
@@ -116,7 +118,26 @@ async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
                 oldest_accepted_at: count.oldest.map(|at| at as u64),
             }),
         now,
-    ))
+    );
+    // Flow control (SPEC §7, v3): per limited route, its coordinator's
+    // permits in use and deliveries waiting.
+    let limited = visible
+        .iter()
+        .filter_map(|route| Some((route.name.as_str(), route.flow?)));
+    let statuses = futures::future::join_all(limited.map(|(name, limits)| async move {
+        let status = flow_client::call(env, name, &FlowCall::Status).await;
+        let status = status.and_then(|reply| FlowStatus::decode(&reply));
+        (name, limits, status.ok())
+    }))
+    .await;
+    if let Some(routes) = summary["routes"].as_array_mut() {
+        for (name, limits, status) in statuses {
+            if let Some(entry) = routes.iter_mut().find(|entry| entry["route"] == name) {
+                entry["flow"] = idemgate_core::operator::flow_summary(&limits, status.as_ref());
+            }
+        }
+    }
+    json(&summary)
 }
 
 fn stats_route(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {

@@ -16,6 +16,7 @@ use worker::{
 use idemgate_core::answer::{render_problem, Answer};
 use idemgate_core::decision_log::DecisionLog;
 use idemgate_core::engine::{Backend, Engine, Policy, StorageOps, StoredRequest};
+use idemgate_core::flow::{FlowCall, FlowLimits, PermitReply, PermitRequest};
 use idemgate_core::index::IndexUpdate;
 use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply, Reply};
 use idemgate_core::operator::view::ReceiptView;
@@ -27,6 +28,8 @@ use idemgate_core::signature::Secret;
 use crate::edge_http;
 use crate::env::config_from_env;
 use crate::events;
+use crate::flow_client;
+use crate::flow_coordinator::FlowCoordinator;
 use crate::receipt_index;
 
 /// The receipt and the stored response's body; `deletable_at` lets the
@@ -47,6 +50,8 @@ const REQUEST_TABLE: &str = "CREATE TABLE IF NOT EXISTS request (
 #[durable_object]
 pub struct DedupObject {
     engine: Engine<DurableBackend>,
+    /// The role of the object named for a route's flow coordinator.
+    flow: FlowCoordinator,
     env: Env,
 }
 
@@ -65,6 +70,7 @@ pub struct DurableBackend {
 impl DurableObject for DedupObject {
     fn new(state: State, env: Env) -> Self {
         DedupObject {
+            flow: FlowCoordinator::new(state.storage(), env.clone()),
             engine: Engine::new(DurableBackend {
                 storage: state.storage(),
                 env: env.clone(),
@@ -84,10 +90,11 @@ impl DurableObject for DedupObject {
     /// Retention and async deliveries. A storage failure is an error, so
     /// the runtime runs the alarm again (with backoff).
     async fn alarm(&self) -> worker::Result<Response> {
-        self.engine
-            .on_alarm()
-            .await
-            .map_err(worker::Error::RustError)?;
+        let woken = match self.flow.is_coordinator() {
+            true => self.flow.alarm().await,
+            false => self.engine.on_alarm().await,
+        };
+        woken.map_err(worker::Error::RustError)?;
         Response::empty()
     }
 }
@@ -117,11 +124,26 @@ impl DedupObject {
         };
         self.engine.absorb(call.absorbed);
         let object = call.object.clone();
+        let route = call.route.clone();
         match call.op {
             ObjectOp::ReadReceipt => reply(self.read_receipt()),
             ObjectOp::Purge { force } => reply(self.purge(&object, force).await),
             ObjectOp::Redrive => reply(self.redrive().await),
             ObjectOp::Wake => reply(self.wake(&object).await),
+            ObjectOp::Flow { call: flow_call } => {
+                reply(match self.flow.answer(&route, &flow_call).await {
+                    Ok(json) => HttpResponse {
+                        status: 200,
+                        headers: Vec::new(),
+                        body: json.into_bytes(),
+                    },
+                    Err(message) => render_problem(&Problem::StorageUnavailable { message }),
+                })
+            }
+            ObjectOp::PermitReady => reply(match self.engine.permit_ready().await {
+                Ok(()) => empty(204),
+                Err(message) => render_problem(&Problem::StorageUnavailable { message }),
+            }),
             ObjectOp::Deliver { .. } => {
                 let policy = match self.route_policy(&call.route) {
                     Ok(policy) => policy,
@@ -458,6 +480,25 @@ impl Backend for DurableBackend {
     async fn index(&self, update: IndexUpdate) -> Result<(), String> {
         StorageOps::bump(&self.ops, |ops| ops.index_writes += 1);
         receipt_index::write(&self.env, update).await
+    }
+
+    async fn acquire_permit(
+        &self,
+        route: &str,
+        request: PermitRequest,
+    ) -> Result<PermitReply, String> {
+        let reply = flow_client::call(&self.env, route, &FlowCall::Acquire(request)).await?;
+        PermitReply::decode(&reply)
+    }
+
+    async fn release_permit(&self, route: &str, holder: &str, grant: u64, limits: FlowLimits) {
+        let release = FlowCall::Release {
+            holder: holder.to_string(),
+            grant,
+            limits,
+        };
+        // A release that fails leaves the permit to its lease.
+        let _ = flow_client::call(&self.env, route, &release).await;
     }
 
     fn secret(&self, name: &str) -> Option<Secret> {

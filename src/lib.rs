@@ -15,6 +15,8 @@
 //! | `object_client` | the gateway's RPC call to the key's object |
 //! | `public_key` | Ed25519 and RSA signatures by WebCrypto, PayPal's certificates |
 //! | [`dedup_object`] | the Durable Object: storage, alarms, timers, `fetch` to the origin, RPC |
+//! | `flow_coordinator` | a route's flow coordinator: permits in the object's SQLite, its alarm, its wakes |
+//! | `flow_client` | the RPC call to a route's flow coordinator |
 //! | `env` | the configuration, read once per isolate from `env` |
 //! | `log_sink` | writes decision log lines to the console, from a microtask |
 //! | `stats` | per-isolate counters (`/__idemgate/stats`) |
@@ -25,6 +27,8 @@ mod edge_cache;
 mod edge_http;
 mod env;
 mod events;
+mod flow_client;
+mod flow_coordinator;
 pub mod gateway;
 mod log_sink;
 mod object_client;

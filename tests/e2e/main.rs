@@ -11,6 +11,7 @@ mod asynchronous;
 mod dedup;
 mod demo_origin;
 mod failures;
+mod flow;
 mod inputs;
 mod money;
 mod operator;
@@ -61,6 +62,8 @@ pub enum Profile {
     Routes,
     /// `DELIVERY=async` with a compressed retry schedule.
     Async,
+    /// Routes with flow-control limits (flow.rs).
+    Flow,
 }
 
 pub const STRIPE_SECRET: &str = "whsec_e2e_stripe_secret";
@@ -93,6 +96,7 @@ impl World {
         let origin = self.origin.url();
         let closed = format!("http://127.0.0.1:{}", support::closed_port());
         let routes = providers::routes_json(&origin);
+        let flow_routes = flow::routes_json();
         let vars: Vec<(&str, &str)> = match profile {
             Profile::Wait => vec![
                 ("ORIGIN_URL", &origin),
@@ -149,6 +153,13 @@ impl World {
                 ("ADMIN_TOKEN", ADMIN_TOKEN),
             ],
             Profile::Routes => providers::route_vars(&routes, &origin),
+            Profile::Flow => vec![
+                ("ROUTES", &flow_routes),
+                ("ORIGIN_URL", &origin),
+                ("ORIGIN_TIMEOUT_MS", "8000"),
+                ("FORWARD_SECRET", FORWARD_SECRET),
+                ("ADMIN_TOKEN", ADMIN_TOKEN),
+            ],
             Profile::Async => vec![
                 ("ORIGIN_URL", &origin),
                 ("DELIVERY", "async"),
@@ -253,6 +264,9 @@ fn main() {
         providers::every_provider_is_verified_forwarded_once_and_replayed,
         providers::a_signed_delivery_is_one_key_however_its_path_is_spelt,
         providers::a_rotating_route_takes_each_of_its_secrets,
+        flow::sixty_deliveries_reach_the_origin_four_at_a_time_each_once,
+        flow::forty_deliveries_at_ten_per_second_take_over_two_and_a_half_seconds,
+        flow::a_sync_delivery_over_the_limit_is_429_and_a_retry_goes_through,
         providers::a_paypal_certificate_is_fetched_only_from_an_allowed_host,
         send::every_provider_is_sent_signed_forwarded_once_and_replayed,
         routes::an_unrouted_path_is_404_whatever_the_method,

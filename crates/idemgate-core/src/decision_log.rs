@@ -41,6 +41,9 @@ pub struct DecisionLog {
     pub reason: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub origin_ms: Option<u64>,
+    /// How long a delivery waited for its flow-control permit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
     /// True when the isolate answered without the Durable Object.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub edge: bool,
@@ -60,6 +63,7 @@ pub struct Trace {
     pub epoch: Option<u64>,
     pub takeover: bool,
     pub origin_ms: Option<u64>,
+    pub waited_ms: Option<u64>,
 }
 
 impl DecisionLog {
@@ -76,6 +80,7 @@ impl DecisionLog {
             origin_status: None,
             reason: None,
             origin_ms: None,
+            waited_ms: None,
             edge: false,
             duration_ms,
             swept: None,
@@ -139,6 +144,7 @@ mod tests {
             epoch: Some(3),
             takeover: true,
             origin_ms: Some(5),
+            waited_ms: None,
         };
         let mut line = DecisionLog::of_answer(&answer, trace, 7);
         line.scope = Some("abc".into());

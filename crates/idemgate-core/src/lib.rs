@@ -14,6 +14,7 @@
 //! | [`canonical`] | §1.5 | the fingerprint over method, query and canonical body |
 //! | [`receipt`] | §2, §2b | receipt states, the decision tables, epochs, outcome classification, retry schedule |
 //! | [`engine`] | §2, §2b | the Durable Object's logic against a [`engine::Backend`] trait |
+//! | [`flow`] | §2 | flow control: a route's permits, leases, waiters and rate |
 //! | [`answer`] | §2, §6 | what each decision renders to: status, headers, body |
 //! | [`signature`] | §4 | sender authentication, one file per scheme |
 //! | [`origin`] | §5 | target URL, idempotency headers and their signature |
@@ -33,6 +34,7 @@ pub mod canonical;
 pub mod config;
 pub mod decision_log;
 pub mod engine;
+pub mod flow;
 pub mod form;
 pub mod headers;
 pub mod index;

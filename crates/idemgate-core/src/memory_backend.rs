@@ -13,6 +13,7 @@ use futures::channel::oneshot;
 
 use crate::decision_log::DecisionLog;
 use crate::engine::{Backend, Policy, StorageOps, StoredRequest};
+use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest};
 use crate::index::IndexUpdate;
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt};
@@ -49,6 +50,12 @@ pub struct MemoryBackend {
     pub manual_clock: Cell<bool>,
     /// Worker secrets by name.
     pub secrets: RefCell<Vec<(String, Secret)>>,
+    /// The route's flow coordinator, shared by the backends of several
+    /// keys in a test; created at the first permit asked for.
+    pub flow: Rc<RefCell<Option<Coordinator>>>,
+    pub flow_unreachable: Cell<bool>,
+    /// Permit requests that wait for the test to let them through.
+    pub flow_gates: RefCell<VecDeque<oneshot::Receiver<()>>>,
     /// Random bits from a sequence (SplitMix64 from this seed) rather than
     /// the constant that gives no jitter.
     pub random_seed: Cell<Option<u64>>,
@@ -78,6 +85,11 @@ impl MemoryBackend {
         let backend = MemoryBackend::default();
         backend.now.set(now);
         backend
+    }
+
+    /// Permits of the shared coordinator counted now.
+    pub fn flow_in_use(&self) -> usize {
+        self.flow.borrow().as_ref().map_or(0, Coordinator::in_use)
     }
 
     pub fn set_secret(&self, name: &str, value: &str) {
@@ -295,5 +307,32 @@ impl Backend for MemoryBackend {
             .iter()
             .find(|(known, _)| known == route)
             .map(|(_, policy)| policy.clone())
+    }
+
+    async fn acquire_permit(
+        &self,
+        _route: &str,
+        request: PermitRequest,
+    ) -> Result<PermitReply, String> {
+        let gate = self.flow_gates.borrow_mut().pop_front();
+        if let Some(gate) = gate {
+            let _ = gate.await;
+        }
+        if self.flow_unreachable.get() {
+            return Err("the coordinator could not be reached".into());
+        }
+        let now = self.now.get();
+        let mut flow = self.flow.borrow_mut();
+        let coordinator = flow.get_or_insert_with(|| Coordinator::new(request.limits, now));
+        Ok(coordinator.acquire(&request, now))
+    }
+
+    async fn release_permit(&self, _route: &str, holder: &str, grant: u64, limits: FlowLimits) {
+        if self.flow_unreachable.get() {
+            return;
+        }
+        if let Some(coordinator) = self.flow.borrow_mut().as_mut() {
+            coordinator.release(holder, grant, limits, self.now.get());
+        }
     }
 }

@@ -58,6 +58,12 @@ pub enum ObjectOp {
     Redrive,
     /// The scheduled sweep wakes an object whose index row is overdue.
     Wake,
+    /// The route's flow coordinator reserved a permit for this object.
+    PermitReady,
+    /// A call to the route's flow coordinator (the object named by
+    /// [`crate::flow::coordinator_name`]), as [`crate::flow::FlowCall`]
+    /// encodes it.
+    Flow { call: String },
 }
 
 /// What the caller is told when the call to the key's object fails.

@@ -54,6 +54,11 @@ pub enum Problem {
     InFlight {
         retry_after_secs: u64,
     },
+    /// A sync first delivery over its route's flow-control limit (or the
+    /// limit could not be checked): nothing was forwarded or stored.
+    OriginBusy {
+        retry_after_secs: u64,
+    },
     /// A redrive of a receipt that is not a dead or failed async one.
     NotRedrivable {
         state: String,
@@ -129,6 +134,7 @@ impl Problem {
             Problem::UnsupportedMediaType { .. } => 415,
             Problem::FingerprintMismatch => 422,
             Problem::InFlight { .. } => 409,
+            Problem::OriginBusy { .. } => 429,
             Problem::OriginUnreachable { .. } => 502,
             Problem::OriginTimeout { .. } => 504,
             Problem::StorageUnavailable { .. } => 503,
@@ -159,6 +165,7 @@ impl Problem {
             Problem::MissingTenant { .. } => "missing-tenant",
             Problem::FingerprintMismatch => "fingerprint-mismatch",
             Problem::InFlight { .. } => "in-flight",
+            Problem::OriginBusy { .. } => "origin-busy",
             Problem::OriginUnreachable { .. } => "origin-unreachable",
             Problem::OriginTimeout { .. } => "origin-timeout",
             Problem::StorageUnavailable { .. } => "storage-unavailable",
@@ -187,6 +194,7 @@ impl Problem {
             Problem::MissingTenant { .. } => "No tenant",
             Problem::FingerprintMismatch => "Idempotency key reused with a different payload",
             Problem::InFlight { .. } => "A delivery with this key is in flight",
+            Problem::OriginBusy { .. } => "The origin is at its flow-control limit",
             Problem::OriginUnreachable { .. } => "Origin unreachable",
             Problem::OriginTimeout { .. } => "Origin timed out",
             Problem::StorageUnavailable { .. } => "Receipt storage unavailable",
@@ -243,6 +251,9 @@ impl Problem {
             Problem::InFlight { retry_after_secs } => format!(
                 "the first delivery of this key has not finished; retry in {retry_after_secs} s"
             ),
+            Problem::OriginBusy { retry_after_secs } => format!(
+                "the route's MAX_IN_FLIGHT or RATE_PER_SECOND allows no forward now; nothing was forwarded or stored; retry in {retry_after_secs} s"
+            ),
             Problem::OriginUnreachable { message } => {
                 format!("the origin could not be reached: {message}")
             }
@@ -260,7 +271,9 @@ impl Problem {
     /// Seconds for a `Retry-After` header, where the problem is worth retrying.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
-            Problem::InFlight { retry_after_secs } => Some(*retry_after_secs),
+            Problem::InFlight { retry_after_secs } | Problem::OriginBusy { retry_after_secs } => {
+                Some(*retry_after_secs)
+            }
             // Retrying is safe (nothing was forwarded) or required (with the same key).
             Problem::StorageUnavailable { .. }
             | Problem::OutcomeUnknown { .. }

@@ -11,6 +11,7 @@
 //! - otherwise 201 with a JSON body and headers unique to the request, which
 //!   name the epoch the request carried.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -66,7 +67,13 @@ impl Received {
 }
 
 #[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<Received>>>, Arc<Mutex<Vec<String>>>);
+struct Log(
+    Arc<Mutex<Vec<Received>>>,
+    Arc<Mutex<Vec<String>>>,
+    /// Requests being answered now and the most at once, by the first two
+    /// segments of their path (`/flow/async`).
+    Arc<Mutex<HashMap<String, (usize, usize)>>>,
+);
 
 pub struct TestOrigin {
     pub addr: SocketAddr,
@@ -101,6 +108,17 @@ impl TestOrigin {
 
     pub fn count(&self, prefix: &str) -> usize {
         self.received(prefix).len()
+    }
+
+    /// The most requests under `section` (the first two segments of a
+    /// path, `/flow/async`) the origin was answering at once.
+    pub fn max_concurrency(&self, section: &str) -> usize {
+        self.log
+            .2
+            .lock()
+            .unwrap()
+            .get(section)
+            .map_or(0, |(_, max)| *max)
     }
 
     /// Makes every request under `prefix` answer 503 (or stop doing so).
@@ -142,6 +160,27 @@ impl TestOrigin {
 }
 
 async fn answer(State(log): State<Log>, request: Request) -> Response {
+    let section: String = request
+        .uri()
+        .path()
+        .split('/')
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("/");
+    {
+        let mut sections = log.2.lock().unwrap();
+        let (now, max) = sections.entry(section.clone()).or_default();
+        *now += 1;
+        *max = (*max).max(*now);
+    }
+    let response = respond(&log, request).await;
+    if let Some((now, _)) = log.2.lock().unwrap().get_mut(&section) {
+        *now -= 1;
+    }
+    response
+}
+
+async fn respond(log: &Log, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
     let path = parts.uri.path().to_string();

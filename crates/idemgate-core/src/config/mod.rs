@@ -27,6 +27,7 @@ mod values;
 
 pub use values::parse_schedule;
 
+use crate::flow::FlowLimits;
 use crate::json::{self, Json};
 use crate::key::{KeyScope, KeySource};
 use crate::problem::Problem;
@@ -106,6 +107,8 @@ pub struct RouteConfig {
     pub retryable_statuses: RetryableStatuses,
     pub max_body_bytes: u64,
     pub max_stored_response_bytes: u64,
+    /// `MAX_IN_FLIGHT` and `RATE_PER_SECOND`; `None` when neither is set.
+    pub flow: Option<FlowLimits>,
     pub signature_scheme: SignatureScheme,
     pub signature_tolerance_seconds: u64,
     pub log_duplicates: bool,

@@ -8,6 +8,7 @@ use super::{
     DEFAULT_RETRY_SCHEDULE, MAX_ASYNC_BODY_BYTES, MAX_BODY_BYTES_LIMIT,
     MAX_STORABLE_RESPONSE_BYTES, WEBHOOK_KEY_SOURCES,
 };
+use crate::flow::FlowLimits;
 use crate::headers::is_header_name;
 use crate::key::{KeyScope, KeySource};
 use crate::problem::Problem;
@@ -192,6 +193,12 @@ pub(super) fn route_config(
     } else {
         Delivery::Sync
     };
+    let max_in_flight = settings.optional_number("MAX_IN_FLIGHT", 1, 10_000)?;
+    let rate_thousandths = settings.optional_thousandths("RATE_PER_SECOND", 100_000)?;
+    let flow = (max_in_flight.is_some() || rate_thousandths.is_some()).then_some(FlowLimits {
+        max_in_flight: max_in_flight.map(|max| max as u32),
+        rate_thousandths,
+    });
     let (forward_secret, forward_secret_name) = match settings.named_secret("FORWARD_SECRET")? {
         Some((name, secret)) => (Some(secret), Some(name)),
         None => (None, None),
@@ -214,6 +221,7 @@ pub(super) fn route_config(
         retryable_statuses,
         max_body_bytes,
         max_stored_response_bytes,
+        flow,
         signature_scheme,
         signature_tolerance_seconds,
         log_duplicates: settings.choice(

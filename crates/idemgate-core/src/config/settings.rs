@@ -15,6 +15,23 @@ pub(super) fn misconfigured(variable: impl Into<String>, reason: impl Into<Strin
 /// A value from configuration, safe to print in a problem's detail: no
 /// control characters, at most 64 of them, and never what looks like a
 /// secret put where a name belongs (SPEC §6, v3).
+/// `12.5` as 12500: digits, and at most three after a point.
+fn thousandths(text: &str) -> Option<u64> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |part: &str| part.bytes().all(|byte| byte.is_ascii_digit());
+    if whole.is_empty()
+        || whole.len() > 9
+        || fraction.len() > 3
+        || !digits(whole)
+        || !digits(fraction)
+        || (text.contains('.') && fraction.is_empty())
+    {
+        return None;
+    }
+    let fraction: u64 = format!("{fraction:0<3}").parse().ok()?;
+    Some(whole.parse::<u64>().ok()? * 1_000 + fraction)
+}
+
 pub(super) fn printable(text: &str) -> String {
     if looks_like_secret(text) {
         return "(a value that looks like a secret, not shown)".into();
@@ -102,6 +119,8 @@ const ROUTE_VARIABLES: &[&str] = &[
     "RETRY_SCHEDULE",
     "GIVE_UP_STATUSES",
     "DEAD_RETENTION_SECONDS",
+    "MAX_IN_FLIGHT",
+    "RATE_PER_SECOND",
     "ACK_STATUS",
     "ACK_BODY",
     "MAX_BODY_BYTES",
@@ -325,6 +344,41 @@ impl Settings<'_> {
                     ),
                 )
             })
+    }
+
+    /// An optional whole number in `minimum..=maximum`.
+    pub(super) fn optional_number(
+        &self,
+        variable: &str,
+        minimum: u64,
+        maximum: u64,
+    ) -> Result<Option<u64>, Problem> {
+        match self.get(variable)? {
+            None => Ok(None),
+            Some(_) => self.number(variable, 0, minimum, maximum).map(Some),
+        }
+    }
+
+    /// An optional positive decimal number of at most `maximum`, with at
+    /// most three decimals, in thousandths (`RATE_PER_SECOND=0.5` is 500).
+    pub(super) fn optional_thousandths(
+        &self,
+        variable: &str,
+        maximum: u64,
+    ) -> Result<Option<u64>, Problem> {
+        let Some(setting) = self.get(variable)? else {
+            return Ok(None);
+        };
+        match thousandths(&setting.value) {
+            Some(value) if value > 0 && value <= maximum * 1_000 => Ok(Some(value)),
+            _ => Err(misconfigured(
+                setting.label,
+                format!(
+                    "{:?} is not a positive number of at most {maximum}, with at most three decimals",
+                    printable(&setting.value)
+                ),
+            )),
+        }
     }
 
     pub(super) fn number(

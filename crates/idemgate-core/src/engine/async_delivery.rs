@@ -7,6 +7,7 @@
 
 use futures::future::{join, select, Either};
 
+use super::permits::AttemptPermit;
 use super::{Backend, Delivery, Engine, Policy, StoredRequest};
 use crate::answer::{Ack, Answer};
 use crate::config::Delivery as DeliveryMode;
@@ -180,7 +181,7 @@ impl<B: Backend> Engine<B> {
     /// The terms `receipt` is delivered by: its own, or, for one stored
     /// before receipts kept them, its route's as they are now (SPEC §8's
     /// defaults when the route is gone).
-    fn terms_of(&self, receipt: &Receipt) -> AsyncTerms {
+    pub(super) fn terms_of(&self, receipt: &Receipt) -> AsyncTerms {
         receipt.terms.clone().unwrap_or_else(|| {
             self.backend
                 .route_policy(&receipt.identity.route)
@@ -204,7 +205,34 @@ impl<B: Backend> Engine<B> {
     /// One forward of the stored delivery (SPEC §2b): a new epoch, the
     /// lease and the alarm for its end written before it is sent, then the
     /// outcome: completed, retried on the schedule, or dead.
-    async fn attempt(&self, mut receipt: Receipt, takeover: bool) -> Result<(), String> {
+    async fn attempt(&self, receipt: Receipt, takeover: bool) -> Result<(), String> {
+        // The alarm, the sweep's wake and the coordinator's may each start
+        // an attempt; while one asks for its permit (before its receipt is
+        // in flight), the others leave it.
+        if self.attempting.replace(true) {
+            return Ok(());
+        }
+        let starting = Starting(&self.attempting);
+        self.attempt_once(receipt, takeover, starting).await
+    }
+
+    /// The coordinator reserved a permit for the waiting delivery.
+    pub(super) async fn on_permit_ready(&self) -> Result<(), String> {
+        let Some(receipt) = self.with_receipt(|receipt| receipt.clone())? else {
+            return Ok(());
+        };
+        match next_async_step(&receipt, u64::MAX) {
+            AsyncStep::Attempt { takeover } => self.attempt(receipt, takeover).await,
+            _ => Ok(()),
+        }
+    }
+
+    async fn attempt_once(
+        &self,
+        mut receipt: Receipt,
+        takeover: bool,
+        starting: Starting<'_>,
+    ) -> Result<(), String> {
         let now = self.backend.now_ms();
         let terms = self.terms_of(&receipt);
         receipt.terms = Some(terms.clone());
@@ -226,12 +254,37 @@ impl<B: Backend> Engine<B> {
         };
         let key = IdempotencyKey::parse(&receipt.identity.key, "receipt")
             .map_err(|problem| problem.detail())?;
+        let permit = match self.permit_for_attempt(&receipt).await {
+            AttemptPermit::Unlimited => None,
+            AttemptPermit::Held(permit) => Some(permit),
+            AttemptPermit::WaitUntil(at) => return self.wait_for_permit(receipt, at).await,
+        };
+        // The receipt may have moved on while the coordinator answered (a
+        // purge, a re-drive): the permit then goes back unused.
+        let unchanged = self.with_receipt(|stored| {
+            stored.as_ref().is_some_and(|stored| {
+                stored.identity.receipt_id == receipt.identity.receipt_id
+                    && stored.state == receipt.state
+                    && stored.epoch == receipt.epoch
+            })
+        });
+        if unchanged != Ok(true) {
+            self.release(permit).await;
+            return Ok(());
+        }
+        let now = self.backend.now_ms();
+        self.note_wait(&receipt, now);
         let epoch = self.new_epoch(&receipt, now);
         receipt.begin_forward(epoch, now, terms.lease_ms, terms.retention_ms);
         let index = self.plan_index(&mut receipt);
         let lease_end = receipt.next_wake();
         let scope = receipt.identity.scope.clone();
-        self.store(receipt)?;
+        let in_flight = self.store(receipt);
+        drop(starting);
+        if let Err(message) = in_flight {
+            self.release(permit).await;
+            return Err(message);
+        }
         // Read now, so a rotated secret signs pending deliveries too.
         let forward_secret = terms
             .forward_secret
@@ -276,7 +329,11 @@ impl<B: Backend> Engine<B> {
             max_stored_response_bytes: terms.max_stored_response_bytes,
             random: self.backend.random(),
         };
-        let recorded = self.record(epoch, &result, &record_policy).await;
+        let (recorded, ()) = join(
+            self.record(epoch, &result, &record_policy),
+            self.release(permit),
+        )
+        .await;
         if let Some(index_write) = unfinished_index_write {
             // Older than the outcome's own write: its version loses to it.
             index_write.await;
@@ -364,6 +421,15 @@ impl<B: Backend> Engine<B> {
         alarm.map_err(storage)?;
         self.emit_change("redriven", &receipt, Trace::default());
         Ok(receipt)
+    }
+}
+
+/// An attempt that has not yet stored its receipt in flight.
+struct Starting<'a>(&'a std::cell::Cell<bool>);
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
     }
 }
 

@@ -15,7 +15,10 @@
 //!   with retries.
 
 mod async_delivery;
+#[cfg(test)]
+mod flow_tests;
 mod index_writes;
+mod permits;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -30,6 +33,7 @@ use crate::answer::{Answer, Settled};
 use crate::canonical::Fingerprint;
 use crate::config::{Delivery as DeliveryMode, InFlightPolicy, RouteConfig};
 use crate::decision_log::{DecisionLog, Trace};
+use crate::flow::{FlowLimits, PermitReply, PermitRequest};
 use crate::headers::HeaderList;
 use crate::index::IndexUpdate;
 use crate::key::IdempotencyKey;
@@ -76,8 +80,18 @@ pub trait Backend {
     /// with the secret its terms name, as it is now).
     fn secret(&self, name: &str) -> Option<Secret>;
     /// A route's current policy, if the route exists and is valid: the
-    /// terms of an async receipt stored before receipts kept their own.
+    /// terms of an async receipt stored before receipts kept their own,
+    /// and the flow-control limits a waiting delivery obeys now.
     fn route_policy(&self, route: &str) -> Option<Policy>;
+    /// Asks `route`'s flow coordinator for a permit (SPEC §2, v3); an
+    /// error is a coordinator that could not be reached.
+    async fn acquire_permit(
+        &self,
+        route: &str,
+        request: PermitRequest,
+    ) -> Result<PermitReply, String>;
+    /// Gives permit `grant` back; a failure leaves it to its lease.
+    async fn release_permit(&self, route: &str, holder: &str, grant: u64, limits: FlowLimits);
 }
 
 /// Storage operations, as counted by a backend: the cost of a delivery.
@@ -109,6 +123,8 @@ pub struct Policy {
     pub retention_ms: u64,
     pub max_stored_response_bytes: u64,
     pub retryable: RetryableStatuses,
+    /// Flow-control limits; `None`: no permit is asked for.
+    pub flow: Option<FlowLimits>,
     pub forward_secret: Option<Secret>,
     pub forward_secret_name: Option<String>,
     pub log_duplicates: bool,
@@ -126,6 +142,7 @@ impl From<&RouteConfig> for Policy {
             retention_ms: route.retention_seconds * 1_000,
             max_stored_response_bytes: route.max_stored_response_bytes,
             retryable: route.retryable_statuses.clone(),
+            flow: route.flow,
             forward_secret: route.forward_secret.clone(),
             forward_secret_name: route.forward_secret_name.clone(),
             log_duplicates: route.log_duplicates,
@@ -209,6 +226,10 @@ pub struct Engine<B: Backend> {
     epoch_floor: Cell<u64>,
     /// The highest index version this instance wrote, likewise.
     index_floor: Cell<u64>,
+    /// Deliveries waiting while another asks for a permit to forward.
+    forward_claim: RefCell<Option<Vec<oneshot::Sender<()>>>>,
+    /// Whether an async attempt is under way (see `attempt`).
+    attempting: Cell<bool>,
 }
 
 impl<B: Backend> Engine<B> {
@@ -220,6 +241,8 @@ impl<B: Backend> Engine<B> {
             alarm_known: Cell::new(false),
             epoch_floor: Cell::new(0),
             index_floor: Cell::new(0),
+            forward_claim: RefCell::new(None),
+            attempting: Cell::new(false),
         }
     }
 
@@ -308,6 +331,7 @@ impl<B: Backend> Engine<B> {
         line.epoch = Some(receipt.epoch);
         line.origin_status = receipt.last_status();
         line.origin_ms = trace.origin_ms;
+        line.waited_ms = trace.waited_ms;
         self.backend.emit(&line, true);
     }
 

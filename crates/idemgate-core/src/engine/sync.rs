@@ -4,6 +4,7 @@
 use futures::channel::oneshot;
 use futures::future::{join, select, Either};
 
+use super::permits::{ForwardClaim, HeldPermit};
 use super::{settle, Backend, Delivery, Engine, Policy};
 use crate::answer::{Answer, Settled};
 use crate::canonical::Fingerprint;
@@ -30,6 +31,10 @@ impl<B: Backend> Engine<B> {
         // may wait on one key); one that wakes without an outcome is told
         // to retry rather than forward.
         let mut body_dropped = false;
+        // With flow control, the permit is asked for first and the
+        // decision made again with it in hand: the receipt may have moved
+        // on while the coordinator answered.
+        let mut held: Option<(HeldPermit, ForwardClaim<'_, B>)> = None;
         loop {
             let now = self.backend.now_ms();
             let decided = self.with_receipt(|receipt| {
@@ -59,15 +64,36 @@ impl<B: Backend> Engine<B> {
                 trace.epoch = Some(epoch);
                 trace.receipt_id = Some(receipt_id);
             }
+            if !matches!(decision, Decision::Forward { .. }) {
+                if let Some((permit, claim)) = held.take() {
+                    drop(claim);
+                    self.release(Some(permit)).await;
+                }
+            }
             match decision {
                 Decision::Forward { .. } if body_dropped => {
                     return Answer::Rejected(Problem::InFlight {
                         retry_after_secs: 1,
                     })
                 }
+                Decision::Forward { .. } if policy.flow.is_some() && held.is_none() => {
+                    let limits = policy.flow.expect("limits");
+                    if self.forward_claimed() {
+                        self.wait_for_forward_claim().await;
+                        continue;
+                    }
+                    let identity = &delivery.identity;
+                    match self
+                        .permit_for_sync(&identity.route, &identity.object, limits, policy.lease_ms)
+                        .await
+                    {
+                        Ok(permit) => held = Some(permit),
+                        Err(busy) => return busy,
+                    }
+                }
                 Decision::Forward { takeover } => {
                     trace.takeover = takeover;
-                    return self.forward_sync(delivery, policy, trace).await;
+                    return self.forward_sync(delivery, policy, trace, held).await;
                 }
                 Decision::Mismatch => return Answer::Rejected(Problem::FingerprintMismatch),
                 Decision::Replay => {
@@ -141,11 +167,25 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    async fn forward_sync(&self, delivery: Delivery, policy: &Policy, trace: &mut Trace) -> Answer {
+    async fn forward_sync(
+        &self,
+        delivery: Delivery,
+        policy: &Policy,
+        trace: &mut Trace,
+        held: Option<(HeldPermit, ForwardClaim<'_, B>)>,
+    ) -> Answer {
         let now = self.backend.now_ms();
+        let (permit, claim) = match held {
+            Some((permit, claim)) => (Some(permit), Some(claim)),
+            None => (None, None),
+        };
         let previous = match self.with_receipt(Option::take) {
             Ok(previous) => previous,
-            Err(message) => return Answer::Rejected(Problem::StorageUnavailable { message }),
+            Err(message) => {
+                drop(claim);
+                self.release(permit).await;
+                return Answer::Rejected(Problem::StorageUnavailable { message });
+            }
         };
         let mut receipt = match previous {
             Some(receipt) if !receipt.is_expired(now) => receipt,
@@ -172,7 +212,12 @@ impl<B: Backend> Engine<B> {
         trace.receipt_id = Some(receipt.identity.receipt_id.clone());
         // The receipt is durable before anything is sent: a restart after
         // this point never forgets that the key was accepted.
-        if let Err(message) = self.store(receipt) {
+        let stored = self.store(receipt);
+        // In flight now (or not stored): deliveries that waited for the
+        // permit decide again.
+        drop(claim);
+        if let Err(message) = stored {
+            self.release(permit).await;
             return Answer::Rejected(Problem::StorageUnavailable { message });
         }
         let request = delivery.request.with_idempotency(&Idempotency {
@@ -198,9 +243,12 @@ impl<B: Backend> Engine<B> {
                 Either::Right((_, send)) => (send.await, None),
             };
         trace.origin_ms = Some(self.backend.now_ms().saturating_sub(now));
-        let recorded = self
-            .record(epoch, &result, &policy.record_policy(self.backend.random()))
-            .await;
+        let record_policy = policy.record_policy(self.backend.random());
+        let (recorded, ()) = join(
+            self.record(epoch, &result, &record_policy),
+            self.release(permit),
+        )
+        .await;
         if let Some(index_write) = unfinished_index_write {
             index_write.await;
         }

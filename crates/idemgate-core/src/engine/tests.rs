@@ -17,10 +17,10 @@ use crate::headers::get;
 use crate::memory_backend::{created, MemoryBackend};
 use crate::receipt::{next_epoch, HttpResponse, ReceiptState};
 
-const NOW: u64 = 1_700_000_000_000;
-const SECRET: &str = "engine-test-forward-secret";
+pub(super) const NOW: u64 = 1_700_000_000_000;
+pub(super) const SECRET: &str = "engine-test-forward-secret";
 
-fn policy(in_flight: InFlightPolicy) -> Policy {
+pub(super) fn policy(in_flight: InFlightPolicy) -> Policy {
     Policy {
         delivery: DeliveryMode::Sync,
         in_flight,
@@ -31,13 +31,14 @@ fn policy(in_flight: InFlightPolicy) -> Policy {
         retention_ms: 60_000,
         max_stored_response_bytes: 1024,
         retryable: RetryableStatuses::default(),
+        flow: None,
         forward_secret: Some(Secret::new(SECRET.into())),
         forward_secret_name: Some("FORWARD_SECRET".into()),
         log_duplicates: false,
     }
 }
 
-fn async_policy(schedule: &[u64]) -> Policy {
+pub(super) fn async_policy(schedule: &[u64]) -> Policy {
     Policy {
         delivery: DeliveryMode::Async(AsyncDelivery {
             retry_schedule_ms: schedule.to_vec(),
@@ -50,7 +51,7 @@ fn async_policy(schedule: &[u64]) -> Policy {
     }
 }
 
-fn delivery(body: &str) -> Delivery {
+pub(super) fn delivery(body: &str) -> Delivery {
     Delivery {
         identity: Identity {
             route: "default".into(),
@@ -73,7 +74,7 @@ fn delivery(body: &str) -> Delivery {
     }
 }
 
-fn status(status: u16) -> ForwardResult {
+pub(super) fn status(status: u16) -> ForwardResult {
     ForwardResult::Answered(HttpResponse {
         status,
         headers: vec![],
@@ -88,7 +89,7 @@ fn epoch_of(request: &OutboundRequest) -> u64 {
         .unwrap()
 }
 
-fn engine() -> Engine<MemoryBackend> {
+pub(super) fn engine() -> Engine<MemoryBackend> {
     let backend = MemoryBackend::new(NOW);
     backend.set_secret("FORWARD_SECRET", SECRET);
     Engine::new(backend)
@@ -227,6 +228,7 @@ fn retryable_statuses_are_configurable() {
     engine.backend().answer_with(status(404));
     let policy = Policy {
         retryable: RetryableStatuses::parse("404,500-599").unwrap(),
+        flow: None,
         ..policy(InFlightPolicy::Wait)
     };
     let first = block_on(engine.deliver(delivery("a"), &policy));
@@ -325,24 +327,24 @@ fn a_waiter_that_outlives_the_lease_is_told_to_retry_and_holds_no_body() {
 
 /// Polls futures that wait on each other with no executor: each poll is
 /// independent, and the tests move the clock and open the gates.
-struct Tasks<'a>(
+pub(super) struct Tasks<'a>(
     Vec<Option<Pin<Box<dyn Future<Output = Answer> + 'a>>>>,
     Vec<Option<Answer>>,
 );
 
 impl<'a> Tasks<'a> {
-    fn new() -> Tasks<'a> {
+    pub(super) fn new() -> Tasks<'a> {
         Tasks(Vec::new(), Vec::new())
     }
 
-    fn spawn(&mut self, future: impl Future<Output = Answer> + 'a) -> usize {
+    pub(super) fn spawn(&mut self, future: impl Future<Output = Answer> + 'a) -> usize {
         self.0.push(Some(Box::pin(future)));
         self.1.push(None);
         self.run();
         self.0.len() - 1
     }
 
-    fn run(&mut self) {
+    pub(super) fn run(&mut self) {
         let mut context = Context::from_waker(Waker::noop());
         for _ in 0..8 {
             for (task, answer) in self.0.iter_mut().zip(self.1.iter_mut()) {
@@ -356,12 +358,12 @@ impl<'a> Tasks<'a> {
         }
     }
 
-    fn answer(&self, task: usize) -> Option<&Answer> {
+    pub(super) fn answer(&self, task: usize) -> Option<&Answer> {
         self.1[task].as_ref()
     }
 }
 
-fn gated(backend: &MemoryBackend) -> oneshot::Sender<ForwardResult> {
+pub(super) fn gated(backend: &MemoryBackend) -> oneshot::Sender<ForwardResult> {
     let (sender, receiver) = oneshot::channel();
     backend.gates.borrow_mut().push_back(receiver);
     sender
@@ -1404,7 +1406,7 @@ fn a_slow_index_never_holds_an_origins_answer_unrecorded() {
 }
 
 /// Polls `future` a few times without waiting: its output, if it finished.
-fn poll_once<T>(mut future: Pin<&mut impl Future<Output = T>>) -> Option<T> {
+pub(super) fn poll_once<T>(mut future: Pin<&mut impl Future<Output = T>>) -> Option<T> {
     let mut context = Context::from_waker(Waker::noop());
     for _ in 0..8 {
         if let Poll::Ready(done) = future.as_mut().poll(&mut context) {

@@ -4,31 +4,26 @@
 
 use super::{Cursor, PAGE_SIZE};
 
-/// The migrations, in order: `wrangler d1 migrations apply` runs them, and
-/// the worker runs the same statements when it finds no table, so a
-/// deployment that forgot the command still has its index.
-const MIGRATIONS: &[&str] = &[
-    include_str!("../../../../migrations/0001_receipts.sql"),
-    include_str!("../../../../migrations/0002_receipt_index.sql"),
-    include_str!("../../../../migrations/0003_meta.sql"),
+/// The schema's statements, one each, in order: the repository's
+/// migrations (`wrangler d1 migrations apply` runs them) without their
+/// comments, which the worker runs when it finds no table, so a
+/// deployment that forgot the command still has its index. Every one is
+/// idempotent (`IF NOT EXISTS`, `INSERT OR IGNORE`); a test checks they
+/// are the migrations' statements.
+pub const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS receipts ( object TEXT PRIMARY KEY, route TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL, path TEXT, tenant_sha256 TEXT, receipt_id TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL, last_status INTEGER, updated_at INTEGER NOT NULL )",
+    "CREATE INDEX IF NOT EXISTS receipts_by_state ON receipts (route, state, updated_at DESC, object DESC)",
+    "CREATE TABLE IF NOT EXISTS receipt_index ( object TEXT PRIMARY KEY, route TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL, path TEXT, tenant_sha256 TEXT, receipt_id TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL, last_status INTEGER, next_wake_at INTEGER, accepted_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, version INTEGER NOT NULL )",
+    "CREATE INDEX IF NOT EXISTS receipt_index_by_state ON receipt_index (route, state, updated_at DESC, object DESC)",
+    "CREATE INDEX IF NOT EXISTS receipt_index_by_wake ON receipt_index (next_wake_at) WHERE next_wake_at IS NOT NULL",
+    "INSERT OR IGNORE INTO receipt_index (object, route, scope, key, path, tenant_sha256, receipt_id, state, attempts, last_status, next_wake_at, accepted_at, updated_at, version) SELECT object, route, scope, key, path, tenant_sha256, receipt_id, state, attempts, last_status, updated_at, updated_at, updated_at, 0 FROM receipts",
+    "CREATE TABLE IF NOT EXISTS idemgate_meta ( name TEXT PRIMARY KEY, value INTEGER NOT NULL )",
 ];
 
-/// The schema's statements, one each: comments dropped, split at `;`.
-/// Every one is idempotent (`IF NOT EXISTS`, `INSERT OR IGNORE`).
 pub fn schema() -> Vec<String> {
-    MIGRATIONS
+    SCHEMA
         .iter()
-        .flat_map(|migration| {
-            let code: String = migration
-                .lines()
-                .map(|line| line.split_once("--").map_or(line, |(code, _)| code))
-                .collect::<Vec<_>>()
-                .join("\n");
-            code.split(';')
-                .map(|statement| statement.split_whitespace().collect::<Vec<_>>().join(" "))
-                .filter(|statement| !statement.is_empty())
-                .collect::<Vec<_>>()
-        })
+        .map(|statement| statement.to_string())
         .collect()
 }
 
@@ -105,9 +100,32 @@ mod tests {
     use super::*;
     use crate::index::GONE;
 
+    /// The migrations' statements: comments dropped, split at `;`.
+    fn migrations_statements() -> Vec<String> {
+        [
+            include_str!("../../../../migrations/0001_receipts.sql"),
+            include_str!("../../../../migrations/0002_receipt_index.sql"),
+            include_str!("../../../../migrations/0003_meta.sql"),
+        ]
+        .iter()
+        .flat_map(|migration| {
+            let code: String = migration
+                .lines()
+                .map(|line| line.split_once("--").map_or(line, |(code, _)| code))
+                .collect::<Vec<_>>()
+                .join("\n");
+            code.split(';')
+                .map(|statement| statement.split_whitespace().collect::<Vec<_>>().join(" "))
+                .filter(|statement| !statement.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+    }
+
     #[test]
     fn the_schema_is_the_migrations_statements() {
         let statements = schema();
+        assert_eq!(statements, migrations_statements());
         assert_eq!(statements.len(), 7, "{statements:#?}");
         assert!(statements
             .iter()

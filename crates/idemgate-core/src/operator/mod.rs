@@ -195,6 +195,28 @@ pub fn summary<'a>(
     serde_json::json!({ "routes": routes, "at": now })
 }
 
+/// A limited route's flow control in the summary: its limits, and its
+/// coordinator's permits in use and deliveries waiting (`unreachable`
+/// when the coordinator did not answer).
+pub fn flow_summary(
+    limits: &crate::flow::FlowLimits,
+    status: Option<&crate::flow::FlowStatus>,
+) -> serde_json::Value {
+    let mut flow = serde_json::json!({
+        "max_in_flight": limits.max_in_flight,
+        "rate_per_second": limits.rate_thousandths.map(|rate| rate as f64 / 1000.0),
+    });
+    match status {
+        Some(status) => {
+            flow["permits_in_use"] = status.permits_in_use.into();
+            flow["waiting"] = status.waiting.into();
+            flow["oldest_wait_ms"] = status.oldest_wait_ms.into();
+        }
+        None => flow["unreachable"] = true.into(),
+    }
+    flow
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 
 mod decide;
 mod outcome;
+mod record;
 mod statuses;
 mod terms;
 #[cfg(test)]
@@ -71,8 +72,7 @@ impl StoredResponse {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReceiptState {
     /// Async: accepted and durable, waiting for its next attempt.
     Queued {
@@ -88,7 +88,6 @@ pub enum ReceiptState {
     /// The latest forward failed; an async receipt says when it is retried.
     Failed {
         failed_at: u64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         next_attempt_at: Option<u64>,
     },
     /// Async: the last attempt failed and the schedule is used up, or the
@@ -96,7 +95,6 @@ pub enum ReceiptState {
     /// `expires_at`; `expiry_warned` once its coming expiry was announced.
     Dead {
         dead_at: u64,
-        #[serde(default)]
         expiry_warned: bool,
     },
 }
@@ -139,15 +137,12 @@ pub struct Identity {
 }
 
 /// The durable record of one key. Times are milliseconds since the epoch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Receipt {
     /// The stored form's version: [`RECORD_VERSION`] for a receipt written
     /// now; a record without one was written by the second version.
-    #[serde(default = "second_version")]
     pub record_version: u32,
-    #[serde(flatten)]
     pub identity: Identity,
-    #[serde(flatten)]
     pub state: ReceiptState,
     pub delivery: DeliveryKind,
     pub fingerprint: Fingerprint,
@@ -164,25 +159,21 @@ pub struct Receipt {
     pub duplicates: u64,
     pub attempts: Vec<Attempt>,
     /// Async: delays of the retry schedule used since it was last queued.
-    #[serde(default)]
     pub schedule_step: u32,
     /// Async: the terms it was accepted with (none in a record of the
     /// second version, whose route's current settings then apply).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terms: Option<AsyncTerms>,
     /// What the receipt index (D1) shows for this receipt.
-    #[serde(default, deserialize_with = "Indexed::read_stored")]
     pub indexed: Indexed,
+    /// Async: since when its next attempt waits for a flow-control permit
+    /// (SPEC §2, v3); a wait is not an attempt.
+    pub waiting_for_permit_since: Option<u64>,
 }
 
 /// The version of the stored record this code writes. The second version's
 /// records (no `record_version`) still parse; the first version's do not,
 /// and are only expired ([`Receipt::deletable_at_of_unparsed`]).
 pub const RECORD_VERSION: u32 = 3;
-
-fn second_version() -> u32 {
-    2
-}
 
 /// How one forward ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,6 +208,7 @@ impl Receipt {
             schedule_step: 0,
             terms: None,
             indexed: Indexed::default(),
+            waiting_for_permit_since: None,
         }
     }
 
@@ -234,11 +226,32 @@ impl Receipt {
             self.attempts.remove(0);
         }
         self.epoch = epoch;
+        self.waiting_for_permit_since = None;
         self.state = ReceiptState::InFlight {
             lease_expires_at: now.saturating_add(lease_ms),
         };
         self.updated_at = now;
         self.expires_at = now.saturating_add(retention_ms);
+    }
+
+    /// Async: the next attempt waits for a flow-control permit until `at`
+    /// (when it asks again, unless woken first); its schedule is kept. A
+    /// receipt whose lease ended (its attempt's outcome unknown) is queued.
+    pub fn wait_for_permit(&mut self, at: u64, now: u64) {
+        match &mut self.state {
+            ReceiptState::Queued { next_attempt_at }
+            | ReceiptState::Failed {
+                next_attempt_at: Some(next_attempt_at),
+                ..
+            } => *next_attempt_at = at,
+            _ => {
+                self.state = ReceiptState::Queued {
+                    next_attempt_at: at,
+                }
+            }
+        }
+        self.waiting_for_permit_since.get_or_insert(now);
+        self.updated_at = now;
     }
 
     /// Async: queue the receipt for an attempt at `at` with a fresh schedule

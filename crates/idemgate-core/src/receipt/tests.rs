@@ -639,3 +639,91 @@ fn receipt_json_names_the_state_and_leaves_the_body_out() {
     let back: Receipt = serde_json::from_value(json).unwrap();
     assert_eq!(back.epoch, 1);
 }
+
+/// The stored form, field for field, in every state: what earlier versions
+/// wrote and still read (the record is a flat object, the state's name in
+/// `state` and its fields beside it).
+#[test]
+fn the_stored_record_keeps_its_fields_in_every_state() {
+    let response = StoredResponse::keep(
+        &HttpResponse {
+            status: 201,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: b"{}".to_vec(),
+        },
+        1024,
+    );
+    let states = [
+        (
+            ReceiptState::Queued { next_attempt_at: 5 },
+            serde_json::json!({"state": "queued", "next_attempt_at": 5}),
+        ),
+        (
+            ReceiptState::InFlight {
+                lease_expires_at: 6,
+            },
+            serde_json::json!({"state": "in_flight", "lease_expires_at": 6}),
+        ),
+        (
+            ReceiptState::Completed {
+                completed_at: 7,
+                response,
+            },
+            serde_json::json!({"state": "completed", "completed_at": 7, "response": {
+                "status": 201, "headers": [["content-type", "application/json"]],
+                "body_bytes": 2, "body_stored": true}}),
+        ),
+        (
+            ReceiptState::Failed {
+                failed_at: 8,
+                next_attempt_at: None,
+            },
+            serde_json::json!({"state": "failed", "failed_at": 8}),
+        ),
+        (
+            ReceiptState::Failed {
+                failed_at: 8,
+                next_attempt_at: Some(9),
+            },
+            serde_json::json!({"state": "failed", "failed_at": 8, "next_attempt_at": 9}),
+        ),
+        (
+            ReceiptState::Dead {
+                dead_at: 10,
+                expiry_warned: false,
+            },
+            serde_json::json!({"state": "dead", "dead_at": 10, "expiry_warned": false}),
+        ),
+    ];
+    for (state, fields) in states {
+        let mut receipt = receipt(DeliveryKind::Sync);
+        receipt.identity = Identity {
+            receipt_id: "r".into(),
+            route: "default".into(),
+            object: "o".into(),
+            scope: "s".into(),
+            key: "k".into(),
+            path: None,
+            tenant_sha256: None,
+        };
+        receipt.state = state;
+        let mut expected = serde_json::json!({
+            "record_version": RECORD_VERSION,
+            "receipt_id": "r", "route": "default", "object": "o", "scope": "s", "key": "k",
+            "delivery": "sync", "fingerprint": receipt.fingerprint.as_str(),
+            "epoch": 0, "first_seen_at": NOW, "updated_at": NOW,
+            "expires_at": NOW + RETENTION, "duplicates": 0, "attempts": [],
+            "schedule_step": 0, "indexed": serde_json::to_value(&receipt.indexed).unwrap(),
+        });
+        for (name, value) in fields.as_object().unwrap() {
+            expected[name] = value.clone();
+        }
+        let stored = serde_json::to_value(&receipt).unwrap();
+        assert_eq!(stored, expected);
+        let mut back: Receipt = serde_json::from_value(stored).unwrap();
+        if let ReceiptState::Completed { response, .. } = &mut back.state {
+            response.response.body = b"{}".to_vec();
+        }
+        assert_eq!(back, receipt);
+    }
+}

@@ -292,6 +292,7 @@ impl Simulation {
             retention_ms,
             max_stored_response_bytes: 1 << 20,
             retryable: RetryableStatuses::default(),
+            flow: None,
             forward_secret_name: signed.then(|| "FORWARD_SECRET".into()),
             forward_secret: signed.then(|| Secret::new("simulated-forward-secret".into())),
             log_duplicates: false,

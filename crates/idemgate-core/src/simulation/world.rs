@@ -24,6 +24,7 @@ use super::Rng;
 use crate::canonical::Fingerprint;
 use crate::decision_log::DecisionLog;
 use crate::engine::{Backend, Policy, StoredRequest};
+use crate::flow::{FlowLimits, PermitReply, PermitRequest};
 use crate::headers;
 use crate::index::{IndexRow, IndexUpdate, GONE};
 use crate::origin::OutboundRequest;
@@ -924,4 +925,16 @@ impl Backend for SimBackend {
     fn route_policy(&self, _route: &str) -> Option<Policy> {
         None
     }
+
+    // The simulated routes set no flow-control limits, so no permit is
+    // asked for (flow::tests simulates the coordinator itself).
+    async fn acquire_permit(
+        &self,
+        _route: &str,
+        _request: PermitRequest,
+    ) -> Result<PermitReply, String> {
+        Err("no flow control in this simulation".into())
+    }
+
+    async fn release_permit(&self, _route: &str, _holder: &str, _grant: u64, _limits: FlowLimits) {}
 }

@@ -1,0 +1,182 @@
+//! Flow control as the engine takes part in it (SPEC §2, v3), against the
+//! in-memory backend and a coordinator shared by several keys' objects.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures::executor::block_on;
+
+use super::tests::{async_policy, delivery, engine, gated, policy, poll_once, status, NOW, SECRET};
+use super::*;
+use crate::config::InFlightPolicy;
+use crate::flow::{Coordinator, FlowLimits, UNREACHABLE_RETRY_MS};
+use crate::headers::get;
+use crate::memory_backend::MemoryBackend;
+use crate::receipt::ReceiptState;
+
+const ONE_AT_A_TIME: FlowLimits = FlowLimits {
+    max_in_flight: Some(1),
+    rate_thousandths: None,
+};
+
+fn limited(mut policy: Policy) -> Policy {
+    policy.flow = Some(ONE_AT_A_TIME);
+    policy
+}
+
+/// The object of key `key`, sharing `flow` with the other keys' objects.
+fn object(key: &str, flow: &Rc<RefCell<Option<Coordinator>>>) -> (Engine<MemoryBackend>, Delivery) {
+    let backend = MemoryBackend {
+        flow: flow.clone(),
+        ..MemoryBackend::new(NOW)
+    };
+    backend.set_secret("FORWARD_SECRET", SECRET);
+    let mut delivery = delivery(key);
+    delivery.identity.object = format!("object-{key}");
+    delivery.identity.key = key.into();
+    (Engine::new(backend), delivery)
+}
+
+#[test]
+fn a_sync_delivery_over_the_limit_is_429_and_nothing_is_stored_or_sent() {
+    let flow = Rc::default();
+    let (first, first_delivery) = object("a", &flow);
+    let (second, second_delivery) = object("b", &flow);
+    let policy = limited(policy(InFlightPolicy::Wait));
+    let origin = gated(first.backend());
+    let mut held = Box::pin(first.deliver(first_delivery, &policy));
+    assert!(poll_once(held.as_mut()).is_none(), "at the origin");
+    let busy = block_on(second.deliver(second_delivery.clone(), &policy)).render();
+    assert_eq!(busy.status, 429);
+    assert!(String::from_utf8_lossy(&busy.body).contains("origin-busy"));
+    assert_eq!(get(&busy.headers, "retry-after"), Some("1"));
+    assert_eq!(second.receipt(), Ok(None), "nothing stored");
+    assert!(second.backend().forwarded.borrow().is_empty());
+    origin.send(status(201)).unwrap();
+    assert_eq!(poll_once(held.as_mut()).unwrap().decision(), "forwarded");
+    // The permit came back: a retry goes through.
+    let retried = block_on(second.deliver(second_delivery, &policy));
+    assert_eq!(retried.decision(), "forwarded");
+}
+
+#[test]
+fn duplicates_arriving_while_the_permit_is_asked_for_never_forward_twice() {
+    let engine = engine();
+    engine.backend().manual_clock.set(true);
+    let policy = limited(policy(InFlightPolicy::Wait));
+    let origin = gated(engine.backend());
+    let (answer_permit, permit_gate) = futures::channel::oneshot::channel();
+    engine
+        .backend()
+        .flow_gates
+        .borrow_mut()
+        .push_back(permit_gate);
+    let mut tasks = super::tests::Tasks::new();
+    let first = tasks.spawn(engine.deliver(delivery("a"), &policy));
+    // The coordinator has not answered the first yet.
+    let second = tasks.spawn(engine.deliver(delivery("a"), &policy));
+    assert!(engine.backend().forwarded.borrow().is_empty());
+    answer_permit.send(()).unwrap();
+    tasks.run();
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+    origin.send(status(201)).unwrap();
+    tasks.run();
+    assert_eq!(tasks.answer(first).unwrap().decision(), "forwarded");
+    assert_eq!(tasks.answer(second).unwrap().decision(), "waited");
+    assert_eq!(engine.backend().flow_in_use(), 0, "the permit is back");
+}
+
+#[test]
+fn an_unreachable_coordinator_refuses_sync_and_delays_async() {
+    let engine = engine();
+    engine.backend().flow_unreachable.set(true);
+    let sync = block_on(engine.deliver(delivery("a"), &limited(policy(InFlightPolicy::Wait))));
+    assert_eq!(sync.render().status, 429);
+    assert!(engine.backend().forwarded.borrow().is_empty());
+
+    let engine = engine_with_route(limited(async_policy(&[1_000])));
+    engine.backend().flow_unreachable.set(true);
+    let policy = limited(async_policy(&[1_000]));
+    assert_eq!(
+        block_on(engine.deliver(delivery("a"), &policy)).decision(),
+        "queued"
+    );
+    block_on(engine.on_alarm()).unwrap();
+    assert!(engine.backend().forwarded.borrow().is_empty(), "no burst");
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert_eq!(receipt.attempts.len(), 0, "a wait is not an attempt");
+    assert_eq!(
+        engine.backend().alarm.get(),
+        Some(NOW + UNREACHABLE_RETRY_MS)
+    );
+    engine.backend().flow_unreachable.set(false);
+    engine.backend().now.set(NOW + UNREACHABLE_RETRY_MS);
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+}
+
+fn engine_with_route(policy: Policy) -> Engine<MemoryBackend> {
+    let engine = engine();
+    engine
+        .backend()
+        .routes
+        .borrow_mut()
+        .push(("default".into(), policy));
+    engine
+}
+
+#[test]
+fn an_async_delivery_waits_for_its_permit_keeping_its_schedule_and_is_woken() {
+    let flow: Rc<RefCell<Option<Coordinator>>> = Rc::default();
+    let policy = limited(async_policy(&[1_000, 2_000]));
+    let (holder, holder_delivery) = object("a", &flow);
+    let (waiter, waiter_delivery) = object("b", &flow);
+    for engine in [&holder, &waiter] {
+        engine
+            .backend()
+            .routes
+            .borrow_mut()
+            .push(("default".into(), policy.clone()));
+    }
+    block_on(holder.deliver(holder_delivery, &policy));
+    block_on(waiter.deliver(waiter_delivery, &policy));
+    let origin = gated(holder.backend());
+    let mut holding = Box::pin(holder.on_alarm());
+    assert!(poll_once(holding.as_mut()).is_none(), "at the origin");
+    // The other key's alarm: over the limit, so it waits.
+    block_on(waiter.on_alarm()).unwrap();
+    let waiting = waiter.receipt().unwrap().unwrap();
+    assert!(matches!(waiting.state, ReceiptState::Queued { .. }));
+    assert_eq!(waiting.waiting_for_permit_since, Some(NOW));
+    assert_eq!(waiting.attempts.len(), 0);
+    assert_eq!(waiting.schedule_step, 0);
+    assert!(waiter.backend().forwarded.borrow().is_empty());
+    assert!(
+        waiter.backend().alarm.get() > Some(NOW),
+        "asks again later, unless woken"
+    );
+    // The first is answered: its permit is reserved for the waiter.
+    waiter.backend().now.set(NOW + 2_000);
+    holder.backend().now.set(NOW + 2_000);
+    origin.send(status(200)).unwrap();
+    assert_eq!(poll_once(holding.as_mut()), Some(Ok(())));
+    let wakes = flow.borrow_mut().as_mut().unwrap().take_wakes();
+    assert_eq!(wakes, vec!["object-b".to_string()]);
+    block_on(waiter.permit_ready()).unwrap();
+    assert_eq!(waiter.backend().forwarded.borrow().len(), 1);
+    let delivered = waiter.receipt().unwrap().unwrap();
+    assert_eq!(delivered.state_name(), "completed");
+    assert_eq!(delivered.waiting_for_permit_since, None);
+    assert!(waiter.backend().logged().contains(&"waited_for_permit"));
+}
+
+#[test]
+fn a_late_wake_does_nothing_twice() {
+    let engine = engine_with_route(limited(async_policy(&[1_000])));
+    let policy = limited(async_policy(&[1_000]));
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+    block_on(engine.permit_ready()).unwrap();
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+}

@@ -1,0 +1,100 @@
+//! Flow control (SPEC §2, v3): `MAX_IN_FLIGHT` and `RATE_PER_SECOND` per
+//! route, held across every isolate and location by one coordinator per
+//! route (a Durable Object in the Worker) that grants permits with leases.
+//!
+//! A key's object asks for a permit before each forward and gives it back
+//! when the origin has answered. A permit lost with a crashed holder comes
+//! back when its lease ends, so the limit holds without trusting any
+//! holder to release. Async deliveries over a limit wait in the
+//! coordinator's queue, oldest accepted first: when a permit frees, the
+//! coordinator reserves it for the oldest waiter and wakes that waiter's
+//! object, which claims it. A sync delivery over a limit is refused (429
+//! `origin-busy`) before its receipt changes.
+//!
+//! [`coordinator`] is the coordinator's state machine; this module holds
+//! what crosses between a key's object and the coordinator.
+
+pub mod coordinator;
+#[cfg(test)]
+mod tests;
+mod wire;
+
+pub use coordinator::{Changes, Coordinator, Meta, Permit, Waiter};
+
+/// A route's limits (a route with flow control sets at least one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowLimits {
+    /// Forwards at the origin at once (`MAX_IN_FLIGHT`, 1 to 10000).
+    pub max_in_flight: Option<u32>,
+    /// Forwards started per second (`RATE_PER_SECOND`), in thousandths
+    /// (`0.5` is 500): a token bucket holding one second's worth, and at
+    /// least one token. Whole numbers keep the bucket exact.
+    pub rate_thousandths: Option<u64>,
+}
+
+/// A key's object asks for a permit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermitRequest {
+    /// The asking object's name: a holder has at most one permit.
+    pub holder: String,
+    /// When the delivery was accepted: waiters are served oldest first.
+    pub accepted_at: u64,
+    /// How long the forward may hold the permit: its lease.
+    pub lease_ms: u64,
+    /// Async: wait in the queue when over a limit; sync: refuse.
+    pub wait: bool,
+    pub limits: FlowLimits,
+}
+
+/// The coordinator's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermitReply {
+    /// Forward now; give back `grant` when the origin has answered.
+    Granted { grant: u64 },
+    /// Queued: the coordinator wakes the holder when its permit is
+    /// reserved; `retry_at` is when to ask again should that wake be lost.
+    Queued { retry_at: u64 },
+    /// Over a limit (sync): retry after this long.
+    Busy { retry_after_ms: u64 },
+}
+
+/// What a route's coordinator is asked (the Worker's RPC body).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowCall {
+    Acquire(PermitRequest),
+    Release {
+        holder: String,
+        grant: u64,
+        limits: FlowLimits,
+    },
+    Status,
+}
+
+/// What the operator sees of a route's flow control (SPEC §7).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowStatus {
+    /// Permits granted or reserved, not yet given back or expired.
+    pub permits_in_use: u64,
+    /// Async deliveries queued for a permit.
+    pub waiting: u64,
+    /// How long the oldest of them has waited.
+    pub oldest_wait_ms: Option<u64>,
+}
+
+/// The name of `route`'s coordinator: an object of the key objects' class,
+/// whose names are 64 hex digits, so the two never meet.
+pub fn coordinator_name(route: &str) -> String {
+    format!("idemgate/flow/v1|{route}")
+}
+
+/// How long a reservation waits for its holder to claim it: the wake may
+/// be lost, and the holder then asks again when its own timer runs out.
+pub const CLAIM_MS: u64 = 15_000;
+/// When a queued holder asks again if no wake came.
+pub const REQUEUE_MS: u64 = 30_000;
+/// When a holder whose coordinator could not be reached asks again: a
+/// limit that cannot be checked delays, it never lets a burst through.
+pub const UNREACHABLE_RETRY_MS: u64 = 5_000;
+/// A delivery that waited for its permit longer than this is logged
+/// (`waited_for_permit`).
+pub const LOGGED_WAIT_MS: u64 = 1_000;

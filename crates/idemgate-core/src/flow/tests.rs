@@ -1,0 +1,357 @@
+use super::*;
+
+const LEASE: u64 = 15_000;
+
+fn limits(max_in_flight: Option<u32>, rate_per_second: Option<f64>) -> FlowLimits {
+    FlowLimits {
+        max_in_flight,
+        rate_thousandths: rate_per_second.map(|rate| (rate * 1000.0) as u64),
+    }
+}
+
+fn ask(holder: &str, accepted_at: u64, wait: bool, limits: FlowLimits) -> PermitRequest {
+    PermitRequest {
+        holder: holder.into(),
+        accepted_at,
+        lease_ms: LEASE,
+        wait,
+        limits,
+    }
+}
+
+fn granted(reply: PermitReply) -> u64 {
+    match reply {
+        PermitReply::Granted { grant } => grant,
+        other => panic!("not granted: {other:?}"),
+    }
+}
+
+#[test]
+fn no_more_than_max_in_flight_are_granted() {
+    let limits = limits(Some(2), None);
+    let mut flow = Coordinator::new(limits, 0);
+    let a = granted(flow.acquire(&ask("a", 1, false, limits), 0));
+    granted(flow.acquire(&ask("b", 2, false, limits), 0));
+    assert_eq!(
+        flow.acquire(&ask("c", 3, false, limits), 0),
+        PermitReply::Busy {
+            retry_after_ms: 1_000
+        }
+    );
+    flow.release("a", a, limits, 10);
+    granted(flow.acquire(&ask("c", 3, false, limits), 10));
+    assert_eq!(flow.in_use(), 2);
+}
+
+#[test]
+fn waiters_are_served_oldest_accepted_first_and_woken() {
+    let limits = limits(Some(1), None);
+    let mut flow = Coordinator::new(limits, 0);
+    let first = granted(flow.acquire(&ask("first", 1, true, limits), 0));
+    // Asked later, accepted earlier: served first.
+    assert_eq!(
+        flow.acquire(&ask("late", 30, true, limits), 5),
+        PermitReply::Queued {
+            retry_at: 5 + REQUEUE_MS
+        }
+    );
+    assert!(matches!(
+        flow.acquire(&ask("early", 20, true, limits), 6),
+        PermitReply::Queued { .. }
+    ));
+    assert_eq!(flow.status(10).waiting, 2);
+    assert_eq!(flow.status(10).oldest_wait_ms, Some(5));
+    flow.release("first", first, limits, 100);
+    assert_eq!(flow.take_wakes(), vec!["early".to_string()]);
+    // Reserved for `early`: `late` asking again is still queued.
+    assert!(matches!(
+        flow.acquire(&ask("late", 30, true, limits), 101),
+        PermitReply::Queued { .. }
+    ));
+    let early = granted(flow.acquire(&ask("early", 20, true, limits), 102));
+    flow.release("early", early, limits, 200);
+    assert_eq!(flow.take_wakes(), vec!["late".to_string()]);
+    granted(flow.acquire(&ask("late", 30, true, limits), 201));
+    assert_eq!(flow.status(201).waiting, 0);
+}
+
+#[test]
+fn a_sync_delivery_never_passes_a_waiter() {
+    let limits = limits(Some(1), None);
+    let mut flow = Coordinator::new(limits, 0);
+    let held = granted(flow.acquire(&ask("held", 1, true, limits), 0));
+    assert!(matches!(
+        flow.acquire(&ask("queued", 2, true, limits), 1),
+        PermitReply::Queued { .. }
+    ));
+    flow.release("held", held, limits, 2);
+    assert!(matches!(
+        flow.acquire(&ask("sync", 3, false, limits), 3),
+        PermitReply::Busy { .. }
+    ));
+}
+
+#[test]
+fn a_lost_permit_comes_back_when_its_lease_ends() {
+    let limits = limits(Some(1), None);
+    let mut flow = Coordinator::new(limits, 0);
+    granted(flow.acquire(&ask("crashed", 1, true, limits), 0));
+    assert!(matches!(
+        flow.acquire(&ask("next", 2, true, limits), 1),
+        PermitReply::Queued { .. }
+    ));
+    assert_eq!(flow.next_alarm(), Some(LEASE));
+    flow.on_alarm(LEASE - 1);
+    assert!(flow.take_wakes().is_empty(), "not before the lease ends");
+    flow.on_alarm(LEASE);
+    assert_eq!(flow.take_wakes(), vec!["next".to_string()]);
+}
+
+#[test]
+fn an_unclaimed_reservation_goes_to_the_next_waiter() {
+    let limits = limits(Some(1), None);
+    let mut flow = Coordinator::new(limits, 0);
+    let held = granted(flow.acquire(&ask("held", 1, true, limits), 0));
+    for (holder, at) in [("lost-wake", 2), ("next", 3)] {
+        flow.acquire(&ask(holder, at, true, limits), at);
+    }
+    flow.release("held", held, limits, 10);
+    assert_eq!(flow.take_wakes(), vec!["lost-wake".to_string()]);
+    flow.on_alarm(10 + CLAIM_MS);
+    assert_eq!(flow.take_wakes(), vec!["next".to_string()]);
+    // The first comes back later: queued again, ahead of newer ones.
+    assert!(matches!(
+        flow.acquire(&ask("lost-wake", 2, true, limits), 20_000),
+        PermitReply::Queued { .. }
+    ));
+}
+
+#[test]
+fn a_release_of_an_earlier_grant_frees_nothing() {
+    let limits = limits(Some(1), None);
+    let mut flow = Coordinator::new(limits, 0);
+    let old = granted(flow.acquire(&ask("a", 1, true, limits), 0));
+    // The holder restarted and asked again: the same permit, renewed.
+    let again = granted(flow.acquire(&ask("a", 1, true, limits), LEASE - 1));
+    assert_eq!(old, again);
+    flow.on_alarm(LEASE + 1);
+    assert_eq!(flow.in_use(), 1, "the renewed lease holds");
+    flow.release("a", old + 100, limits, LEASE + 2);
+    assert_eq!(flow.in_use(), 1);
+    flow.release("a", old, limits, LEASE + 3);
+    assert_eq!(flow.in_use(), 0);
+}
+
+#[test]
+fn the_rate_is_a_bucket_of_one_seconds_worth() {
+    let limits = limits(None, Some(10.0));
+    let mut flow = Coordinator::new(limits, 0);
+    for i in 0..10 {
+        granted(flow.acquire(&ask(&format!("k{i}"), i, false, limits), 0));
+    }
+    assert_eq!(
+        flow.acquire(&ask("k10", 10, false, limits), 0),
+        PermitReply::Busy {
+            retry_after_ms: 100
+        }
+    );
+    granted(flow.acquire(&ask("k10", 10, false, limits), 100));
+    // Waiters held back by the rate: the alarm comes with the next token.
+    flow.acquire(&ask("w", 11, true, limits), 100);
+    assert_eq!(flow.next_alarm(), Some(200));
+    flow.on_alarm(200);
+    assert_eq!(flow.take_wakes(), vec!["w".to_string()]);
+}
+
+#[test]
+fn a_slow_rate_holds_one_token() {
+    let limits = limits(None, Some(0.5));
+    let mut flow = Coordinator::new(limits, 0);
+    granted(flow.acquire(&ask("a", 1, false, limits), 0));
+    assert_eq!(
+        flow.acquire(&ask("b", 2, false, limits), 0),
+        PermitReply::Busy {
+            retry_after_ms: 2_000
+        }
+    );
+    granted(flow.acquire(&ask("b", 2, false, limits), 2_000));
+}
+
+/// The rows a coordinator wrote, applied as the object applies them.
+#[derive(Default)]
+struct Rows {
+    permits: std::collections::BTreeMap<String, Permit>,
+    waiters: std::collections::BTreeMap<String, Waiter>,
+    meta: Option<Meta>,
+}
+
+impl Rows {
+    fn apply(&mut self, changes: Changes) {
+        for holder in changes.permits_removed {
+            self.permits.remove(&holder);
+        }
+        for permit in changes.permits {
+            self.permits.insert(permit.holder.clone(), permit);
+        }
+        for holder in changes.waiters_removed {
+            self.waiters.remove(&holder);
+        }
+        for waiter in changes.waiters {
+            self.waiters.insert(waiter.holder.clone(), waiter);
+        }
+        if changes.meta.is_some() {
+            self.meta = changes.meta;
+        }
+    }
+
+    fn restore(&self, limits: FlowLimits, now: u64) -> Coordinator {
+        Coordinator::restore(
+            self.permits.values().cloned().collect(),
+            self.waiters.values().cloned().collect(),
+            self.meta.clone(),
+            limits,
+            now,
+        )
+    }
+}
+
+/// Many holders on two gateways contend for one route's permits, with
+/// lost replies, lost releases and wakes, crashes of holders mid-forward
+/// and restarts of the coordinator from its rows. Forwards at the origin
+/// never outnumber `max_in_flight`, and every delivery is delivered.
+#[test]
+fn simulation_the_limit_holds_and_every_waiter_is_served() {
+    for seed in 0..300 {
+        simulate(seed);
+    }
+}
+
+/// A tiny deterministic generator (xorshift).
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Holder {
+    /// Asks at `at` (its alarm, or a wake).
+    Asking {
+        at: u64,
+    },
+    /// Forwarding under `grant` until `until`.
+    Forwarding {
+        grant: u64,
+        until: u64,
+    },
+    Delivered,
+}
+
+fn simulate(seed: u64) {
+    let mut random = Random(seed * 2_654_435_761 + 1);
+    let max = 1 + random.below(4) as u32;
+    let rate = random.chance(40).then(|| 1.0 + random.below(20) as f64);
+    let limits = limits(Some(max), rate);
+    let keys = 5 + random.below(30) as usize;
+    let lease = 5_000;
+    let mut rows = Rows::default();
+    let mut flow = Coordinator::new(limits, 0);
+    let mut holders: Vec<Holder> = (0..keys)
+        .map(|_| Holder::Asking {
+            at: random.below(2_000),
+        })
+        .collect();
+    // The gateway (isolate) each key's object runs in; a crash takes all
+    // of a gateway's objects, which start again from their alarm.
+    let gateway_of: Vec<usize> = (0..keys).map(|_| random.below(2) as usize).collect();
+    let name = |i: usize| format!("key-{i}");
+    let mut now = 0;
+    while holders.iter().any(|holder| *holder != Holder::Delivered) {
+        now += 1 + random.below(50);
+        assert!(now < 10_000_000, "seed {seed}: not every delivery was made");
+        // The coordinator restarts: it is its rows.
+        if random.chance(1) {
+            flow = rows.restore(limits, now);
+        }
+        if flow.next_alarm().is_some_and(|at| at <= now) {
+            flow.on_alarm(now);
+        }
+        // A gateway crashes: its forwards stop, unreleased.
+        if random.chance(1) {
+            let crashed = random.below(2) as usize;
+            for (i, holder) in holders.iter_mut().enumerate() {
+                if gateway_of[i] == crashed && matches!(holder, Holder::Forwarding { .. }) {
+                    *holder = Holder::Asking { at: now + lease };
+                }
+            }
+        }
+        for i in 0..keys {
+            match holders[i].clone() {
+                Holder::Asking { at } if at <= now => {
+                    let request = PermitRequest {
+                        holder: name(i),
+                        accepted_at: i as u64,
+                        lease_ms: lease,
+                        wait: true,
+                        limits,
+                    };
+                    let reply = flow.acquire(&request, now);
+                    let lost = random.chance(5);
+                    holders[i] = match (reply, lost) {
+                        // A lost reply: the holder asks again later.
+                        (_, true) => Holder::Asking {
+                            at: now + UNREACHABLE_RETRY_MS,
+                        },
+                        (PermitReply::Granted { grant }, false) => Holder::Forwarding {
+                            grant,
+                            // The origin answers within the timeout.
+                            until: now + random.below(lease - 1_000),
+                        },
+                        (PermitReply::Queued { retry_at }, false) => {
+                            Holder::Asking { at: retry_at }
+                        }
+                        (PermitReply::Busy { .. }, false) => unreachable!("async waits"),
+                    };
+                }
+                Holder::Forwarding { grant, until } if until <= now => {
+                    holders[i] = Holder::Delivered;
+                    if !random.chance(5) {
+                        flow.release(&name(i), grant, limits, now);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for woken in flow.take_wakes() {
+            let i: usize = woken["key-".len()..].parse().unwrap();
+            if !random.chance(10) {
+                if let Holder::Asking { at } = &mut holders[i] {
+                    *at = (*at).min(now + 1 + random.below(100));
+                }
+            }
+        }
+        rows.apply(flow.take_changes());
+        let forwarding = holders
+            .iter()
+            .filter(|holder| matches!(holder, Holder::Forwarding { .. }))
+            .count();
+        assert!(
+            forwarding <= max as usize,
+            "seed {seed}: {forwarding} forwards at once under max_in_flight {max}"
+        );
+        assert!(flow.in_use() <= max as usize, "seed {seed}");
+    }
+}

@@ -1,0 +1,290 @@
+//! A route's flow coordinator (SPEC §2, v3): an instance of the key
+//! objects' class, named for the route ([`coordinator_name`]), so no
+//! second class, binding or migration is needed. A thin adapter around
+//! [`idemgate_core::flow::Coordinator`]: it keeps the coordinator's rows in
+//! the object's SQLite (written in the turn that changed them, so before
+//! any answer leaves), sets the object's alarm to the next lease end or
+//! token, and wakes each key's object whose permit it reserved.
+
+use std::cell::{Cell, RefCell};
+
+use worker::js_sys::{Date as JsDate, Number};
+use worker::{Date, Env, ScheduledTime, SqlStorageValue, Storage};
+
+use idemgate_core::flow::{
+    coordinator_name, Changes, Coordinator, FlowCall, FlowLimits, Meta, Permit, Waiter,
+};
+use idemgate_core::object_call::{ObjectCall, ObjectOp};
+
+use crate::object_client;
+
+const TABLES: [&str; 3] = [
+    "CREATE TABLE IF NOT EXISTS flow_permit (holder TEXT PRIMARY KEY, grant_number INTEGER NOT NULL, expires_at INTEGER NOT NULL, reserved INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS flow_waiter (holder TEXT PRIMARY KEY, accepted_at INTEGER NOT NULL, enqueued_at INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS flow_meta (id INTEGER PRIMARY KEY CHECK (id = 1), route TEXT NOT NULL, tokens INTEGER NOT NULL, refilled_at INTEGER NOT NULL, next_grant INTEGER NOT NULL, max_in_flight INTEGER, rate_thousandths INTEGER)",
+];
+
+pub struct FlowCoordinator {
+    storage: Storage,
+    env: Env,
+    /// The coordinator as its rows say, once read; and its route's name.
+    loaded: RefCell<Option<(Coordinator, String)>>,
+    /// The alarm this instance set last: set again only when it moves.
+    alarm_at: Cell<Option<u64>>,
+}
+
+impl FlowCoordinator {
+    pub fn new(storage: Storage, env: Env) -> FlowCoordinator {
+        FlowCoordinator {
+            storage,
+            env,
+            loaded: RefCell::new(None),
+            alarm_at: Cell::new(None),
+        }
+    }
+
+    /// Whether this object is a route's coordinator: it has answered a
+    /// flow call since it started, or holds a coordinator's rows.
+    pub fn is_coordinator(&self) -> bool {
+        self.loaded.borrow().is_some()
+            || self
+                .exec(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'flow_meta'",
+                    Vec::new(),
+                )
+                .is_ok_and(|cursor| cursor.raw().next().is_some())
+    }
+
+    /// The alarm: leases that ended come back; waiters get what is free.
+    pub async fn alarm(&self) -> Result<(), String> {
+        self.alarm_at.set(None);
+        let now = Date::now().as_millis();
+        let ((), route) =
+            self.with_coordinator(None, FlowLimits::default(), |flow| flow.on_alarm(now))?;
+        self.after_change(route).await;
+        Ok(())
+    }
+
+    /// A call from a key's object or the operator API, as its line; the
+    /// answer as a line.
+    pub async fn answer(&self, route: &str, line: &str) -> Result<String, String> {
+        let call = FlowCall::decode(line)?;
+        let call = &call;
+        let now = Date::now().as_millis();
+        let limits = match call {
+            FlowCall::Acquire(request) => request.limits,
+            FlowCall::Release { limits, .. } => *limits,
+            FlowCall::Status => FlowLimits::default(),
+        };
+        let (reply, route) = self.with_coordinator(Some(route), limits, |flow| match call {
+            FlowCall::Acquire(request) => flow.acquire(request, now).encode(),
+            FlowCall::Release {
+                holder,
+                grant,
+                limits,
+            } => {
+                flow.release(holder, *grant, *limits, now);
+                "released".to_string()
+            }
+            FlowCall::Status => flow.status(now).encode(),
+        })?;
+        self.after_change(route).await;
+        Ok(reply)
+    }
+}
+
+impl FlowCoordinator {
+    /// Runs `step` on the coordinator and writes the rows it changed;
+    /// answers what `step` did and the route's name.
+    fn with_coordinator<T>(
+        &self,
+        route: Option<&str>,
+        limits: FlowLimits,
+        step: impl FnOnce(&mut Coordinator) -> T,
+    ) -> Result<(T, String), String> {
+        if self.loaded.borrow().is_none() {
+            let loaded = self.load(route, limits)?;
+            *self.loaded.borrow_mut() = Some(loaded);
+        }
+        let mut loaded = self.loaded.borrow_mut();
+        let (flow, name) = loaded.as_mut().expect("loaded");
+        let done = step(flow);
+        let changes = flow.take_changes();
+        let written = self.write(name, changes);
+        let name = name.clone();
+        drop(loaded);
+        if let Err(message) = written {
+            // Storage is the truth: read it again next time.
+            *self.loaded.borrow_mut() = None;
+            return Err(message);
+        }
+        Ok((done, name))
+    }
+
+    /// Sets the alarm to the coordinator's next step and wakes the objects
+    /// whose permit was reserved.
+    async fn after_change(&self, route: String) {
+        let (next, wakes) = match self.loaded.borrow_mut().as_mut() {
+            Some((flow, _)) => (flow.next_alarm(), flow.take_wakes()),
+            None => (None, Vec::new()),
+        };
+        if let Some(at) = next.filter(|at| self.alarm_at.get() != Some(*at)) {
+            let date = JsDate::new(&Number::from(at as f64));
+            if self
+                .storage
+                .set_alarm(ScheduledTime::new(date))
+                .await
+                .is_ok()
+            {
+                self.alarm_at.set(Some(at));
+            }
+        }
+        let calls = wakes.into_iter().map(|holder| {
+            let call = ObjectCall {
+                route: route.clone(),
+                object: holder,
+                absorbed: 0,
+                op: ObjectOp::PermitReady,
+            };
+            debug_assert_ne!(call.object, coordinator_name(&route));
+            object_client::call(&self.env, call, Vec::new())
+        });
+        // A lost wake costs only time: the holder asks again on its own.
+        for call in calls {
+            let _ = call.await;
+        }
+    }
+
+    fn load(
+        &self,
+        route: Option<&str>,
+        limits: FlowLimits,
+    ) -> Result<(Coordinator, String), String> {
+        for table in TABLES {
+            self.exec(table, Vec::new())?;
+        }
+        let rows = |query: &str| -> Result<Vec<Vec<SqlStorageValue>>, String> {
+            let cursor = self.exec(query, Vec::new())?;
+            Ok(cursor.raw().filter_map(Result::ok).collect())
+        };
+        let permits = rows("SELECT holder, grant_number, expires_at, reserved FROM flow_permit")?
+            .iter()
+            .filter_map(|row| {
+                Some(Permit {
+                    holder: text(row.first()?)?,
+                    grant: number(row.get(1)?)?,
+                    expires_at: number(row.get(2)?)?,
+                    reserved: number(row.get(3)?)? == 1,
+                })
+            })
+            .collect();
+        let waiters = rows("SELECT holder, accepted_at, enqueued_at FROM flow_waiter")?
+            .iter()
+            .filter_map(|row| {
+                Some(Waiter {
+                    holder: text(row.first()?)?,
+                    accepted_at: number(row.get(1)?)?,
+                    enqueued_at: number(row.get(2)?)?,
+                })
+            })
+            .collect();
+        let meta = rows(
+            "SELECT route, tokens, refilled_at, next_grant, max_in_flight, rate_thousandths FROM flow_meta",
+        )?;
+        let stored = meta.first().and_then(|row| {
+            let meta = Meta {
+                tokens: number(row.get(1)?)?,
+                refilled_at: number(row.get(2)?)?,
+                next_grant: number(row.get(3)?)?,
+                limits: FlowLimits {
+                    max_in_flight: row.get(4).and_then(number).map(|max| max as u32),
+                    rate_thousandths: row.get(5).and_then(number),
+                },
+            };
+            Some((text(row.first()?)?, meta))
+        });
+        let (name, meta) = match stored {
+            Some((name, meta)) => (name, Some(meta)),
+            None => (route.unwrap_or_default().to_string(), None),
+        };
+        let now = Date::now().as_millis();
+        let flow = Coordinator::restore(permits, waiters, meta, limits, now);
+        Ok((flow, name))
+    }
+
+    fn write(&self, route: &str, changes: Changes) -> Result<(), String> {
+        for holder in changes.permits_removed {
+            self.exec(
+                "DELETE FROM flow_permit WHERE holder = ?",
+                vec![holder.into()],
+            )?;
+        }
+        for permit in changes.permits {
+            self.exec(
+                "INSERT OR REPLACE INTO flow_permit (holder, grant_number, expires_at, reserved) VALUES (?, ?, ?, ?)",
+                vec![
+                    permit.holder.into(),
+                    integer(permit.grant),
+                    integer(permit.expires_at),
+                    integer(permit.reserved as u64),
+                ],
+            )?;
+        }
+        for holder in changes.waiters_removed {
+            self.exec(
+                "DELETE FROM flow_waiter WHERE holder = ?",
+                vec![holder.into()],
+            )?;
+        }
+        for waiter in changes.waiters {
+            self.exec(
+                "INSERT OR REPLACE INTO flow_waiter (holder, accepted_at, enqueued_at) VALUES (?, ?, ?)",
+                vec![
+                    waiter.holder.into(),
+                    integer(waiter.accepted_at),
+                    integer(waiter.enqueued_at),
+                ],
+            )?;
+        }
+        if let Some(meta) = changes.meta {
+            let optional = |value: Option<u64>| value.map_or(SqlStorageValue::Null, integer);
+            self.exec(
+                "INSERT OR REPLACE INTO flow_meta (id, route, tokens, refilled_at, next_grant, max_in_flight, rate_thousandths) VALUES (1, ?, ?, ?, ?, ?, ?)",
+                vec![
+                    route.to_string().into(),
+                    integer(meta.tokens),
+                    integer(meta.refilled_at),
+                    integer(meta.next_grant),
+                    optional(meta.limits.max_in_flight.map(u64::from)),
+                    optional(meta.limits.rate_thousandths),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn exec(&self, query: &str, values: Vec<SqlStorageValue>) -> Result<worker::SqlCursor, String> {
+        self.storage
+            .sql()
+            .exec(query, Some(values))
+            .map_err(|error| error.to_string())
+    }
+}
+
+fn integer(value: u64) -> SqlStorageValue {
+    SqlStorageValue::Integer(value as i64)
+}
+
+fn number(value: &SqlStorageValue) -> Option<u64> {
+    match value {
+        SqlStorageValue::Integer(value) => u64::try_from(*value).ok(),
+        _ => None,
+    }
+}
+
+fn text(value: &SqlStorageValue) -> Option<String> {
+    match value {
+        SqlStorageValue::String(value) => Some(value.clone()),
+        _ => None,
+    }
+}

@@ -1,0 +1,140 @@
+//! Flow control (SPEC §2, v3) under `wrangler dev`, with the real
+//! coordinator object and an origin that records how many requests it is
+//! answering at once: the origin never sees more than it was promised, and
+//! every delivery still arrives once.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+
+use crate::support::{client, eventually, operator, post_json, Reply};
+use crate::{Profile, World, ADMIN_TOKEN};
+
+/// `ROUTES` of the flow profile.
+pub fn routes_json() -> String {
+    serde_json::json!({
+        "limited": {"path": "/flow/limited", "delivery": "async", "max_in_flight": 4},
+        "rated": {"path": "/flow/rated", "delivery": "async", "rate_per_second": 10},
+        "single": {"path": "/flow/single", "max_in_flight": 1},
+    })
+    .to_string()
+}
+
+const BODY: &str = r#"{"amount":1200,"currency":"eur"}"#;
+
+/// 60 keys acknowledged at once on a route with `max_in_flight = 4`,
+/// against a 300 ms origin: each is delivered once, never more than 4 at a
+/// time, and the operator sees the permits and the queue meanwhile.
+pub async fn sixty_deliveries_reach_the_origin_four_at_a_time_each_once(world: &'static World) {
+    let gateway = world.gateway(Profile::Flow).await;
+    let mut sends = JoinSet::new();
+    for i in 0..60 {
+        let url = gateway.url(&format!("/flow/limited/slow/300/k{i}"));
+        sends.spawn(async move {
+            post_json(&client(), &url, Some(&format!("limited-{i}")), BODY).await
+        });
+    }
+    while let Some(ack) = sends.join_next().await {
+        assert_eq!(ack.unwrap().status, 202, "each is acknowledged at once");
+    }
+    // While the backlog drains, the operator sees the permits in use and
+    // the deliveries waiting for one.
+    let summary = client()
+        .get(gateway.url("/__idemgate/summary"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let summary = Reply::read(summary).await.json();
+    let route = summary["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|route| route["route"] == "limited")
+        .unwrap()
+        .clone();
+    let flow = &route["flow"];
+    assert_eq!(flow["max_in_flight"], 4, "{summary}");
+    assert!(flow["permits_in_use"].as_u64().unwrap() <= 4, "{summary}");
+    eventually(60, "all 60 reach the origin", || async {
+        world.origin.count("/flow/limited/") >= 60
+    })
+    .await;
+    let mut per_key: HashMap<String, usize> = HashMap::new();
+    for received in world.origin.received("/flow/limited/") {
+        *per_key.entry(received.path.clone()).or_default() += 1;
+    }
+    assert_eq!(per_key.len(), 60);
+    assert!(per_key.values().all(|count| *count == 1), "{per_key:?}");
+    let most = world.origin.max_concurrency("/flow/limited");
+    assert!(most <= 4, "the origin saw {most} at once");
+    println!("max_in_flight 4: at most {most} at once at the origin");
+}
+
+/// 40 keys at `rate_per_second = 10`: a bucket of 10 starts at once, the
+/// other 30 follow at ten a second.
+pub async fn forty_deliveries_at_ten_per_second_take_over_two_and_a_half_seconds(
+    world: &'static World,
+) {
+    let gateway = world.gateway(Profile::Flow).await;
+    let mut sends = JoinSet::new();
+    for i in 0..40 {
+        let url = gateway.url(&format!("/flow/rated/k{i}"));
+        sends.spawn(
+            async move { post_json(&client(), &url, Some(&format!("rated-{i}")), BODY).await },
+        );
+    }
+    while let Some(ack) = sends.join_next().await {
+        assert_eq!(ack.unwrap().status, 202);
+    }
+    eventually(60, "all 40 reach the origin", || async {
+        world.origin.count("/flow/rated/") >= 40
+    })
+    .await;
+    let received = world.origin.received("/flow/rated/");
+    assert_eq!(received.len(), 40, "each once");
+    let first = received.iter().map(|r| r.at).min().unwrap();
+    let last = received.iter().map(|r| r.at).max().unwrap();
+    let spread = last - first;
+    assert!(
+        spread >= Duration::from_millis(2_500),
+        "40 at 10/s over {spread:?}"
+    );
+    println!("rate_per_second 10: 40 deliveries spread over {spread:?}");
+}
+
+/// A sync first delivery over its route's limit is 429 `origin-busy` with
+/// `Retry-After`, and nothing is stored: a retry later goes through.
+pub async fn a_sync_delivery_over_the_limit_is_429_and_a_retry_goes_through(world: &'static World) {
+    let gateway = world.gateway(Profile::Flow).await;
+    let slow_url = gateway.url("/flow/single/slow/2000/first");
+    let slow =
+        tokio::spawn(
+            async move { post_json(&client(), &slow_url, Some("single-first"), BODY).await },
+        );
+    eventually(10, "the first is at the origin", || async {
+        world.origin.count("/flow/single/slow/2000/first") == 1
+    })
+    .await;
+    let url = gateway.url("/flow/single/second");
+    let busy = post_json(&client(), &url, Some("single-second"), BODY).await;
+    busy.assert_problem(429, "origin-busy");
+    assert!(busy.header("retry-after").is_some());
+    let stored = operator(
+        &gateway,
+        reqwest::Method::GET,
+        ADMIN_TOKEN,
+        &[
+            ("route", "single"),
+            ("key", "single-second"),
+            ("path", "/flow/single/second"),
+        ],
+    )
+    .await;
+    assert_eq!(stored.status, 404, "nothing stored");
+    assert_eq!(slow.await.unwrap().status, 201);
+    let retried = post_json(&client(), &url, Some("single-second"), BODY).await;
+    assert_eq!(retried.status, 201);
+    assert_eq!(world.origin.count("/flow/single/second"), 1);
+}
