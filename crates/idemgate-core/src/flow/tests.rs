@@ -298,8 +298,8 @@ fn simulate(seed: u64) {
                 }
             }
         }
-        for i in 0..keys {
-            match holders[i].clone() {
+        for (i, holder) in holders.iter_mut().enumerate() {
+            match holder.clone() {
                 Holder::Asking { at } if at <= now => {
                     let request = PermitRequest {
                         holder: name(i),
@@ -310,7 +310,7 @@ fn simulate(seed: u64) {
                     };
                     let reply = flow.acquire(&request, now);
                     let lost = random.chance(5);
-                    holders[i] = match (reply, lost) {
+                    *holder = match (reply, lost) {
                         // A lost reply: the holder asks again later.
                         (_, true) => Holder::Asking {
                             at: now + UNREACHABLE_RETRY_MS,
@@ -327,7 +327,7 @@ fn simulate(seed: u64) {
                     };
                 }
                 Holder::Forwarding { grant, until } if until <= now => {
-                    holders[i] = Holder::Delivered;
+                    *holder = Holder::Delivered;
                     if !random.chance(5) {
                         flow.release(&name(i), grant, limits, now);
                     }
