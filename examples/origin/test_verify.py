@@ -46,6 +46,10 @@ class VerifyIdemgate(unittest.TestCase):
             ("idempotency-key", "order-42"),
             ("idempotency-scope", "ABC"),
             ("idempotency-signature", "v1=00"),
+            # Forms idemgate never writes: a leading zero in the epoch or in t, uppercase hex.
+            ("idempotency-epoch", "0" + HEADERS["idempotency-epoch"]),
+            ("idempotency-signature", HEADERS["idempotency-signature"].replace("t=", "t=0")),
+            ("idempotency-signature", HEADERS["idempotency-signature"].upper().replace("T=", "t=").replace("V1=", "v1=")),
         ]:
             with self.assertRaisesRegex(ValueError, "malformed"):
                 verify_idemgate({**HEADERS, name: value}, "POST", PATH, BODY, SECRET, T)

@@ -9,7 +9,7 @@ export function verifyIdemgate(headers, method, pathAndQuery, rawBody, secret, n
   const scope = /^[0-9a-f]{64}$/.exec(headers["idempotency-scope"] ?? "")?.[0];
   const epoch = /^[1-9][0-9]*$/.test(headers["idempotency-epoch"] ?? "")
     ? Number(headers["idempotency-epoch"]) : NaN;
-  const signature = /^t=([0-9]+),v1=([0-9a-f]{64})$/.exec(headers["idempotency-signature"] ?? "");
+  const signature = /^t=(0|[1-9][0-9]*),v1=([0-9a-f]{64})$/.exec(headers["idempotency-signature"] ?? "");
   if (!key || !scope || !Number.isSafeInteger(epoch) || !signature) throw new Error("malformed idempotency headers");
   const t = Number(signature[1]);
   if (Math.abs(nowSeconds - t) > toleranceSeconds) throw new Error("stale idempotency signature");

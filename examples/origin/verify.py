@@ -11,7 +11,7 @@ def verify_idemgate(headers, method, path_and_query, raw_body, secret, now_secon
     key = re.fullmatch(r'"([!#-\[\]-~]{1,255})"', headers.get("idempotency-key", ""))
     scope = re.fullmatch(r"[0-9a-f]{64}", headers.get("idempotency-scope", ""))
     epoch = re.fullmatch(r"[1-9][0-9]*", headers.get("idempotency-epoch", ""))
-    signature = re.fullmatch(r"t=([0-9]+),v1=([0-9a-f]{64})", headers.get("idempotency-signature", ""))
+    signature = re.fullmatch(r"t=(0|[1-9][0-9]*),v1=([0-9a-f]{64})", headers.get("idempotency-signature", ""))
     if not (key and scope and epoch and signature):
         raise ValueError("malformed idempotency headers")
     t = int(signature.group(1))

@@ -43,4 +43,9 @@ test("rejects stale, future and malformed headers", () => {
   assert.throws(() => verify({ ...headers, "idempotency-key": "order-42" }), /malformed/);
   assert.throws(() => verify({ ...headers, "idempotency-scope": "ABC" }), /malformed/);
   assert.throws(() => verify({ ...headers, "idempotency-signature": "v1=00" }), /malformed/);
+  // Forms idemgate never writes: a leading zero in the epoch or in t, uppercase hex.
+  const signature = headers["idempotency-signature"];
+  assert.throws(() => verify({ ...headers, "idempotency-epoch": `0${headers["idempotency-epoch"]}` }), /malformed/);
+  assert.throws(() => verify({ ...headers, "idempotency-signature": signature.replace("t=", "t=0") }), /malformed/);
+  assert.throws(() => verify({ ...headers, "idempotency-signature": signature.toUpperCase().replace("T=", "t=").replace("V1=", "v1=") }), /malformed/);
 });

@@ -49,11 +49,18 @@ fn error(status: StatusCode, error: &str, detail: String) -> Reply {
 }
 
 /// The scope, key and epoch idemgate forwarded: verified with a secret,
-/// read as they are without one.
+/// read as they are without one. Every occurrence of each header is read
+/// (`HeaderMap::get` would keep the first): one sent twice is refused
+/// either way, since the ledger and the verifier could read different ones.
 fn forwarded(app: &App, headers: &HeaderMap, request: &ForwardedRequest) -> Result<Forward, Reply> {
-    let forwarded = ForwardedHeaders::from_lookup(|name| {
-        headers.get(name).and_then(|value| value.to_str().ok())
-    });
+    let forwarded = ForwardedHeaders::from_pairs(headers).map_err(|reason| match app.verifier {
+        Some(_) => error(StatusCode::UNAUTHORIZED, "unverified", reason.to_string()),
+        None => error(
+            StatusCode::BAD_REQUEST,
+            "no-idempotency",
+            reason.to_string(),
+        ),
+    })?;
     if let Some(verifier) = &app.verifier {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -233,4 +240,100 @@ async fn main() {
         })
         .await
         .unwrap();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    const SCOPE: &str = "aabe82377599cfe24a321be32fb823296555d5c4aa830b3d009e5faf378715fd";
+
+    fn app(secret: Option<&str>) -> App {
+        App {
+            ledger: Arc::new(Mutex::new(Ledger::in_memory().unwrap())),
+            verifier: secret.map(Verifier::new),
+            seen: Arc::default(),
+        }
+    }
+
+    fn request(body: &[u8]) -> ForwardedRequest<'_> {
+        ForwardedRequest {
+            method: "POST",
+            path_and_query: "/payments",
+            body,
+        }
+    }
+
+    /// A forward of `body` under `key`, signed now when `secret` is given.
+    fn headers(key: &str, body: &[u8], secret: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        let epoch = 1_700_000_000_000_000;
+        headers.insert("idempotency-key", format!("\"{key}\"").parse().unwrap());
+        headers.insert("idempotency-scope", HeaderValue::from_static(SCOPE));
+        headers.insert("idempotency-epoch", epoch.to_string().parse().unwrap());
+        if let Some(secret) = secret {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            let signature = idemgate_origin::sign(secret, &request(body), SCOPE, key, epoch, now);
+            headers.insert("idempotency-signature", signature.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn a_verified_forward_is_read() {
+        let body = br#"{"amount":1000}"#;
+        let forward = forwarded(
+            &app(Some("whsec_test")),
+            &headers("order-1", body, Some("whsec_test")),
+            &request(body),
+        )
+        .unwrap();
+        assert_eq!(
+            (forward.key.as_str(), forward.scope.as_str()),
+            ("order-1", SCOPE)
+        );
+    }
+
+    /// `HeaderMap::get` would read the first `Idempotency-Key` and let the
+    /// second through to whatever reads the headers next.
+    #[test]
+    fn a_forwarded_header_sent_twice_is_refused() {
+        let body = br#"{"amount":1000}"#;
+        for secret in [Some("whsec_test"), None] {
+            for name in [
+                "idempotency-key",
+                "idempotency-scope",
+                "idempotency-epoch",
+                "idempotency-signature",
+            ] {
+                let mut repeated = headers("order-1", body, Some("whsec_test"));
+                let value = repeated.get(name).unwrap().clone();
+                repeated.append(name, value);
+                let (status, Json(reply)) =
+                    forwarded(&app(secret), &repeated, &request(body)).unwrap_err();
+                let expected = match secret {
+                    Some(_) => StatusCode::UNAUTHORIZED,
+                    None => StatusCode::BAD_REQUEST,
+                };
+                assert_eq!(status, expected, "{name} {secret:?}");
+                assert!(
+                    reply["detail"].as_str().unwrap().contains("more than once"),
+                    "{reply}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn without_a_secret_the_headers_are_trusted_but_must_be_there() {
+        let body = br#"{"amount":1000}"#;
+        let trusted = forwarded(&app(None), &headers("order-2", body, None), &request(body));
+        assert_eq!(trusted.unwrap().epoch, 1_700_000_000_000_000);
+        let (status, _) = forwarded(&app(None), &HeaderMap::new(), &request(body)).unwrap_err();
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
 }

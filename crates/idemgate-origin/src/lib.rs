@@ -51,6 +51,12 @@ pub const SCOPE_HEADER: &str = "Idempotency-Scope";
 pub const EPOCH_HEADER: &str = "Idempotency-Epoch";
 pub const SIGNATURE_HEADER: &str = "Idempotency-Signature";
 
+/// The Rust examples of `docs/origin.md`, compiled and run as doc tests
+/// (the documentation's own test checks that the page is included here).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/origin.md")]
+pub struct OriginPageExamples;
+
 /// Default allowed distance between the signature's `t` and now.
 pub const DEFAULT_TOLERANCE_SECONDS: u64 = 300;
 
@@ -64,8 +70,64 @@ pub struct ForwardedHeaders<'a> {
 }
 
 impl<'a> ForwardedHeaders<'a> {
-    /// Reads the headers through any case-insensitive lookup, e.g.
-    /// `|name| headers.get(name).and_then(|v| v.to_str().ok())`.
+    /// Reads the headers from every `(name, value)` pair the request
+    /// carried, names in any case: an `http::HeaderMap` (`&headers`), or a
+    /// list of pairs in which a header sent twice is two pairs.
+    ///
+    /// A forwarded header sent more than once is refused as
+    /// [`VerifyError::MalformedHeader`]: a verifier that read one value and
+    /// application code that read another would disagree on the key. So is
+    /// a value that is not text.
+    ///
+    /// ```
+    /// use idemgate_origin::{ForwardedHeaders, VerifyError};
+    ///
+    /// let once = [("idempotency-key", "\"order-42\""), ("Content-Type", "application/json")];
+    /// assert_eq!(ForwardedHeaders::from_pairs(once).unwrap().key, Some("\"order-42\""));
+    ///
+    /// let twice = [("Idempotency-Key", "\"order-42\""), ("idempotency-key", "\"order-43\"")];
+    /// assert!(matches!(
+    ///     ForwardedHeaders::from_pairs(twice),
+    ///     Err(VerifyError::MalformedHeader { header: "Idempotency-Key", .. })
+    /// ));
+    /// ```
+    pub fn from_pairs<N, V>(
+        pairs: impl IntoIterator<Item = (N, &'a V)>,
+    ) -> Result<ForwardedHeaders<'a>, VerifyError>
+    where
+        N: AsRef<str>,
+        V: AsRef<[u8]> + ?Sized + 'a,
+    {
+        let mut headers = ForwardedHeaders::default();
+        for (name, value) in pairs {
+            let name = name.as_ref();
+            let (header, slot) = if name.eq_ignore_ascii_case(KEY_HEADER) {
+                (KEY_HEADER, &mut headers.key)
+            } else if name.eq_ignore_ascii_case(SCOPE_HEADER) {
+                (SCOPE_HEADER, &mut headers.scope)
+            } else if name.eq_ignore_ascii_case(EPOCH_HEADER) {
+                (EPOCH_HEADER, &mut headers.epoch)
+            } else if name.eq_ignore_ascii_case(SIGNATURE_HEADER) {
+                (SIGNATURE_HEADER, &mut headers.signature)
+            } else {
+                continue;
+            };
+            if slot.is_some() {
+                return Err(malformed(header, "sent more than once"));
+            }
+            let text = std::str::from_utf8(value.as_ref())
+                .map_err(|_| malformed(header, "not visible ASCII"))?;
+            *slot = Some(text);
+        }
+        Ok(headers)
+    }
+
+    /// Reads the headers through a case-insensitive lookup that gives each
+    /// header's value, a repeated header's values joined by `", "` as
+    /// HTTP combines them (which no well-formed value contains, so the
+    /// repetition is refused). A lookup that keeps only the first value,
+    /// such as `http::HeaderMap::get`, would hide a repeated header: with a
+    /// `HeaderMap`, use [`ForwardedHeaders::from_pairs`].
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<&'a str>) -> ForwardedHeaders<'a> {
         ForwardedHeaders {
             key: lookup(KEY_HEADER),
@@ -212,10 +274,14 @@ fn malformed(header: &'static str, reason: &'static str) -> VerifyError {
     VerifyError::MalformedHeader { header, reason }
 }
 
+/// A value without HTTP's optional whitespace (spaces and tabs) around it.
+fn trim_ows(value: &str) -> &str {
+    value.trim_matches([' ', '\t'])
+}
+
 /// `"<key>"`: idemgate's keys are visible ASCII without `"` or `\`.
 fn parse_key(value: &str) -> Result<&str, VerifyError> {
-    let key = value
-        .trim()
+    let key = trim_ows(value)
         .strip_prefix('"')
         .and_then(|rest| rest.strip_suffix('"'))
         .ok_or(malformed(KEY_HEADER, "not a quoted string"))?;
@@ -231,40 +297,55 @@ fn parse_key(value: &str) -> Result<&str, VerifyError> {
 }
 
 fn parse_scope(value: &str) -> Result<&str, VerifyError> {
-    let scope = value.trim();
-    if scope.len() == 64
-        && scope
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    {
+    let scope = trim_ows(value);
+    if scope.len() == 64 && is_lowercase_hex(scope) {
         Ok(scope)
     } else {
         Err(malformed(SCOPE_HEADER, "not 64 lowercase hex digits"))
     }
 }
 
+fn is_lowercase_hex(text: &str) -> bool {
+    text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A number as idemgate writes it: decimal digits, no sign, no leading
+/// zero (`0` alone aside), within a `u64`. Any other spelling of the same
+/// number is refused, so that exactly one header value verifies.
+fn canonical_decimal(text: &str) -> Option<u64> {
+    let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    let leading_zero = text.len() > 1 && text.starts_with('0');
+    if digits && !leading_zero {
+        text.parse().ok()
+    } else {
+        None
+    }
+}
+
 fn parse_epoch(value: &str) -> Result<u64, VerifyError> {
-    let value = value.trim();
-    match value.parse::<u64>() {
-        Ok(epoch) if epoch >= 1 && !value.starts_with('+') => Ok(epoch),
+    match canonical_decimal(trim_ows(value)) {
+        Some(epoch) if epoch >= 1 => Ok(epoch),
         _ => Err(malformed(EPOCH_HEADER, "not a positive integer")),
     }
 }
 
+/// `t=<unix seconds>,v1=<64 lowercase hex digits>`, and nothing else.
 fn parse_signature(value: &str) -> Result<(u64, Vec<u8>), VerifyError> {
-    let (t, v1) = value
-        .trim()
+    let (t, v1) = trim_ows(value)
         .split_once(',')
         .ok_or(malformed(SIGNATURE_HEADER, "expected t=<unix>,v1=<hex>"))?;
     let signed_at = t
         .strip_prefix("t=")
-        .and_then(|t| t.parse::<u64>().ok())
+        .and_then(canonical_decimal)
         .ok_or(malformed(SIGNATURE_HEADER, "t is not a Unix time"))?;
     let signature = v1
         .strip_prefix("v1=")
-        .and_then(|hex_digest| hex::decode(hex_digest).ok())
-        .filter(|digest| digest.len() == 32)
-        .ok_or(malformed(SIGNATURE_HEADER, "v1 is not 64 hex digits"))?;
+        .filter(|digest| digest.len() == 64 && is_lowercase_hex(digest))
+        .and_then(|digest| hex::decode(digest).ok())
+        .ok_or(malformed(
+            SIGNATURE_HEADER,
+            "v1 is not 64 lowercase hex digits",
+        ))?;
     Ok((signed_at, signature))
 }
 
@@ -479,6 +560,84 @@ mod tests {
                 .map(|(_, value)| *value)
         });
         assert!(verify(&headers, &request(BODY), T).is_ok());
+    }
+
+    /// Forms idemgate never writes are refused even where they read as the
+    /// same number, and the signature over that number would match: one
+    /// header value verifies, as with the Node.js and Python packages.
+    #[test]
+    fn only_the_canonical_spelling_of_a_number_verifies() {
+        let upper_v1 = VECTOR.replace("v1=8e1ea884ae", "v1=8E1EA884AE");
+        let non_canonical = [
+            headers("\"order-42\"", SCOPE, "01700000000000000", VECTOR),
+            headers("\"order-42\"", SCOPE, "+1700000000000000", VECTOR),
+            headers(
+                "\"order-42\"",
+                SCOPE,
+                EPOCH,
+                &VECTOR.replace("t=1700000000", "t=+1700000000"),
+            ),
+            headers(
+                "\"order-42\"",
+                SCOPE,
+                EPOCH,
+                &VECTOR.replace("t=1700000000", "t=01700000000"),
+            ),
+            headers("\"order-42\"", SCOPE, EPOCH, &upper_v1),
+            headers("\"order-42\"", SCOPE, EPOCH, &format!("{VECTOR}\n")),
+        ]
+        .map(|headers| verify(&headers, &request(BODY), T));
+        for result in non_canonical {
+            assert!(
+                matches!(result, Err(VerifyError::MalformedHeader { .. })),
+                "{result:?}"
+            );
+        }
+        // Spaces and tabs around a value are HTTP's, not the value's.
+        let padded = headers(" \"order-42\"\t", SCOPE, "\t1700000000000000 ", VECTOR);
+        assert!(verify(&padded, &request(BODY), T).is_ok());
+    }
+
+    #[test]
+    fn a_forwarded_header_sent_twice_is_refused() {
+        let genuine = [
+            ("Idempotency-Key", "\"order-42\""),
+            ("idempotency-scope", SCOPE),
+            ("IDEMPOTENCY-EPOCH", EPOCH),
+            ("Idempotency-Signature", VECTOR),
+            ("content-type", "application/json"),
+        ];
+        let headers = ForwardedHeaders::from_pairs(genuine).unwrap();
+        assert!(verify(&headers, &request(BODY), T).is_ok());
+        for (name, value) in genuine.iter().take(4) {
+            let mut twice = genuine.to_vec();
+            let lowercase: &'static str = name.to_ascii_lowercase().leak();
+            twice.push((lowercase, *value));
+            let refused = ForwardedHeaders::from_pairs(twice).unwrap_err();
+            assert!(
+                matches!(
+                    refused,
+                    VerifyError::MalformedHeader {
+                        reason: "sent more than once",
+                        ..
+                    }
+                ),
+                "{name}: {refused:?}"
+            );
+        }
+        // Other headers may repeat.
+        let mut cookies = genuine.to_vec();
+        cookies.extend([("cookie", "a=1"), ("cookie", "b=2")]);
+        assert!(ForwardedHeaders::from_pairs(cookies).is_ok());
+        // A value that is not text cannot be the one the signature covers.
+        let bytes: [(&str, &[u8]); 1] = [("idempotency-key", b"\"order-\xff\"")];
+        assert!(matches!(
+            ForwardedHeaders::from_pairs(bytes),
+            Err(VerifyError::MalformedHeader {
+                header: KEY_HEADER,
+                ..
+            })
+        ));
     }
 
     #[test]

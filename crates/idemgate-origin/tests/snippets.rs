@@ -1,5 +1,6 @@
-//! The README's Node.js and Python verification snippets are the files in
-//! `examples/origin/`, word for word; here they run against the test vector.
+//! The standard-library verification snippets of `docs/origin.md` are the
+//! files in `examples/origin/`, word for word; here they run against the
+//! test vector.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,12 +9,12 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn assert_in_readme(snippet: &str) {
-    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
+fn assert_in_docs(snippet: &str) {
+    let page = std::fs::read_to_string(repository().join("docs/origin.md")).unwrap();
     let code = std::fs::read_to_string(repository().join("examples/origin").join(snippet)).unwrap();
     assert!(
-        readme.contains(code.trim_end()),
-        "README.md must show examples/origin/{snippet} verbatim"
+        page.contains(code.trim_end()),
+        "docs/origin.md must show examples/origin/{snippet} verbatim"
     );
 }
 
@@ -33,12 +34,12 @@ fn run(program: &str, args: &[&str]) {
 
 #[test]
 fn node_snippet_verifies_the_test_vector() {
-    assert_in_readme("verify.mjs");
+    assert_in_docs("verify.mjs");
     run("node", &["--test", "verify_test.mjs"]);
 }
 
 #[test]
 fn python_snippet_verifies_the_test_vector() {
-    assert_in_readme("verify.py");
+    assert_in_docs("verify.py");
     run("python3", &["-B", "test_verify.py"]);
 }

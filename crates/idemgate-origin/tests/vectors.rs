@@ -1,24 +1,12 @@
 //! The verifier against every case of `tests/vectors/forwards.json`, the
-//! vectors the Node.js and Python packages are tested against too.
+//! vectors the Node.js and Python packages are tested against too, with
+//! the headers read both ways the crate takes them.
 
 use std::path::PathBuf;
 
 use base64::Engine as _;
 use idemgate_origin::{ForwardedHeaders, ForwardedRequest, Verifier, VerifyError};
 use serde_json::Value;
-
-/// Cases where this crate accepts a form idemgate never writes, which the
-/// vectors (and the packages) refuse as malformed: the crate parses with
-/// `u64::from_str` (a leading `+` or `0` passes) and `hex::decode`
-/// (uppercase passes), then signs the number it read, so the signature
-/// still matches. Kept here so that the day the crate is made strict this
-/// test says to remove them.
-const ACCEPTED_BY_THE_CRATE_ONLY: &[&str] = &[
-    "epoch-leading-zero",
-    "signature-t-plus-sign",
-    "signature-t-leading-zero",
-    "signature-v1-uppercase-hex",
-];
 
 fn vectors() -> Vec<Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/forwards.json");
@@ -32,10 +20,10 @@ fn vectors() -> Vec<Value> {
 }
 
 /// Every value of `name`, case-insensitively, joined by ", " as HTTP
-/// combines a field sent more than once (RFC 9110 §5.3). The crate reads
-/// one value per header, so a repeated header reaches it joined, and no
-/// joined value is a well-formed one. (A lookup that keeps only the first
-/// value, as `http::HeaderMap::get` does, would hide the repetition.)
+/// combines a field sent more than once (RFC 9110 §5.3): no joined value
+/// is a well-formed one. (A lookup that keeps only the first value, as
+/// `http::HeaderMap::get` does, would hide the repetition; `from_pairs`
+/// sees it.)
 fn combined(headers: &[(String, String)], name: &str) -> Option<String> {
     let values: Vec<&str> = headers
         .iter()
@@ -54,8 +42,19 @@ fn category(error: &VerifyError) -> &'static str {
     }
 }
 
+/// How a request's headers reach the crate.
+#[derive(Debug, Clone, Copy)]
+enum Reading {
+    /// Every pair, as an `http::HeaderMap` iterates them
+    /// ([`ForwardedHeaders::from_pairs`]): a repeated header is seen.
+    Pairs,
+    /// One value per name, a repeated header's joined by ", "
+    /// ([`ForwardedHeaders::from_lookup`]).
+    Joined,
+}
+
 /// What the crate answers for one vector, in the vectors' own terms.
-fn answer(vector: &Value) -> Value {
+fn answer(vector: &Value, reading: Reading) -> Value {
     let request = &vector["request"];
     let headers: Vec<(String, String)> = request["headers"]
         .as_array()
@@ -75,25 +74,35 @@ fn answer(vector: &Value) -> Value {
         idemgate_origin::SIGNATURE_HEADER,
     ]
     .map(|name| combined(&headers, name));
+    let forwarded = match reading {
+        Reading::Pairs => ForwardedHeaders::from_pairs(
+            headers
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        ),
+        Reading::Joined => Ok(ForwardedHeaders {
+            key: key.as_deref(),
+            scope: scope.as_deref(),
+            epoch: epoch.as_deref(),
+            signature: signature.as_deref(),
+        }),
+    };
     let body = base64::engine::general_purpose::STANDARD
         .decode(request["body_base64"].as_str().unwrap())
         .unwrap();
     let verifier = Verifier::new(vector["secret"].as_str().unwrap())
         .with_tolerance(vector["tolerance_seconds"].as_u64().unwrap());
-    let result = verifier.verify(
-        &ForwardedHeaders {
-            key: key.as_deref(),
-            scope: scope.as_deref(),
-            epoch: epoch.as_deref(),
-            signature: signature.as_deref(),
-        },
-        &ForwardedRequest {
-            method: request["method"].as_str().unwrap(),
-            path_and_query: request["path_and_query"].as_str().unwrap(),
-            body: &body,
-        },
-        vector["now"].as_u64().unwrap(),
-    );
+    let result = forwarded.and_then(|forwarded| {
+        verifier.verify(
+            &forwarded,
+            &ForwardedRequest {
+                method: request["method"].as_str().unwrap(),
+                path_and_query: request["path_and_query"].as_str().unwrap(),
+                body: &body,
+            },
+            vector["now"].as_u64().unwrap(),
+        )
+    });
     match result {
         Ok(forwarded) => serde_json::json!({
             "valid": true,
@@ -110,33 +119,33 @@ fn answer(vector: &Value) -> Value {
 #[test]
 fn the_verifier_answers_every_vector_as_expected() {
     let mut disagreements = Vec::new();
-    for vector in vectors() {
+    let vectors = vectors();
+    for vector in &vectors {
         let name = vector["name"].as_str().unwrap();
-        if ACCEPTED_BY_THE_CRATE_ONLY.contains(&name) {
-            continue;
-        }
-        let answer = answer(&vector);
-        if answer != vector["expected"] {
-            disagreements.push(format!(
-                "{name}: expected {}, the crate answered {answer}",
-                vector["expected"]
-            ));
+        for reading in [Reading::Pairs, Reading::Joined] {
+            let answer = answer(vector, reading);
+            if answer != vector["expected"] {
+                disagreements.push(format!(
+                    "{name} ({reading:?}): expected {}, the crate answered {answer}",
+                    vector["expected"]
+                ));
+            }
         }
     }
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
-}
-
-#[test]
-fn the_crate_still_accepts_the_forms_listed_as_its_own() {
-    for vector in vectors() {
-        let name = vector["name"].as_str().unwrap();
-        if ACCEPTED_BY_THE_CRATE_ONLY.contains(&name) {
-            assert_eq!(vector["expected"]["error"], "malformed-header", "{name}");
-            assert_eq!(
-                answer(&vector)["valid"],
-                true,
-                "{name}: the crate now refuses it; remove it from ACCEPTED_BY_THE_CRATE_ONLY"
-            );
-        }
+    // The vectors hold what this test is for: repeated headers, and the
+    // non-canonical numbers the crate once accepted.
+    for name in [
+        "duplicate-key",
+        "duplicate-signature",
+        "epoch-leading-zero",
+        "signature-t-plus-sign",
+        "signature-t-leading-zero",
+        "signature-v1-uppercase-hex",
+    ] {
+        assert!(
+            vectors.iter().any(|vector| vector["name"] == name),
+            "{name}"
+        );
     }
 }
