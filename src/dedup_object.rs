@@ -38,13 +38,9 @@ const RECEIPT_TABLE: &str = "CREATE TABLE IF NOT EXISTS receipt (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     record TEXT NOT NULL,
     body BLOB,
-    deletable_at INTEGER
-)";
-/// An async delivery as accepted, until it completes.
-const REQUEST_TABLE: &str = "CREATE TABLE IF NOT EXISTS request (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    record TEXT NOT NULL,
-    body BLOB
+    deletable_at INTEGER,
+    request TEXT,
+    request_body BLOB
 )";
 
 #[durable_object]
@@ -63,6 +59,8 @@ pub struct DurableBackend {
     /// separate commit per key would cost an fsync, and most objects see
     /// one first delivery and then only replays.
     has_tables: Cell<bool>,
+    /// Whether an earlier version's request table holds the request.
+    legacy_request: Cell<bool>,
     /// Every storage operation of this object's lifetime, for the operator API.
     ops: Cell<StorageOps>,
 }
@@ -75,6 +73,7 @@ impl DurableObject for DedupObject {
                 storage: state.storage(),
                 env: env.clone(),
                 has_tables: Cell::new(false),
+                legacy_request: Cell::new(false),
                 ops: Cell::default(),
             }),
             env,
@@ -275,17 +274,27 @@ impl DurableBackend {
     fn create_tables(&self) -> Result<(), String> {
         if !self.has_tables.get() {
             self.exec(RECEIPT_TABLE, Vec::new())?;
-            self.exec(REQUEST_TABLE, Vec::new())?;
-            // An object a first version created has no `deletable_at`.
+            // An object an earlier version created lacks later columns.
             let columns = self.exec("SELECT name FROM pragma_table_info('receipt')", Vec::new())?;
-            let has_column = columns.raw().flatten().any(|row| {
-                matches!(row.first(), Some(SqlStorageValue::String(name)) if name == "deletable_at")
-            });
-            if !has_column {
-                self.exec(
-                    "ALTER TABLE receipt ADD COLUMN deletable_at INTEGER",
-                    Vec::new(),
-                )?;
+            let present: Vec<String> = columns
+                .raw()
+                .flatten()
+                .filter_map(|row| match row.first() {
+                    Some(SqlStorageValue::String(name)) => Some(name.clone()),
+                    _ => None,
+                })
+                .collect();
+            for (column, kind) in [
+                ("deletable_at", "INTEGER"),
+                ("request", "TEXT"),
+                ("request_body", "BLOB"),
+            ] {
+                if !present.iter().any(|name| name == column) {
+                    self.exec(
+                        &format!("ALTER TABLE receipt ADD COLUMN {column} {kind}"),
+                        Vec::new(),
+                    )?;
+                }
             }
             self.has_tables.set(true);
         }
@@ -344,7 +353,7 @@ impl Backend for DurableBackend {
         Ok(Some(receipt))
     }
 
-    fn save(&self, receipt: &Receipt) -> Result<(), String> {
+    fn save(&self, receipt: &Receipt, request: Option<&StoredRequest>) -> Result<(), String> {
         StorageOps::bump(&self.ops, |ops| ops.writes += 1);
         let record = serde_json::to_string(receipt).map_err(|error| error.to_string())?;
         let body = match receipt.stored_response() {
@@ -355,48 +364,83 @@ impl Backend for DurableBackend {
             .deletable_at()
             .map_or(SqlStorageValue::Null, integer);
         self.create_tables()?;
-        self.exec(
-            "INSERT INTO receipt (id, record, body, deletable_at) VALUES (1, ?, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET record = excluded.record, body = excluded.body,
-             deletable_at = excluded.deletable_at",
-            vec![SqlStorageValue::String(record), body, deletable_at],
-        )
-        .map(|_| ())
-    }
-
-    fn save_request(&self, request: &StoredRequest) -> Result<(), String> {
-        StorageOps::bump(&self.ops, |ops| ops.writes += 1);
-        let record = serde_json::to_string(request).map_err(|error| error.to_string())?;
-        self.create_tables()?;
-        self.exec(
-            "INSERT INTO request (id, record, body) VALUES (1, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET record = excluded.record, body = excluded.body",
-            vec![
-                SqlStorageValue::String(record),
-                SqlStorageValue::Blob(request.body.clone()),
-            ],
-        )
-        .map(|_| ())
+        // One row write: the request rides in the receipt's row (an object
+        // of an earlier version may still hold it in its own table).
+        let values = vec![SqlStorageValue::String(record), body, deletable_at];
+        let written = match (request, receipt.keeps_request()) {
+            (Some(request), _) => {
+                let record = serde_json::to_string(request).map_err(|error| error.to_string())?;
+                let mut values = values;
+                values.push(SqlStorageValue::String(record));
+                values.push(SqlStorageValue::Blob(request.body.clone()));
+                self.exec(
+                    "INSERT INTO receipt (id, record, body, deletable_at, request, request_body)
+                     VALUES (1, ?, ?, ?, ?, ?)
+                     ON CONFLICT (id) DO UPDATE SET record = excluded.record, body = excluded.body,
+                     deletable_at = excluded.deletable_at, request = excluded.request,
+                     request_body = excluded.request_body",
+                    values,
+                )
+            }
+            (None, true) => self.exec(
+                "INSERT INTO receipt (id, record, body, deletable_at) VALUES (1, ?, ?, ?)
+                 ON CONFLICT (id) DO UPDATE SET record = excluded.record, body = excluded.body,
+                 deletable_at = excluded.deletable_at",
+                values,
+            ),
+            (None, false) => self.exec(
+                "INSERT INTO receipt (id, record, body, deletable_at) VALUES (1, ?, ?, ?)
+                 ON CONFLICT (id) DO UPDATE SET record = excluded.record, body = excluded.body,
+                 deletable_at = excluded.deletable_at, request = NULL, request_body = NULL",
+                values,
+            ),
+        };
+        written?;
+        if !receipt.keeps_request() && self.legacy_request.get() {
+            self.exec("DELETE FROM request", Vec::new())?;
+            self.legacy_request.set(false);
+        }
+        Ok(())
     }
 
     fn load_request(&self) -> Result<Option<StoredRequest>, String> {
         StorageOps::bump(&self.ops, |ops| ops.reads += 1);
-        let Some((record, body)) = self.select("SELECT record, body FROM request WHERE id = 1")?
-        else {
+        // In the receipt's row; an object of an earlier version (no such
+        // column yet) kept it in its own table.
+        let in_row = self
+            .exec(
+                "SELECT request, request_body FROM receipt WHERE id = 1",
+                Vec::new(),
+            )
+            .ok()
+            .and_then(|cursor| cursor.raw().next())
+            .and_then(Result::ok)
+            .and_then(|row| match (row.first(), row.get(1)) {
+                (Some(SqlStorageValue::String(record)), Some(SqlStorageValue::Blob(body))) => {
+                    Some((record.clone(), Some(body.clone())))
+                }
+                (Some(SqlStorageValue::String(record)), _) => Some((record.clone(), None)),
+                _ => None,
+            });
+        let row = match in_row {
+            Some(row) => Some(row),
+            None => {
+                // No such table in an object this version created.
+                let legacy = self
+                    .select("SELECT record, body FROM request WHERE id = 1")
+                    .ok()
+                    .flatten();
+                self.legacy_request.set(legacy.is_some());
+                legacy
+            }
+        };
+        let Some((record, body)) = row else {
             return Ok(None);
         };
         let mut request: StoredRequest = serde_json::from_str(&record)
             .map_err(|error| format!("the stored request does not parse: {error}"))?;
         request.body = body.unwrap_or_default();
         Ok(Some(request))
-    }
-
-    fn delete_request(&self) -> Result<(), String> {
-        StorageOps::bump(&self.ops, |ops| ops.writes += 1);
-        if !self.tables_exist()? {
-            return Ok(());
-        }
-        self.exec("DELETE FROM request", Vec::new()).map(|_| ())
     }
 
     async fn delete_all(&self) -> Result<bool, String> {

@@ -56,6 +56,9 @@ pub struct MemoryBackend {
     pub flow_unreachable: Cell<bool>,
     /// Permit requests that wait for the test to let them through.
     pub flow_gates: RefCell<VecDeque<oneshot::Receiver<()>>>,
+    /// Permit replies, already decided by the coordinator, that wait for
+    /// the test to deliver them.
+    pub flow_reply_gates: RefCell<VecDeque<oneshot::Receiver<()>>>,
     /// Random bits from a sequence (SplitMix64 from this seed) rather than
     /// the constant that gives no jitter.
     pub random_seed: Cell<Option<u64>>,
@@ -178,31 +181,25 @@ impl Backend for MemoryBackend {
         Ok(self.stored.borrow().clone())
     }
 
-    fn save(&self, receipt: &Receipt) -> Result<(), String> {
+    fn save(&self, receipt: &Receipt, request: Option<&StoredRequest>) -> Result<(), String> {
         self.write_allowed()?;
         if self.fail_receipt_writes.get() {
             return Err("injected receipt write failure".into());
         }
         *self.stored.borrow_mut() = Some(receipt.clone());
+        if let Some(request) = request {
+            *self.request.borrow_mut() = Some(request.clone());
+        }
+        if !receipt.keeps_request() {
+            *self.request.borrow_mut() = None;
+        }
         self.corrupt.set(false);
-        Ok(())
-    }
-
-    fn save_request(&self, request: &StoredRequest) -> Result<(), String> {
-        self.write_allowed()?;
-        *self.request.borrow_mut() = Some(request.clone());
         Ok(())
     }
 
     fn load_request(&self) -> Result<Option<StoredRequest>, String> {
         self.count(|ops| ops.reads += 1);
         Ok(self.request.borrow().clone())
-    }
-
-    fn delete_request(&self) -> Result<(), String> {
-        self.write_allowed()?;
-        *self.request.borrow_mut() = None;
-        Ok(())
     }
 
     async fn delete_all(&self) -> Result<bool, String> {
@@ -322,9 +319,16 @@ impl Backend for MemoryBackend {
             return Err("the coordinator could not be reached".into());
         }
         let now = self.now.get();
-        let mut flow = self.flow.borrow_mut();
-        let coordinator = flow.get_or_insert_with(|| Coordinator::new(request.limits, now));
-        Ok(coordinator.acquire(&request, now))
+        let reply = {
+            let mut flow = self.flow.borrow_mut();
+            let coordinator = flow.get_or_insert_with(|| Coordinator::new(request.limits, now));
+            coordinator.acquire(&request, now)
+        };
+        let gate = self.flow_reply_gates.borrow_mut().pop_front();
+        if let Some(gate) = gate {
+            let _ = gate.await;
+        }
+        Ok(reply)
     }
 
     async fn release_permit(&self, _route: &str, holder: &str, grant: u64, limits: FlowLimits) {

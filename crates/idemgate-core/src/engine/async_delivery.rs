@@ -5,7 +5,7 @@
 //! receipt's next step before a forward is sent, so a crash mid-forward
 //! only delays the delivery until its lease ends.
 
-use futures::future::{join, select, Either};
+use futures::future::join;
 
 use super::permits::AttemptPermit;
 use super::{Backend, Delivery, Engine, Policy, StoredRequest};
@@ -131,14 +131,7 @@ impl<B: Backend> Engine<B> {
                 if is_active(Mutation::AcknowledgeBeforeDurable) {
                     return Answer::Queued(ack(receipt_id, "queued"));
                 }
-                let written = self
-                    .backend
-                    .save_request(&stored)
-                    .and_then(|()| self.store(receipt));
-                if let Err(message) = written {
-                    *self.cache.borrow_mut() = None;
-                    // No receipt points at the stored request: it would stay.
-                    let _ = self.backend.delete_request();
+                if let Err(message) = self.store_with(receipt, Some(&stored)) {
                     return Answer::Rejected(Problem::StorageUnavailable { message });
                 }
                 if is_active(Mutation::QueueWithoutAlarm) {
@@ -254,7 +247,16 @@ impl<B: Backend> Engine<B> {
         };
         let key = IdempotencyKey::parse(&receipt.identity.key, "receipt")
             .map_err(|problem| problem.detail())?;
-        let permit = match self.permit_for_attempt(&receipt).await {
+        self.woken.set(false);
+        let mut asked = self.permit_for_attempt(&receipt).await;
+        if matches!(asked, AttemptPermit::WaitUntil(_)) && self.woken.take() {
+            // The coordinator's wake overtook its own answer (it reserved a
+            // permit for this object after answering "queued"), and the
+            // wake found this attempt under way: the permit is ours to
+            // claim now, rather than when the queued answer said to ask.
+            asked = self.permit_for_attempt(&receipt).await;
+        }
+        let permit = match asked {
             AttemptPermit::Unlimited => None,
             AttemptPermit::Held(permit) => Some(permit),
             AttemptPermit::WaitUntil(at) => return self.wait_for_permit(receipt, at).await,
@@ -276,8 +278,10 @@ impl<B: Backend> Engine<B> {
         self.note_wait(&receipt, now);
         let epoch = self.new_epoch(&receipt, now);
         receipt.begin_forward(epoch, now, terms.lease_ms, terms.retention_ms);
-        let index = self.plan_index(&mut receipt);
-        let lease_end = receipt.next_wake();
+        // Neither the index row nor the alarm moves to the lease's end: the
+        // row still shows the delivery due, so if this object dies
+        // mid-forward, the alarm's retry or the sweep wakes it, finds the
+        // lease and waits it out. Each would cost a write per delivery.
         let scope = receipt.identity.scope.clone();
         let in_flight = self.store(receipt);
         drop(starting);
@@ -305,23 +309,9 @@ impl<B: Backend> Engine<B> {
             forward_secret: forward_secret.as_ref().map(|secret| secret.expose()),
             unix_seconds: now / 1000,
         });
-        // Sent in the same turn as the alarm for the lease's end is set, so
-        // the lease counts from the send, and a crash from here on leaves
-        // an alarm that takes the delivery over. The index row goes
-        // alongside, but the outcome never waits for it: a slow index
-        // would hold the origin's answer unrecorded, and a restart then
-        // would forward a delivery the origin took (SPEC §2b, v3).
-        let send = join(
-            self.backend.set_alarm(lease_end),
-            self.backend.forward(request, terms.origin_timeout_ms),
-        );
-        let index_write = std::pin::pin!(self.write_index(index));
-        let ((alarm, result), unfinished_index_write) =
-            match select(std::pin::pin!(send), index_write).await {
-                Either::Left((sent, index_write)) => (sent, Some(index_write)),
-                Either::Right((_, send)) => (send.await, None),
-            };
-        self.alarm_known.set(alarm.is_ok());
+        let result = self.backend.forward(request, terms.origin_timeout_ms).await;
+        // The alarm that started this attempt has fired: none is set now.
+        self.alarm_known.set(false);
         let origin_ms = self.backend.now_ms().saturating_sub(now);
         let record_policy = RecordPolicy {
             retryable: RetryableStatuses::default(),
@@ -334,13 +324,9 @@ impl<B: Backend> Engine<B> {
             self.release(permit),
         )
         .await;
-        if let Some(index_write) = unfinished_index_write {
-            // Older than the outcome's own write: its version loses to it.
-            index_write.await;
-        }
         let Some(recorded) = recorded else {
             // Purged meanwhile, or the outcome could not be written (then
-            // the lease's alarm takes the delivery over).
+            // the alarm's retry, or the sweep, takes the delivery over).
             return self.ensure_pending_alarm();
         };
         let decision = match (recorded, takeover) {

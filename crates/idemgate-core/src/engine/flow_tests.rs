@@ -170,6 +170,51 @@ fn an_async_delivery_waits_for_its_permit_keeping_its_schedule_and_is_woken() {
     assert!(waiter.backend().logged().contains(&"waited_for_permit"));
 }
 
+/// The coordinator answers "queued", then reserves a permit for the
+/// waiter and wakes it before that answer is back: the wake finds the
+/// attempt under way and is not lost (it would cost `REQUEUE_MS`).
+#[test]
+fn a_wake_that_overtakes_the_queued_answer_is_not_lost() {
+    let flow: Rc<RefCell<Option<Coordinator>>> = Rc::default();
+    let policy = limited(async_policy(&[1_000, 2_000]));
+    let (holder, holder_delivery) = object("a", &flow);
+    let (waiter, waiter_delivery) = object("b", &flow);
+    for engine in [&holder, &waiter] {
+        engine
+            .backend()
+            .routes
+            .borrow_mut()
+            .push(("default".into(), policy.clone()));
+    }
+    block_on(holder.deliver(holder_delivery, &policy));
+    block_on(waiter.deliver(waiter_delivery, &policy));
+    let origin = gated(holder.backend());
+    let mut holding = Box::pin(holder.on_alarm());
+    assert!(poll_once(holding.as_mut()).is_none(), "at the origin");
+    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
+    waiter
+        .backend()
+        .flow_reply_gates
+        .borrow_mut()
+        .push_back(reply_gate);
+    let mut asking = Box::pin(waiter.on_alarm());
+    assert!(poll_once(asking.as_mut()).is_none(), "queued, not yet told");
+    origin.send(status(200)).unwrap();
+    assert_eq!(poll_once(holding.as_mut()), Some(Ok(())));
+    let wakes = flow.borrow_mut().as_mut().unwrap().take_wakes();
+    assert_eq!(wakes, vec!["object-b".to_string()]);
+    block_on(waiter.permit_ready()).unwrap();
+    assert!(waiter.backend().forwarded.borrow().is_empty());
+    deliver_reply.send(()).unwrap();
+    assert_eq!(block_on(asking), Ok(()));
+    assert_eq!(
+        waiter.backend().forwarded.borrow().len(),
+        1,
+        "claimed at once"
+    );
+    assert_eq!(waiter.receipt().unwrap().unwrap().state_name(), "completed");
+}
+
 #[test]
 fn a_late_wake_does_nothing_twice() {
     let engine = engine_with_route(limited(async_policy(&[1_000])));

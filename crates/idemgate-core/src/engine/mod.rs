@@ -52,12 +52,12 @@ pub trait Backend {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> u64;
     fn load(&self) -> Result<Option<Receipt>, String>;
-    /// Writes the receipt, with its stored response's body.
-    fn save(&self, receipt: &Receipt) -> Result<(), String>;
-    /// Async: the delivery as accepted, kept until it completes.
-    fn save_request(&self, request: &StoredRequest) -> Result<(), String>;
+    /// Writes the receipt, with its stored response's body, in one row
+    /// write: with `request` (an async delivery as accepted) stored beside
+    /// it; and a receipt that no longer keeps its request
+    /// ([`Receipt::keeps_request`]) drops it in the same write.
+    fn save(&self, receipt: &Receipt, request: Option<&StoredRequest>) -> Result<(), String>;
     fn load_request(&self) -> Result<Option<StoredRequest>, String>;
-    fn delete_request(&self) -> Result<(), String>;
     /// Deletes everything the object stores, its alarm included; answers
     /// whether a receipt was there. Never parses the receipt.
     async fn delete_all(&self) -> Result<bool, String>;
@@ -230,6 +230,9 @@ pub struct Engine<B: Backend> {
     forward_claim: RefCell<Option<Vec<oneshot::Sender<()>>>>,
     /// Whether an async attempt is under way (see `attempt`).
     attempting: Cell<bool>,
+    /// Whether the coordinator's wake came since the attempt under way
+    /// asked for its permit (see `attempt_once`).
+    woken: Cell<bool>,
 }
 
 impl<B: Backend> Engine<B> {
@@ -243,6 +246,7 @@ impl<B: Backend> Engine<B> {
             index_floor: Cell::new(0),
             forward_claim: RefCell::new(None),
             attempting: Cell::new(false),
+            woken: Cell::new(false),
         }
     }
 
@@ -306,10 +310,20 @@ impl<B: Backend> Engine<B> {
 
     /// Writes `receipt`; on failure the cache is dropped, so the next
     /// delivery decides from what storage really holds.
-    fn store(&self, mut receipt: Receipt) -> Result<(), String> {
+    fn store(&self, receipt: Receipt) -> Result<(), String> {
+        self.store_with(receipt, None)
+    }
+
+    /// [`Engine::store`], with an accepted delivery's request in the same
+    /// write.
+    fn store_with(
+        &self,
+        mut receipt: Receipt,
+        request: Option<&StoredRequest>,
+    ) -> Result<(), String> {
         // Written by this version, in this version's form.
         receipt.record_version = RECORD_VERSION;
-        match self.backend.save(&receipt) {
+        match self.backend.save(&receipt, request) {
             Ok(()) => {
                 *self.cache.borrow_mut() = Some(Some(receipt));
                 Ok(())

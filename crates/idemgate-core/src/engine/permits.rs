@@ -190,6 +190,7 @@ impl<B: Backend> Engine<B> {
     /// waiting for one is attempted now. Anything else is left as it is
     /// (a wake may come late, or twice).
     pub async fn permit_ready(&self) -> Result<(), String> {
+        self.woken.set(true);
         let waiting = self.with_receipt(|receipt| {
             receipt.as_ref().is_some_and(|receipt| {
                 receipt.delivery == DeliveryKind::Async

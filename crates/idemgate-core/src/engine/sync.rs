@@ -312,13 +312,8 @@ impl<B: Backend> Engine<B> {
         let wake = receipt.next_wake();
         // A failed write leaves the key in flight until its lease ends; the
         // next delivery (or the alarm) then forwards with a higher epoch.
+        // A completed delivery's request goes with the same write.
         let stored = self.store(receipt).is_ok();
-        if stored && asynchronous && recorded == Recorded::Completed {
-            // In the same turn as the receipt's write, so in the same
-            // commit; never before it, or a failed write would leave an
-            // in-flight receipt without its request (and it would die).
-            let _ = self.backend.delete_request();
-        }
         // An async receipt's alarm delivers it; a sync one's frees it, and
         // is set again here only when nothing says it is set (its write
         // failed with the send, or the object restarted since).

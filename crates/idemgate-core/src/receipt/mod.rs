@@ -308,6 +308,13 @@ impl Receipt {
         self.deletable_at().is_none()
     }
 
+    /// Whether its stored request is kept: an async delivery's, until it
+    /// completes (a dead letter keeps it for its re-drive).
+    pub fn keeps_request(&self) -> bool {
+        self.delivery == DeliveryKind::Async
+            && !matches!(self.state, ReceiptState::Completed { .. })
+    }
+
     /// When a pending delivery's next attempt is due (the lease's end while
     /// one is in flight): what the sweep looks for.
     pub fn next_attempt_at(&self) -> Option<u64> {

@@ -589,10 +589,20 @@ impl Backend for SimBackend {
         Ok(self.world.keys.borrow()[self.key].stored.clone())
     }
 
-    fn save(&self, receipt: &Receipt) -> Result<(), String> {
+    fn save(&self, receipt: &Receipt, request: Option<&StoredRequest>) -> Result<(), String> {
         self.begin_write()?;
         if self.injected_failure() {
             return Err("injected write failure".into());
+        }
+        // The request goes in the receipt's own write, and goes with it.
+        {
+            let mut keys = self.world.keys.borrow_mut();
+            if let Some(request) = request {
+                keys[self.key].request = Some(request.clone());
+            }
+            if !receipt.keeps_request() {
+                keys[self.key].request = None;
+            }
         }
         let now = self.world.now.get();
         let mut keys = self.world.keys.borrow_mut();
@@ -646,26 +656,11 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn save_request(&self, request: &StoredRequest) -> Result<(), String> {
-        self.begin_write()?;
-        if self.world.faults.failing_writes.get() > 0 {
-            return Err("injected write failure".into());
-        }
-        self.world.keys.borrow_mut()[self.key].request = Some(request.clone());
-        Ok(())
-    }
-
     fn load_request(&self) -> Result<Option<StoredRequest>, String> {
         if !self.alive() {
             return Err(CRASHED.into());
         }
         Ok(self.world.keys.borrow()[self.key].request.clone())
-    }
-
-    fn delete_request(&self) -> Result<(), String> {
-        self.begin_write()?;
-        self.world.keys.borrow_mut()[self.key].request = None;
-        Ok(())
     }
 
     async fn delete_all(&self) -> Result<bool, String> {
