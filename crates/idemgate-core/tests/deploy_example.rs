@@ -1,5 +1,5 @@
-//! The worked deployment (`examples/deploy/wrangler.toml`) is the one the
-//! README shows, and its `[vars]` make a valid configuration: what a team
+//! The worked deployment (`examples/deploy/wrangler.toml`) is the one
+//! `docs/deploying.md` shows, and its `[vars]` make a valid configuration: what a team
 //! copies deploys and answers, rather than 500 `misconfigured`. (CI also
 //! deploys it with `wrangler deploy --dry-run`.)
 
@@ -17,11 +17,11 @@ fn example() -> String {
 }
 
 #[test]
-fn the_readme_shows_the_worked_deployment_verbatim() {
-    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
+fn the_deploying_page_shows_the_worked_deployment_verbatim() {
+    let page = std::fs::read_to_string(repository().join("docs/deploying.md")).unwrap();
     assert!(
-        readme.contains(&example()),
-        "README.md must show examples/deploy/wrangler.toml verbatim"
+        page.contains(&example()),
+        "docs/deploying.md must show examples/deploy/wrangler.toml verbatim"
     );
 }
 
