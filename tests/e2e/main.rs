@@ -22,6 +22,7 @@ mod send;
 mod senders;
 mod support;
 mod sweep;
+mod ui;
 mod upgrade;
 
 use std::future::Future;
@@ -286,6 +287,7 @@ fn main() {
         sweep::the_index_is_created_on_first_use,
         sweep::without_an_index_nothing_is_acknowledged,
         sweep::purges_of_pending_deliveries_take_force_and_dead_letters_redrive_in_bulk,
+        ui::the_operator_page_drives_the_operator_api_in_a_browser,
         operator::logs_have_state_changes_and_rejections_but_no_secrets,
         demo_origin::storm_charges_once_per_key_and_every_forward_verifies,
         demo_origin::the_ledger_refuses_the_stale_epoch_of_an_overtaken_forward,
