@@ -16,11 +16,16 @@ ensure_wasm_target() {
 }
 
 # cargo install takes minutes on two cores: only when the version differs.
+# Only the binary used is built (--bin), and both tools build in one target
+# directory, target/tools, so that what they share (clap, serde, syn,
+# openssl, ureq's stack, ...) compiles once and a version bump rebuilds
+# little. Not --locked: wasm-bindgen-cli 0.2.130's lockfile pins webpki-roots
+# 1.0.11, which the registry reachable here does not have, so it fails.
 ensure_cargo_tool() { # crate version binary
   local crate=$1 version=$2 binary=$3
   if ! "$binary" --version 2>/dev/null | grep -qw -- "$version"; then
     log "installing $crate $version (a few minutes, once)"
-    cargo install "$crate" --version "$version" --force
+    CARGO_TARGET_DIR="$ROOT/target/tools" cargo install "$crate" --version "$version" --bin "$binary" --force
   fi
 }
 
