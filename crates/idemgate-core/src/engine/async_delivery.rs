@@ -5,7 +5,7 @@
 //! receipt's next step before a forward is sent, so a crash mid-forward
 //! only delays the delivery until its lease ends.
 
-use futures::future::join;
+use futures::future::{join, select, Either};
 
 use super::permits::AttemptPermit;
 use super::{Backend, Delivery, Engine, Policy, StoredRequest};
@@ -259,7 +259,16 @@ impl<B: Backend> Engine<B> {
         let permit = match asked {
             AttemptPermit::Unlimited => None,
             AttemptPermit::Held(permit) => Some(permit),
-            AttemptPermit::WaitUntil(at) => return self.wait_for_permit(receipt, at).await,
+            AttemptPermit::WaitUntil(at) => {
+                let waited = self.wait_for_permit(receipt, at).await;
+                drop(starting);
+                if waited.is_ok() && self.woken.take() {
+                    // The wake came while the wait was being written, and
+                    // found this attempt under way: it is answered now.
+                    return Box::pin(self.on_permit_ready()).await;
+                }
+                return waited;
+            }
         };
         // The receipt may have moved on while the coordinator answered (a
         // purge, a re-drive): the permit then goes back unused.
@@ -278,10 +287,11 @@ impl<B: Backend> Engine<B> {
         self.note_wait(&receipt, now);
         let epoch = self.new_epoch(&receipt, now);
         receipt.begin_forward(epoch, now, terms.lease_ms, terms.retention_ms);
-        // Neither the index row nor the alarm moves to the lease's end: the
-        // row still shows the delivery due, so if this object dies
-        // mid-forward, the alarm's retry or the sweep wakes it, finds the
-        // lease and waits it out. Each would cost a write per delivery.
+        // The alarm is not moved to the lease's end (a write per delivery):
+        // if this object dies mid-forward, the runtime runs the alarm that
+        // started the attempt again, or the sweep wakes it at the in-flight
+        // row's wake; either finds the lease and waits it out.
+        let index = self.plan_index(&mut receipt);
         let scope = receipt.identity.scope.clone();
         let in_flight = self.store(receipt);
         drop(starting);
@@ -309,7 +319,16 @@ impl<B: Backend> Engine<B> {
             forward_secret: forward_secret.as_ref().map(|secret| secret.expose()),
             unix_seconds: now / 1000,
         });
-        let result = self.backend.forward(request, terms.origin_timeout_ms).await;
+        // The in-flight row (the operator's count of deliveries at the
+        // origin) goes alongside the forward, but the outcome never waits
+        // for it: a slow index would hold the origin's answer unrecorded,
+        // and a restart then would forward a delivery the origin took.
+        let send = std::pin::pin!(self.backend.forward(request, terms.origin_timeout_ms));
+        let index_write = std::pin::pin!(self.write_index(index));
+        let (result, unfinished_index_write) = match select(send, index_write).await {
+            Either::Left((sent, index_write)) => (sent, Some(index_write)),
+            Either::Right((_, send)) => (send.await, None),
+        };
         // The alarm that started this attempt has fired: none is set now.
         self.alarm_known.set(false);
         let origin_ms = self.backend.now_ms().saturating_sub(now);
@@ -324,6 +343,10 @@ impl<B: Backend> Engine<B> {
             self.release(permit),
         )
         .await;
+        if let Some(index_write) = unfinished_index_write {
+            // Older than the outcome's own write: its version loses to it.
+            index_write.await;
+        }
         let Some(recorded) = recorded else {
             // Purged meanwhile, or the outcome could not be written (then
             // the alarm's retry, or the sweep, takes the delivery over).

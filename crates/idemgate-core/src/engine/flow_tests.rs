@@ -168,6 +168,14 @@ fn an_async_delivery_waits_for_its_permit_keeping_its_schedule_and_is_woken() {
     assert_eq!(delivered.state_name(), "completed");
     assert_eq!(delivered.waiting_for_permit_since, None);
     assert!(waiter.backend().logged().contains(&"waited_for_permit"));
+    let waited = waiter
+        .backend()
+        .events
+        .borrow()
+        .iter()
+        .find(|(event, _)| event.decision == "waited_for_permit")
+        .map(|(event, _)| event.waited_ms);
+    assert_eq!(waited, Some(Some(2_000)));
 }
 
 /// The coordinator answers "queued", then reserves a permit for the
@@ -207,6 +215,68 @@ fn a_wake_that_overtakes_the_queued_answer_is_not_lost() {
     assert!(waiter.backend().forwarded.borrow().is_empty());
     deliver_reply.send(()).unwrap();
     assert_eq!(block_on(asking), Ok(()));
+    assert_eq!(
+        waiter.backend().forwarded.borrow().len(),
+        1,
+        "claimed at once"
+    );
+    assert_eq!(waiter.receipt().unwrap().unwrap().state_name(), "completed");
+}
+
+/// A wake for a delivery that waits for its retry, not for a permit, does
+/// not bring the retry forward.
+#[test]
+fn a_wake_never_brings_a_retry_forward() {
+    let policy = limited(async_policy(&[10_000]));
+    let engine = engine_with_route(policy.clone());
+    block_on(engine.deliver(delivery("a"), &policy));
+    engine.backend().answer_with(status(500));
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert!(receipt.is_pending() && receipt.waiting_for_permit_since.is_none());
+    block_on(engine.permit_ready()).unwrap();
+    assert_eq!(
+        engine.backend().forwarded.borrow().len(),
+        1,
+        "retried when its schedule says"
+    );
+}
+
+/// The wake comes while the waiter is still writing its wait (a slow
+/// index row): it is answered once that is done, not 30 s later.
+#[test]
+fn a_wake_while_the_wait_is_written_is_not_lost() {
+    let flow: Rc<RefCell<Option<Coordinator>>> = Rc::default();
+    let policy = limited(async_policy(&[1_000, 2_000]));
+    let (holder, holder_delivery) = object("a", &flow);
+    let (waiter, waiter_delivery) = object("b", &flow);
+    for engine in [&holder, &waiter] {
+        engine
+            .backend()
+            .routes
+            .borrow_mut()
+            .push(("default".into(), policy.clone()));
+    }
+    block_on(holder.deliver(holder_delivery, &policy));
+    block_on(waiter.deliver(waiter_delivery, &policy));
+    let origin = gated(holder.backend());
+    let mut holding = Box::pin(holder.on_alarm());
+    assert!(poll_once(holding.as_mut()).is_none(), "at the origin");
+    let (land_row, row_gate) = futures::channel::oneshot::channel();
+    waiter
+        .backend()
+        .index_gates
+        .borrow_mut()
+        .push_back(row_gate);
+    let mut waiting = Box::pin(waiter.on_alarm());
+    assert!(poll_once(waiting.as_mut()).is_none(), "writing its wait");
+    origin.send(status(200)).unwrap();
+    assert_eq!(poll_once(holding.as_mut()), Some(Ok(())));
+    block_on(waiter.permit_ready()).unwrap();
+    assert!(waiter.backend().forwarded.borrow().is_empty());
+    land_row.send(()).unwrap();
+    assert_eq!(block_on(waiting), Ok(()));
     assert_eq!(
         waiter.backend().forwarded.borrow().len(),
         1,

@@ -666,10 +666,10 @@ fn an_async_delivery_is_acknowledged_durable_then_delivered_by_the_alarm() {
             IndexUpdate::Remove { .. } => "remove".into(),
         })
         .collect();
-    // No row is written for the attempt (the queued row shows it due):
-    // the acceptance's and the completion's, two D1 writes per delivery.
+    // The in-flight row goes alongside the forward, and may land last:
+    // its lower version leaves the removal standing.
     index.sort();
-    assert_eq!(index, ["queued", "remove"]);
+    assert_eq!(index, ["in_flight", "queued", "remove"]);
     assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
     let duplicate = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(duplicate.decision(), "duplicate", "never forwarded again");
@@ -1384,6 +1384,25 @@ fn the_sweep_puts_a_lagging_row_right_and_removes_a_ghost() {
     );
 }
 
+/// The sweep's wake writes the row whatever the receipt believes: a row
+/// D1 lost after confirming it (a restore, an operator's delete) is put back.
+#[test]
+fn the_sweep_writes_a_row_the_receipt_believes_confirmed() {
+    let engine = engine();
+    let backend = engine.backend();
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    // The first attempt fails: the next is ten seconds away.
+    backend.answer_with(status(500));
+    block_on(engine.on_alarm()).unwrap();
+    assert!(engine.receipt().unwrap().unwrap().indexed.confirmed);
+    let rows = backend.index_rows();
+    assert_eq!(rows.len(), 1);
+    backend.index.borrow_mut().clear();
+    block_on(engine.wake("object-1")).unwrap();
+    assert_eq!(backend.index_rows(), rows);
+    assert_eq!(backend.forwarded.borrow().len(), 1, "not due yet");
+}
+
 #[test]
 fn a_slow_index_never_holds_an_origins_answer_unrecorded() {
     let engine = engine();
@@ -1517,13 +1536,11 @@ fn an_outcome_that_cannot_be_stored_leaves_the_row_as_the_receipt_still_is() {
     );
     assert_eq!(
         backend.index_rows(),
-        [("object-1".into(), "queued".into())],
-        "the row still shows it due: nothing is written for the attempt"
+        [("object-1".into(), "in_flight".into())]
     );
     // The origin takes it, but its outcome cannot be written: the receipt
-    // stays in flight (the lease's end takes it over), and its row must
-    // still show it due, or the sweep would never find it should the
-    // alarm be lost.
+    // stays in flight (its lease's end takes it over), and so must its row,
+    // or the sweep would never find it should that alarm be lost.
     backend.fail_receipt_writes.set(true);
     origin.send(created("{}")).unwrap();
     let _ = block_on(alarm);
@@ -1533,7 +1550,7 @@ fn an_outcome_that_cannot_be_stored_leaves_the_row_as_the_receipt_still_is() {
     );
     assert_eq!(
         backend.index_rows(),
-        [("object-1".into(), "queued".into())],
+        [("object-1".into(), "in_flight".into())],
         "no row removed for an outcome that was never stored"
     );
 }
@@ -1651,10 +1668,13 @@ fn a_late_index_write_confirms_only_the_row_last_planned() {
     let engine = engine();
     let backend = engine.backend();
     let policy = async_policy(&[10_000]);
-    // The first life's queued row is slow to land.
+    block_on(engine.deliver(delivery("a"), &policy));
+    // The first life's attempt: its in-flight row is slow, and so is the
+    // origin.
     let (release, index_gate) = oneshot::channel();
     backend.index_gates.borrow_mut().push_back(index_gate);
-    let mut first = Box::pin(engine.deliver(delivery("a"), &policy));
+    let _first_origin = gated(backend);
+    let mut first = Box::pin(engine.on_alarm());
     assert!(poll_once(first.as_mut()).is_none());
     // Purged with force, the key lives again in the same millisecond, and
     // none of the new life's rows lands.
@@ -1662,18 +1682,21 @@ fn a_late_index_write_confirms_only_the_row_last_planned() {
     backend.fail_index.set(true);
     let refused = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(refused.render().status, 503);
-    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "queued");
+    let _second_origin = gated(backend);
+    let mut second = Box::pin(engine.on_alarm());
+    assert!(poll_once(second.as_mut()).is_none());
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "in_flight");
     // The first life's row lands now: the same state and wake as the new
     // life's, but not its write (and under the purge's tombstone).
     backend.fail_index.set(false);
     release.send(()).unwrap();
-    assert!(poll_once(first.as_mut()).is_some());
+    assert!(poll_once(first.as_mut()).is_none(), "still at its origin");
     assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
     let duplicate = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(duplicate.decision(), "duplicate");
     assert_eq!(
         backend.index_rows(),
-        [("object-1".into(), "queued".into())],
+        [("object-1".into(), "in_flight".into())],
         "the row is written before the acknowledgement"
     );
 }
