@@ -355,3 +355,108 @@ fn simulate(seed: u64) {
         assert!(flow.in_use() <= max as usize, "seed {seed}");
     }
 }
+
+#[test]
+fn changes_are_written_only_when_something_changed() {
+    assert!(Changes::default().is_empty());
+    let limits = limits(Some(1), Some(1.0));
+    let mut flow = Coordinator::new(limits, 0);
+    granted(flow.acquire(&ask("a", 1, false, limits), 0));
+    let changes = flow.take_changes();
+    assert!(!changes.is_empty());
+    assert!(!Changes {
+        meta: changes.meta.clone(),
+        ..Changes::default()
+    }
+    .is_empty());
+    // Refused in the same millisecond: no row to write.
+    assert!(matches!(
+        flow.acquire(&ask("b", 2, false, limits), 0),
+        PermitReply::Busy { .. }
+    ));
+    assert!(flow.take_changes().is_empty());
+}
+
+#[test]
+fn a_sync_caller_refused_is_never_queued() {
+    let limits = limits(Some(1), None);
+    let mut flow = Coordinator::new(limits, 0);
+    granted(flow.acquire(&ask("a", 1, false, limits), 0));
+    assert!(matches!(
+        flow.acquire(&ask("b", 2, false, limits), 1),
+        PermitReply::Busy { .. }
+    ));
+    assert_eq!(flow.status(1).waiting, 0);
+}
+
+#[test]
+fn without_room_the_alarm_waits_for_a_lease_not_a_token() {
+    let limits = limits(Some(1), Some(1.0));
+    let mut flow = Coordinator::new(limits, 0);
+    granted(flow.acquire(&ask("a", 1, true, limits), 0));
+    assert!(matches!(
+        flow.acquire(&ask("b", 2, true, limits), 0),
+        PermitReply::Queued { .. }
+    ));
+    assert_eq!(
+        flow.next_alarm(),
+        Some(LEASE),
+        "the lease's end, not the next token's"
+    );
+}
+
+#[test]
+fn a_sync_caller_without_room_retries_in_a_second_whatever_the_bucket_holds() {
+    let limits = limits(Some(1), Some(1_000.0));
+    let mut flow = Coordinator::new(limits, 0);
+    granted(flow.acquire(&ask("a", 1, false, limits), 0));
+    assert_eq!(
+        flow.acquire(&ask("b", 2, false, limits), 5),
+        PermitReply::Busy {
+            retry_after_ms: 1_000
+        }
+    );
+}
+
+#[test]
+fn new_limits_apply_from_the_next_call() {
+    let one = limits(Some(1), None);
+    let two = limits(Some(2), None);
+    let mut flow = Coordinator::new(one, 0);
+    granted(flow.acquire(&ask("a", 1, false, one), 0));
+    granted(flow.acquire(&ask("b", 2, false, two), 1));
+}
+
+#[test]
+fn a_stale_grant_given_back_leaves_the_holders_new_permit() {
+    let limits = limits(Some(1), None);
+    let mut flow = Coordinator::new(limits, 0);
+    let old = granted(flow.acquire(&ask("a", 1, false, limits), 0));
+    // The lease ended; the same holder (a retry of its key) asks again.
+    let new = granted(flow.acquire(&ask("a", 1, false, limits), LEASE + 1));
+    assert_ne!(old, new);
+    flow.release("a", old, limits, LEASE + 2);
+    assert_eq!(flow.in_use(), 1, "the old grant frees nothing");
+    assert!(matches!(
+        flow.acquire(&ask("b", 2, false, limits), LEASE + 3),
+        PermitReply::Busy { .. }
+    ));
+    flow.release("a", new, limits, LEASE + 4);
+    assert_eq!(flow.in_use(), 0);
+}
+
+#[test]
+fn changes_gathered_over_several_calls_restore_the_same_permits() {
+    let limits = limits(Some(3), None);
+    let mut flow = Coordinator::new(limits, 0);
+    let mut rows = Rows::default();
+    let a = granted(flow.acquire(&ask("a", 1, false, limits), 0));
+    rows.apply(flow.take_changes());
+    // Two calls before the rows are written: a grant, then a release.
+    granted(flow.acquire(&ask("b", 2, false, limits), 1));
+    flow.release("a", a, limits, 2);
+    rows.apply(flow.take_changes());
+    let restored = rows.restore(limits, 3);
+    assert_eq!(restored.in_use(), 1, "b's permit was written");
+    assert_eq!(restored.status(3), flow.status(3));
+}
