@@ -1384,6 +1384,18 @@ fn the_sweep_puts_a_lagging_row_right_and_removes_a_ghost() {
     );
 }
 
+/// A row that did not land is never taken for written: the next
+/// duplicate, transition or sweep writes it again.
+#[test]
+fn a_row_that_did_not_land_is_not_confirmed() {
+    let engine = engine();
+    engine.backend().fail_index.set(true);
+    let refused = block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    assert_eq!(refused.render().status, 503);
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert!(!receipt.indexed.confirmed);
+}
+
 /// The sweep's wake writes the row whatever the receipt believes: a row
 /// D1 lost after confirming it (a restore, an operator's delete) is put back.
 #[test]
