@@ -198,6 +198,25 @@ mod tests {
     }
 
     #[test]
+    fn a_key_pair_needs_both_halves() {
+        for secret in ["public:", ":private", "no-colon"] {
+            let configured = (ENTRY.configure)(&crate::signature::SchemeSettings {
+                secret: Some(secret.into()),
+                ..Default::default()
+            });
+            assert!(configured.is_err(), "{secret}");
+        }
+    }
+
+    #[test]
+    fn only_the_payload_field_is_signed() {
+        let scheme = braintree("public:private");
+        assert!(scheme.signs_form_field(PAYLOAD));
+        assert!(!scheme.signs_form_field("bt_signature"));
+        assert!(!scheme.signs_pointer("/kind"));
+    }
+
+    #[test]
     fn a_signed_notification_verifies_and_its_key_is_its_payload() {
         let scheme = braintree("pub_key:priv_key");
         let mut message = Message {

@@ -278,6 +278,25 @@ mod tests {
             other_port.called_urls(None),
             vec!["https://hooks.example.com:8443/twilio/sms".to_string()]
         );
+        let twilio = |url: &str| Twilio {
+            token: Secret::new("f1e2d3c4b5a6978869504a3b2c1d0e9f".into()),
+            url: url.into(),
+        };
+        assert_eq!(
+            twilio("https://hooks.example.com:443/twilio/sms").called_urls(Some("a=1")),
+            [
+                "https://hooks.example.com:443/twilio/sms?a=1",
+                "https://hooks.example.com/twilio/sms?a=1"
+            ]
+        );
+        assert_eq!(
+            twilio("http://user@hooks.example.com/sms").called_urls(Some("")),
+            [
+                "http://user@hooks.example.com/sms",
+                "http://user@hooks.example.com:80/sms"
+            ],
+            "an empty query adds no `?`"
+        );
     }
 
     #[test]
