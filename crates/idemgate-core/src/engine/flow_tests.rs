@@ -37,6 +37,29 @@ fn object(key: &str, flow: &Rc<RefCell<Option<Coordinator>>>) -> (Engine<MemoryB
     (Engine::new(backend), delivery)
 }
 
+/// Two keys' async deliveries, accepted, on a route of one permit: the
+/// holder's alarm will take it, the waiter's will wait.
+fn holder_and_waiter() -> (
+    Rc<RefCell<Option<Coordinator>>>,
+    Engine<MemoryBackend>,
+    Engine<MemoryBackend>,
+) {
+    let flow: Rc<RefCell<Option<Coordinator>>> = Rc::default();
+    let policy = limited(async_policy(&[1_000, 2_000]));
+    let (holder, holder_delivery) = object("a", &flow);
+    let (waiter, waiter_delivery) = object("b", &flow);
+    for engine in [&holder, &waiter] {
+        engine
+            .backend()
+            .routes
+            .borrow_mut()
+            .push(("default".into(), policy.clone()));
+    }
+    block_on(holder.deliver(holder_delivery, &policy));
+    block_on(waiter.deliver(waiter_delivery, &policy));
+    (flow, holder, waiter)
+}
+
 #[test]
 fn a_sync_delivery_over_the_limit_is_429_and_nothing_is_stored_or_sent() {
     let flow = Rc::default();
@@ -127,19 +150,7 @@ fn engine_with_route(policy: Policy) -> Engine<MemoryBackend> {
 
 #[test]
 fn an_async_delivery_waits_for_its_permit_keeping_its_schedule_and_is_woken() {
-    let flow: Rc<RefCell<Option<Coordinator>>> = Rc::default();
-    let policy = limited(async_policy(&[1_000, 2_000]));
-    let (holder, holder_delivery) = object("a", &flow);
-    let (waiter, waiter_delivery) = object("b", &flow);
-    for engine in [&holder, &waiter] {
-        engine
-            .backend()
-            .routes
-            .borrow_mut()
-            .push(("default".into(), policy.clone()));
-    }
-    block_on(holder.deliver(holder_delivery, &policy));
-    block_on(waiter.deliver(waiter_delivery, &policy));
+    let (flow, holder, waiter) = holder_and_waiter();
     let origin = gated(holder.backend());
     let mut holding = Box::pin(holder.on_alarm());
     assert!(poll_once(holding.as_mut()).is_none(), "at the origin");
@@ -183,19 +194,7 @@ fn an_async_delivery_waits_for_its_permit_keeping_its_schedule_and_is_woken() {
 /// attempt under way and is not lost (it would cost `REQUEUE_MS`).
 #[test]
 fn a_wake_that_overtakes_the_queued_answer_is_not_lost() {
-    let flow: Rc<RefCell<Option<Coordinator>>> = Rc::default();
-    let policy = limited(async_policy(&[1_000, 2_000]));
-    let (holder, holder_delivery) = object("a", &flow);
-    let (waiter, waiter_delivery) = object("b", &flow);
-    for engine in [&holder, &waiter] {
-        engine
-            .backend()
-            .routes
-            .borrow_mut()
-            .push(("default".into(), policy.clone()));
-    }
-    block_on(holder.deliver(holder_delivery, &policy));
-    block_on(waiter.deliver(waiter_delivery, &policy));
+    let (flow, holder, waiter) = holder_and_waiter();
     let origin = gated(holder.backend());
     let mut holding = Box::pin(holder.on_alarm());
     assert!(poll_once(holding.as_mut()).is_none(), "at the origin");
@@ -247,19 +246,7 @@ fn a_wake_never_brings_a_retry_forward() {
 /// index row): it is answered once that is done, not 30 s later.
 #[test]
 fn a_wake_while_the_wait_is_written_is_not_lost() {
-    let flow: Rc<RefCell<Option<Coordinator>>> = Rc::default();
-    let policy = limited(async_policy(&[1_000, 2_000]));
-    let (holder, holder_delivery) = object("a", &flow);
-    let (waiter, waiter_delivery) = object("b", &flow);
-    for engine in [&holder, &waiter] {
-        engine
-            .backend()
-            .routes
-            .borrow_mut()
-            .push(("default".into(), policy.clone()));
-    }
-    block_on(holder.deliver(holder_delivery, &policy));
-    block_on(waiter.deliver(waiter_delivery, &policy));
+    let (_flow, holder, waiter) = holder_and_waiter();
     let origin = gated(holder.backend());
     let mut holding = Box::pin(holder.on_alarm());
     assert!(poll_once(holding.as_mut()).is_none(), "at the origin");
