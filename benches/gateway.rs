@@ -5,8 +5,11 @@
 //! to `bench/results/latest.json` for `bench/chart.py`.
 //!
 //! `scripts/bench` is the one command (it builds, then runs this).
-//! `BENCH_SECONDS` sets each throughput run (default 5).
+//! `BENCH_SECONDS` sets each throughput run (default 5); `DRAIN_KEYS` the
+//! flow-control backlog (default 10,000); `BENCH_ONLY=drain` runs only that.
 
+#[path = "support/drain.rs"]
+mod drain;
 #[path = "support/machine.rs"]
 mod machine;
 #[path = "../tests/e2e/support/mod.rs"]
@@ -31,8 +34,8 @@ const WARM_UP: Duration = Duration::from_secs(3);
 /// retries then dominate), and 1,000 get connections reset. A 100 x 100 storm is 10,000 requests issued
 /// over this many connections; the floor it is compared with uses the same.
 const STORM_CONNECTIONS: usize = 250;
-const ADMIN_TOKEN: &str = "bench-admin-token";
-const BODY: &str = r#"{"amount":1000,"currency":"eur","customer":"cus_1"}"#;
+pub(crate) const ADMIN_TOKEN: &str = "bench-admin-token";
+pub(crate) const BODY: &str = r#"{"amount":1000,"currency":"eur","customer":"cus_1"}"#;
 
 /// One closed-loop run: `CONCURRENCY` connections, each sending the next
 /// request as soon as its last one was answered.
@@ -105,7 +108,7 @@ where
     }
 }
 
-async fn stats(gateway: &Gateway) -> Value {
+pub(crate) async fn stats(gateway: &Gateway) -> Value {
     support::read_stats(gateway, ADMIN_TOKEN).await
 }
 
@@ -446,7 +449,7 @@ async fn async_cost(origin: &TestOrigin) -> Value {
     })
 }
 
-fn root() -> std::path::PathBuf {
+pub(crate) fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -682,6 +685,26 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let drain_keys: usize = std::env::var("DRAIN_KEYS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let folder = root().join("bench/results");
+    let path = folder.join("latest.json");
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("drain") {
+        // Only the drain: its figures replace those of the last full run.
+        let drained = runtime.block_on(drain::drain(drain_keys));
+        drain::print(&drained);
+        let mut results: Value = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_else(|| json!({}));
+        results["drain"] = drained;
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
+        println!("\nwrote the drain into {}", path.display());
+        return;
+    }
     let ticks_before = machine::cpu_ticks();
     let mut results = runtime.block_on(async {
         let origin = TestOrigin::start().await;
@@ -714,6 +737,7 @@ fn main() {
         reference_results["without_inspector"] =
             run_setup(&origin, &reference, "reference-plain", seconds).await;
         drop(reference);
+        let drained = drain::drain(drain_keys).await;
         json!({
             "reference": reference_results,
             "seconds": seconds,
@@ -725,13 +749,13 @@ fn main() {
             "wasm": wasm_size(),
             "core": core_cost(),
             "stray_processes": strays,
+            "drain": drained,
         })
     });
     results["cpu_stolen_share"] = json!(machine::stolen_share(ticks_before, machine::cpu_ticks()));
     print_table(&results);
-    let folder = root().join("bench/results");
+    drain::print(&results["drain"]);
     std::fs::create_dir_all(&folder).unwrap();
-    let path = folder.join("latest.json");
     std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
     println!("\nwrote {}", path.display());
 }

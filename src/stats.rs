@@ -24,6 +24,10 @@ pub struct GatewayStats {
     pub log_lines: u64,
     /// Data points written to Analytics Engine.
     pub metric_points: u64,
+    /// Rows written by flow coordinators (SQLite's own count).
+    pub coordinator_rows_written: u64,
+    /// Alarms flow coordinators set.
+    pub coordinator_alarm_writes: u64,
 }
 
 thread_local! {

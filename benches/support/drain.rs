@@ -1,0 +1,383 @@
+//! The drain benchmark of flow control: a backlog of distinct keys on an
+//! async route limited to `MAX_IN_FLIGHT` in front of a slow origin, as
+//! after a provider's outage. Measures how long the backlog takes to reach
+//! the origin against the ideal (keys × origin latency / limit), how many
+//! permits one route's coordinator grants per second with an origin that
+//! answers at once, and what the limit adds to each delivery in Durable
+//! Object requests and rows written, counted by the gateway itself.
+//!
+//! Locally every Durable Object lives in one workerd process, whose SQLite
+//! has one heap limit for all of them (512 MiB in this workerd; each open
+//! database reserves about 120 KiB): beyond about 4,300 objects alive at
+//! once their storage fails with `SQLITE_NOMEM`. A backlog of 10,000 (the
+//! default) crosses that line, so its run also shows what storage failures
+//! do: senders answered 503 and retrying, and forwards made again under a
+//! higher epoch. `DRAIN_KEYS=4000` stays below it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::support::{self, client, Gateway, TestOrigin};
+use crate::{stats, ADMIN_TOKEN, BODY};
+
+const LIMIT: u64 = 50;
+const ORIGIN_MS: u64 = 300;
+/// Connections the backlog is sent over: a provider replaying its
+/// pending events holds many open at once.
+const SENDERS: usize = 64;
+/// Keys of the permits-per-second and extra-cost runs.
+const QUICK_KEYS: usize = 2_000;
+/// Receipts read per route for their own storage counts.
+const SAMPLED_RECEIPTS: usize = 20;
+
+fn routes() -> String {
+    json!({
+        "drain": {"path": "/drain/limited", "delivery": "async", "max_in_flight": LIMIT},
+        "quick": {"path": "/drain/quick", "delivery": "async", "max_in_flight": LIMIT},
+        "free": {"path": "/drain/free", "delivery": "async"},
+    })
+    .to_string()
+}
+
+/// Sends one delivery per key, `SENDERS` at a time; answers when every
+/// one is acknowledged (202): how long that took, and the sends retried
+/// after a 503, by reason.
+async fn send_backlog(
+    gateway: &Gateway,
+    paths: Vec<(String, String)>,
+) -> (Duration, HashMap<String, u64>) {
+    let started = Instant::now();
+    let senders = Arc::new(Semaphore::new(SENDERS));
+    let client = client();
+    let mut sends = JoinSet::new();
+    for (path, key) in paths {
+        let url = gateway.url(&path);
+        let permit = senders.clone().acquire_owned().await.unwrap();
+        let client = client.clone();
+        sends.spawn(async move {
+            let _permit = permit;
+            let mut retried = Vec::new();
+            loop {
+                let reply = support::post_json(&client, &url, Some(&key), BODY).await;
+                match reply.status {
+                    202 => return Ok(retried),
+                    // A 503 asks the sender to try again with the same key,
+                    // as every provider does: idemgate's own when the
+                    // receipt index did not take the row under load, and
+                    // wrangler's local proxy's when its pooled connection to
+                    // the worker closed while idle (`stream disconnected
+                    // prematurely` in its log).
+                    503 if retried.len() < 10 => {
+                        let reason = match reply.body.starts_with(b"Your worker restarted") {
+                            true => "wrangler-proxy".to_string(),
+                            false => reply.json()["type"].as_str().unwrap_or("503").to_string(),
+                        };
+                        retried.push(reason);
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    status => {
+                        let body = String::from_utf8_lossy(&reply.body);
+                        return Err(format!("{key}: {status} {body}"));
+                    }
+                }
+            }
+        });
+    }
+    let mut retries: HashMap<String, u64> = HashMap::new();
+    while let Some(sent) = sends.join_next().await {
+        match sent.unwrap() {
+            Ok(retried) => {
+                for reason in retried {
+                    *retries.entry(reason).or_default() += 1;
+                }
+            }
+            Err(refused) => {
+                let log = crate::root().join("target/drain-gateway.log");
+                std::fs::write(&log, gateway.log()).unwrap();
+                panic!("{refused}\n(the gateway's log is in {})", log.display());
+            }
+        }
+    }
+    (started.elapsed(), retries)
+}
+
+/// Polls the origin until `keys` forwards under `prefix` arrived, sampling
+/// the route's flow status from the operator summary meanwhile. Answers
+/// the largest queue and oldest wait seen.
+async fn await_origin(
+    gateway: &Gateway,
+    origin: &TestOrigin,
+    prefix: &str,
+    route: &str,
+    keys: usize,
+) -> (u64, u64) {
+    let (mut most_waiting, mut oldest_wait_ms) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while distinct_arrivals(origin, prefix) < keys {
+        assert!(
+            Instant::now() < deadline,
+            "{prefix}: {} of {keys} arrived in 900 s",
+            distinct_arrivals(origin, prefix)
+        );
+        let summary = client()
+            .get(gateway.url("/__idemgate/summary"))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        let summary = support::Reply::read(summary).await.json();
+        if let Some(flow) = summary["routes"]
+            .as_array()
+            .and_then(|routes| routes.iter().find(|r| r["route"] == route))
+            .map(|route| route["flow"].clone())
+        {
+            most_waiting = most_waiting.max(flow["waiting"].as_u64().unwrap_or(0));
+            oldest_wait_ms = oldest_wait_ms.max(flow["oldest_wait_ms"].as_u64().unwrap_or(0));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    (most_waiting, oldest_wait_ms)
+}
+
+/// Keys the origin received under `prefix`, each counted once.
+fn distinct_arrivals(origin: &TestOrigin, prefix: &str) -> usize {
+    let paths: std::collections::HashSet<String> = origin
+        .received(prefix)
+        .into_iter()
+        .map(|received| received.path)
+        .collect();
+    paths.len()
+}
+
+/// Keys the origin received more than once under `prefix`: how many, and
+/// for the first few, each arrival's `Idempotency-Epoch` and its time
+/// after the first (a forward whose outcome went unrecorded is made again
+/// under a higher epoch once its lease ends, for the origin to fence).
+fn forwarded_twice(origin: &TestOrigin, prefix: &str) -> (usize, Vec<Value>) {
+    let mut per_path: HashMap<String, Vec<(String, Instant)>> = HashMap::new();
+    for received in origin.received(prefix) {
+        let epoch = received
+            .header("idempotency-epoch")
+            .unwrap_or("-")
+            .to_string();
+        per_path
+            .entry(received.path.clone())
+            .or_default()
+            .push((epoch, received.at));
+    }
+    let twice: Vec<_> = per_path
+        .into_iter()
+        .filter(|(_, seen)| seen.len() > 1)
+        .collect();
+    let examples = twice
+        .iter()
+        .take(5)
+        .map(|(path, seen)| {
+            let arrivals: Vec<Value> = seen
+                .iter()
+                .map(|(epoch, at)| json!({"epoch": epoch, "after_ms": (*at - seen[0].1).as_millis() as u64}))
+                .collect();
+            json!({"path": path, "arrivals": arrivals})
+        })
+        .collect();
+    (twice.len(), examples)
+}
+
+/// Seconds from `started` until every key under `prefix` had arrived once,
+/// plus what the origin then took to answer.
+fn seconds_to_last_answer(
+    origin: &TestOrigin,
+    prefix: &str,
+    started: Instant,
+    origin_ms: u64,
+) -> f64 {
+    let mut first: HashMap<String, Instant> = HashMap::new();
+    for received in origin.received(prefix) {
+        first.entry(received.path).or_insert(received.at);
+    }
+    let last = first.values().max().unwrap();
+    (*last - started).as_secs_f64() + origin_ms as f64 / 1000.0
+}
+
+/// Average key-object storage counts of a few receipts of a route.
+async fn receipt_ops(gateway: &Gateway, route: &str, paths: &[(String, String)]) -> Value {
+    let mut sums: HashMap<&str, f64> = HashMap::new();
+    let names = ["reads", "writes", "alarm_writes", "index_writes"];
+    // The last keys: an object idle for a while may have been evicted, and
+    // a new instance counts from zero.
+    let sampled = &paths[paths.len().saturating_sub(SAMPLED_RECEIPTS)..];
+    for (path, key) in sampled {
+        let query = [
+            ("key", key.as_str()),
+            ("route", route),
+            ("path", path.as_str()),
+        ];
+        let receipt = support::operator(gateway, reqwest::Method::GET, ADMIN_TOKEN, &query)
+            .await
+            .json();
+        assert_eq!(receipt["state"], "completed", "{receipt}");
+        for name in names {
+            *sums.entry(name).or_default() +=
+                receipt["object_storage_ops"][name].as_f64().unwrap_or(0.0);
+        }
+    }
+    let count = sampled.len() as f64;
+    names
+        .iter()
+        .map(|name| (name.to_string(), json!(sums[name] / count)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// One route's run of `keys` deliveries: timings, and per delivery what
+/// the gateway's counters moved by.
+async fn run(
+    gateway: &Gateway,
+    origin: &TestOrigin,
+    route: &str,
+    prefix: &str,
+    origin_path: &str,
+    keys: usize,
+    origin_ms: u64,
+) -> Value {
+    let paths: Vec<(String, String)> = (0..keys)
+        .map(|i| (format!("{prefix}{origin_path}k{i}"), format!("{route}-{i}")))
+        .collect();
+    let before = stats(gateway).await;
+    let started = Instant::now();
+    let (accepted, retried) = send_backlog(gateway, paths.clone()).await;
+    let (most_waiting, oldest_wait_ms) = await_origin(gateway, origin, prefix, route, keys).await;
+    let drained = seconds_to_last_answer(origin, prefix, started, origin_ms);
+    let (twice, twice_examples) = forwarded_twice(origin, prefix);
+    // Let the last forwards record their outcome and give back permits.
+    tokio::time::sleep(Duration::from_millis(origin_ms + 2_000)).await;
+    let after = stats(gateway).await;
+    let per_key = |name: &str| {
+        (after[name].as_f64().unwrap_or(0.0) - before[name].as_f64().unwrap_or(0.0)) / keys as f64
+    };
+    json!({
+        "route": route,
+        "keys": keys,
+        "accept_seconds": accepted.as_secs_f64(),
+        "sends_retried": retried,
+        "drain_seconds": drained,
+        "deliveries_per_second": keys as f64 / drained,
+        "origin_max_concurrency": origin.max_concurrency(prefix.trim_end_matches('/')),
+        "forwarded_twice": twice,
+        "forwarded_twice_examples": twice_examples,
+        "most_waiting": most_waiting,
+        "oldest_wait_ms": oldest_wait_ms,
+        "per_delivery": {
+            "object_requests": per_key("object_requests"),
+            "coordinator_rows_written": per_key("coordinator_rows_written"),
+            "coordinator_alarm_writes": per_key("coordinator_alarm_writes"),
+            "log_lines": per_key("log_lines"),
+            "metric_points": per_key("metric_points"),
+            "receipt": receipt_ops(gateway, route, &paths).await,
+        },
+    })
+}
+
+/// The whole drain benchmark, `keys` deliveries in the backlog, on a
+/// gateway and origin of its own.
+pub async fn drain(keys: usize) -> Value {
+    let origin = TestOrigin::start().await;
+    let routes = routes();
+    let gateway = Gateway::start_without_inspector(&[
+        ("ROUTES", routes.as_str()),
+        ("ORIGIN_URL", origin.url().as_str()),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+    ])
+    .await;
+    eprintln!("bench: drain of {keys} keys under max_in_flight {LIMIT}, {ORIGIN_MS} ms origin");
+    let backlog = run(
+        &gateway,
+        &origin,
+        "drain",
+        "/drain/limited/",
+        &format!("slow/{ORIGIN_MS}/"),
+        keys,
+        ORIGIN_MS,
+    )
+    .await;
+    eprintln!("bench: {QUICK_KEYS} keys to an origin that answers at once, limited and not");
+    let quick = run(
+        &gateway,
+        &origin,
+        "quick",
+        "/drain/quick/",
+        "",
+        QUICK_KEYS,
+        0,
+    )
+    .await;
+    let free = run(&gateway, &origin, "free", "/drain/free/", "", QUICK_KEYS, 0).await;
+    let ideal = keys as f64 * ORIGIN_MS as f64 / 1000.0 / LIMIT as f64;
+    json!({
+        "limit": LIMIT,
+        "origin_ms": ORIGIN_MS,
+        "ideal_seconds": ideal,
+        "backlog": backlog,
+        "quick_limited": quick,
+        "quick_unlimited": free,
+    })
+}
+
+/// The drain's rows of the printed table.
+pub fn print(drain: &Value) {
+    let backlog = &drain["backlog"];
+    let ratio =
+        backlog["drain_seconds"].as_f64().unwrap() / drain["ideal_seconds"].as_f64().unwrap();
+    println!(
+        "\nFlow control: {} keys, max_in_flight {}, {} ms origin",
+        backlog["keys"], drain["limit"], drain["origin_ms"]
+    );
+    println!(
+        "  acknowledged in {:.1} s (sends retried after a 503: {}); drained in {:.1} s against an ideal of {:.1} s ({ratio:.2}x)",
+        backlog["accept_seconds"].as_f64().unwrap(),
+        backlog["sends_retried"],
+        backlog["drain_seconds"].as_f64().unwrap(),
+        drain["ideal_seconds"].as_f64().unwrap(),
+    );
+    println!(
+        "  origin saw at most {} at once; keys forwarded twice: {}; queue up to {}, oldest wait {:.1} s",
+        backlog["origin_max_concurrency"],
+        backlog["forwarded_twice"],
+        backlog["most_waiting"],
+        backlog["oldest_wait_ms"].as_f64().unwrap_or(0.0) / 1000.0,
+    );
+    let (limited, free) = (&drain["quick_limited"], &drain["quick_unlimited"]);
+    println!(
+        "  origin answering at once: {:.0} permits/s through one coordinator, {:.0} deliveries/s unlimited ({:.2}x)",
+        limited["deliveries_per_second"].as_f64().unwrap(),
+        free["deliveries_per_second"].as_f64().unwrap(),
+        limited["deliveries_per_second"].as_f64().unwrap()
+            / free["deliveries_per_second"].as_f64().unwrap(),
+    );
+    println!("  per delivery            limited (backlog)  limited (quick)  unlimited");
+    for (label, pointer) in [
+        ("object requests", "/per_delivery/object_requests"),
+        ("coordinator rows", "/per_delivery/coordinator_rows_written"),
+        (
+            "coordinator alarms",
+            "/per_delivery/coordinator_alarm_writes",
+        ),
+        ("receipt rows written", "/per_delivery/receipt/writes"),
+        ("receipt alarms", "/per_delivery/receipt/alarm_writes"),
+        ("log lines", "/per_delivery/log_lines"),
+        ("metric points", "/per_delivery/metric_points"),
+    ] {
+        let value = |run: &Value| run.pointer(pointer).and_then(Value::as_f64).unwrap_or(0.0);
+        println!(
+            "  {label:<22} {:>18.2} {:>16.2} {:>10.2}",
+            value(backlog),
+            value(limited),
+            value(free)
+        );
+    }
+}
