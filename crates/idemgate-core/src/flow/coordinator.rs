@@ -97,11 +97,22 @@ impl Coordinator {
             limits,
         });
         waiters.sort_by(|a, b| order(a).cmp(&order(b)));
+        // A holder both waiting and holding a permit (rows an earlier
+        // version left, or a write cut short) keeps its permit: reserving
+        // it again would shorten a forward's lease to a claim's.
+        let mut changes = Changes::default();
+        waiters.retain(|waiter| {
+            let holds = permits.iter().any(|permit| permit.holder == waiter.holder);
+            if holds {
+                changes.waiters_removed.push(waiter.holder.clone());
+            }
+            !holds
+        });
         Coordinator {
             permits,
             waiters,
             meta,
-            changes: Changes::default(),
+            changes,
             wakes: Vec::new(),
         }
     }
@@ -193,6 +204,20 @@ impl Coordinator {
         }
     }
 
+    #[cfg(test)]
+    pub fn permits(&self) -> &[Permit] {
+        &self.permits
+    }
+
+    /// The holders waiting, in the order they are served.
+    #[cfg(test)]
+    pub fn waiting_holders(&self) -> Vec<&str> {
+        self.waiters
+            .iter()
+            .map(|waiter| waiter.holder.as_str())
+            .collect()
+    }
+
     /// Permits counted now (granted or reserved, lease not ended).
     pub fn in_use(&self) -> usize {
         self.permits.len()
@@ -238,7 +263,7 @@ impl Coordinator {
     fn dispatch(&mut self, now: u64) {
         while !self.waiters.is_empty() && self.has_room() && self.has_token() {
             let waiter = self.waiters.remove(0);
-            self.changes.waiters_removed.push(waiter.holder.clone());
+            self.forget_waiter(&waiter.holder);
             self.take_token();
             let permit = Permit {
                 holder: waiter.holder.clone(),
@@ -278,7 +303,7 @@ impl Coordinator {
             .position(|waiter| waiter.holder == holder)
         {
             self.waiters.remove(at);
-            self.changes.waiters_removed.push(holder.to_string());
+            self.forget_waiter(holder);
         }
         self.put_permit(Permit {
             holder: holder.to_string(),
@@ -305,6 +330,15 @@ impl Coordinator {
             Some(held) => *held = permit,
             None => self.permits.push(permit),
         }
+    }
+
+    /// A waiter served: its row goes, and so does its insert if it was
+    /// queued in this same step, since rows are written removals first.
+    fn forget_waiter(&mut self, holder: &str) {
+        self.changes
+            .waiters
+            .retain(|changed| changed.holder != holder);
+        self.changes.waiters_removed.push(holder.to_string());
     }
 
     fn remove_permit(&mut self, holder: &str) {

@@ -344,6 +344,20 @@ fn simulate(seed: u64) {
             }
         }
         rows.apply(flow.take_changes());
+        // The rows are the coordinator: a restart queues no one it would
+        // not queue now (a holder long served would take a permit first).
+        let mut live = flow.waiting_holders();
+        live.sort_unstable();
+        assert_eq!(
+            rows.waiters.keys().map(String::as_str).collect::<Vec<_>>(),
+            live,
+            "seed {seed}: the rows keep a different queue"
+        );
+        assert_eq!(rows.permits.values().cloned().collect::<Vec<_>>(), {
+            let mut permits = flow.permits().to_vec();
+            permits.sort_by(|a, b| a.holder.cmp(&b.holder));
+            permits
+        });
         let forwarding = holders
             .iter()
             .filter(|holder| matches!(holder, Holder::Forwarding { .. }))
@@ -459,4 +473,68 @@ fn changes_gathered_over_several_calls_restore_the_same_permits() {
     let restored = rows.restore(limits, 3);
     assert_eq!(restored.in_use(), 1, "b's permit was written");
     assert_eq!(restored.status(3), flow.status(3));
+}
+
+/// An async delivery that finds room is queued and served in one step:
+/// the rows written must not keep it waiting, or every restart would hand
+/// permits to deliveries long done and the table would grow with each.
+#[test]
+fn a_waiter_served_in_the_step_that_queued_it_leaves_no_row() {
+    let limits = limits(Some(2), None);
+    let mut flow = Coordinator::new(limits, 0);
+    let mut rows = Rows::default();
+    granted(flow.acquire(&ask("a", 1, true, limits), 0));
+    rows.apply(flow.take_changes());
+    assert!(rows.waiters.is_empty(), "a is not waiting");
+    granted(flow.acquire(&ask("b", 2, true, limits), 1));
+    assert_eq!(
+        flow.acquire(&ask("c", 3, true, limits), 2),
+        PermitReply::Queued {
+            retry_at: 2 + REQUEUE_MS
+        }
+    );
+    rows.apply(flow.take_changes());
+    assert_eq!(rows.waiters.keys().collect::<Vec<_>>(), ["c"]);
+    assert_eq!(rows.restore(limits, 3).status(3), flow.status(3));
+}
+
+/// Rows that show a holder forwarding under its permit and also waiting
+/// (left by an earlier version, or a write cut short): after a restart it
+/// keeps its permit and lease, and no longer waits.
+#[test]
+fn a_restart_never_reserves_again_the_permit_of_a_forward() {
+    let limits = limits(Some(1), None);
+    let mut rows = Rows::default();
+    let lease = 60_000;
+    let permit = Permit {
+        holder: "a".into(),
+        grant: 7,
+        expires_at: lease,
+        reserved: false,
+    };
+    rows.permits.insert("a".into(), permit.clone());
+    let waiter = Waiter {
+        holder: "a".into(),
+        accepted_at: 1,
+        enqueued_at: 0,
+    };
+    rows.waiters.insert("a".into(), waiter);
+    let mut flow = rows.restore(limits, 10);
+    flow.on_alarm(10);
+    assert!(
+        flow.take_wakes().is_empty(),
+        "a is not woken for a second permit"
+    );
+    assert_eq!(flow.status(10).waiting, 0);
+    assert_eq!(
+        flow.next_alarm(),
+        Some(lease),
+        "the forward keeps its lease"
+    );
+    rows.apply(flow.take_changes());
+    assert!(
+        rows.waiters.is_empty(),
+        "the stale wait is removed from the rows"
+    );
+    assert_eq!(rows.permits["a"], permit);
 }

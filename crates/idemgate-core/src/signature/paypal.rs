@@ -302,6 +302,40 @@ mod tests {
             "2015-05-18T15:45:13",
             "2015-05-18 15:45:13Z",
             "yesterday",
+            // One separator wrong at a time: each is checked on its own.
+            "2015/05-18T15:45:13Z",
+            "2015-05/18T15:45:13Z",
+            "2015-05-18X15:45:13Z",
+            "2015-05-18T15.45:13Z",
+            "2015-05-18T15:45.13Z",
+        ] {
+            assert_eq!(unix_seconds(bad), None, "{bad}");
+        }
+    }
+
+    /// Each field's range is checked at both ends, and an offset is only
+    /// `+hh:mm` or `-hh:mm` at the very end.
+    #[test]
+    fn every_field_of_a_time_has_its_range() {
+        assert_eq!(unix_seconds("2015-05-01T00:00:00Z"), Some(1_430_438_400));
+        assert_eq!(unix_seconds("2015-05-31T23:59:59Z"), Some(1_433_116_799));
+        // A leap second, as RFC 3339 allows.
+        assert_eq!(unix_seconds("2015-05-31T23:59:60Z"), Some(1_433_116_800));
+        assert_eq!(
+            unix_seconds("2015-05-18T15:45:13-02:00"),
+            Some(1_431_971_113)
+        );
+        for bad in [
+            "2015-00-18T15:45:13Z",
+            "2015-05-00T15:45:13Z",
+            "2015-05-32T15:45:13Z",
+            "2015-05-18T24:45:13Z",
+            "2015-05-18T15:60:13Z",
+            "2015-05-18T15:45:61Z",
+            "2015-05-18T17:45:13+02:00Z",
+            "2015-05-18T17:45:13+02-00",
+            "2015-05-18T17:45:13+0200",
+            "2015-05-18T15:45:13Zjunk",
         ] {
             assert_eq!(unix_seconds(bad), None, "{bad}");
         }
