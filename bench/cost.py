@@ -87,6 +87,42 @@ def main():
             f" | {q['index_writes']:.0f} M | {q['metric_points']:.1f} M | {q['log_lines']:.0f} M"
             f" | {q['cpu_ms'] * 1000:,.0f} | {dollars_per_million(q):.2f} |"
         )
+    drain = results.get("drain")
+    if drain:
+        q = flow_control_extra(drain)
+        print(
+            f"| flow control, extra per delivery of a backlog | - | {q['object_requests']:.2f} M"
+            f" | {q['rows_written']:.1f} M | - | {q['metric_points']:.1f} M | {q['log_lines']:.1f} M"
+            f" | - | {dollars_per_million(q):.2f} |"
+        )
+
+
+def flow_control_extra(drain):
+    """What a delivery of a backlog on a limited route adds (nearly all of
+    them wait for their permit: the share is in `waited_for_permit`), from
+    the drain benchmark: the backlog's counts less the unlimited route's,
+    and the receipt's own extra row and alarm (its next attempt
+    moved while it waits) from the two runs with an instant origin."""
+    backlog = drain["backlog"]["per_delivery"]
+    free = drain["quick_unlimited"]["per_delivery"]
+    limited = drain["quick_limited"]["per_delivery"]
+
+    def extra(run, name):
+        return run[name] - free[name]
+
+    receipt = sum(limited["receipt"][name] - free["receipt"][name] for name in ("writes", "alarm_writes"))
+    requests = extra(backlog, "object_requests")
+    quantities = dict.fromkeys(PRICE_PER_MILLION, 0.0)
+    quantities.update(
+        {
+            "object_requests": requests,
+            "gb_seconds": OBJECT_GB * requests * OBJECT_OVERHEAD_MS / 1000,
+            "rows_written": backlog["coordinator_rows_written"] + backlog["coordinator_alarm_writes"] + receipt,
+            "metric_points": extra(backlog, "metric_points"),
+        }
+    )
+    quantities["log_lines"] = extra(backlog, "log_lines")
+    return quantities
 
 
 if __name__ == "__main__":

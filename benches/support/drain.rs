@@ -32,6 +32,11 @@ const ORIGIN_MS: u64 = 300;
 const SENDERS: usize = 64;
 /// Keys of the permits-per-second and extra-cost runs.
 const QUICK_KEYS: usize = 2_000;
+/// Longer than a forward's lease (the default `ORIGIN_TIMEOUT_MS` and its
+/// margin): a run is over when nothing arrived for this long.
+const QUIET: Duration = Duration::from_secs(20);
+/// Limited routes, whose coordinators each summary call asks.
+const LIMITED_ROUTES: f64 = 2.0;
 /// Receipts read per route for their own storage counts.
 const SAMPLED_RECEIPTS: usize = 20;
 
@@ -106,17 +111,42 @@ async fn send_backlog(
     (started.elapsed(), retries)
 }
 
-/// Polls the origin until `keys` forwards under `prefix` arrived, sampling
-/// the route's flow status from the operator summary meanwhile. Answers
-/// the largest queue and oldest wait seen.
+/// `route`'s flow status from the operator summary (none for an
+/// unlimited route). Each call asks every limited route's coordinator.
+async fn flow_status(gateway: &Gateway, route: &str) -> Option<Value> {
+    let summary = client()
+        .get(gateway.url("/__idemgate/summary"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let summary = support::Reply::read(summary).await.json();
+    summary["routes"]
+        .as_array()
+        .and_then(|routes| routes.iter().find(|r| r["route"] == route))
+        .map(|route| route["flow"].clone())
+        .filter(|flow| !flow.is_null())
+}
+
+/// What the operator saw while a run drained, and how often it looked.
+#[derive(Default)]
+struct Watched {
+    most_waiting: u64,
+    most_in_use: u64,
+    oldest_wait_ms: u64,
+    summary_calls: u64,
+}
+
+/// Polls the origin until every key under `prefix` arrived, sampling the
+/// route's flow status meanwhile.
 async fn await_origin(
     gateway: &Gateway,
     origin: &TestOrigin,
     prefix: &str,
     route: &str,
     keys: usize,
-) -> (u64, u64) {
-    let (mut most_waiting, mut oldest_wait_ms) = (0, 0);
+) -> Watched {
+    let mut watched = Watched::default();
     let deadline = Instant::now() + Duration::from_secs(900);
     while distinct_arrivals(origin, prefix) < keys {
         assert!(
@@ -124,24 +154,39 @@ async fn await_origin(
             "{prefix}: {} of {keys} arrived in 900 s",
             distinct_arrivals(origin, prefix)
         );
-        let summary = client()
-            .get(gateway.url("/__idemgate/summary"))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .unwrap();
-        let summary = support::Reply::read(summary).await.json();
-        if let Some(flow) = summary["routes"]
-            .as_array()
-            .and_then(|routes| routes.iter().find(|r| r["route"] == route))
-            .map(|route| route["flow"].clone())
-        {
-            most_waiting = most_waiting.max(flow["waiting"].as_u64().unwrap_or(0));
-            oldest_wait_ms = oldest_wait_ms.max(flow["oldest_wait_ms"].as_u64().unwrap_or(0));
+        watched.summary_calls += 1;
+        if let Some(flow) = flow_status(gateway, route).await {
+            let number = |name: &str| flow[name].as_u64().unwrap_or(0);
+            watched.most_waiting = watched.most_waiting.max(number("waiting"));
+            watched.most_in_use = watched.most_in_use.max(number("permits_in_use"));
+            watched.oldest_wait_ms = watched.oldest_wait_ms.max(number("oldest_wait_ms"));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    (most_waiting, oldest_wait_ms)
+    watched
+}
+
+/// Waits until the route holds no permit and nothing waits, and the origin
+/// has seen nothing new for longer than a forward's lease (a second
+/// forward comes after the first one's lease), so that a run's counts
+/// hold all of its own work and none of the next run's.
+async fn await_quiet(gateway: &Gateway, origin: &TestOrigin, prefix: &str, route: &str) -> u64 {
+    let mut summary_calls = 0;
+    let mut seen = origin.count(prefix);
+    let mut still_since = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        summary_calls += 1;
+        let busy = flow_status(gateway, route).await.is_some_and(|flow| {
+            flow["permits_in_use"].as_u64() != Some(0) || flow["waiting"].as_u64() != Some(0)
+        });
+        let now_seen = origin.count(prefix);
+        if busy || now_seen != seen {
+            (seen, still_since) = (now_seen, Instant::now());
+        } else if still_since.elapsed() > QUIET {
+            return summary_calls;
+        }
+    }
 }
 
 /// Keys the origin received under `prefix`, each counted once.
@@ -208,8 +253,6 @@ fn seconds_to_last_answer(
 async fn receipt_ops(gateway: &Gateway, route: &str, paths: &[(String, String)]) -> Value {
     let mut sums: HashMap<&str, f64> = HashMap::new();
     let names = ["reads", "writes", "alarm_writes", "index_writes"];
-    // The last keys: an object idle for a while may have been evicted, and
-    // a new instance counts from zero.
     let sampled = &paths[paths.len().saturating_sub(SAMPLED_RECEIPTS)..];
     for (path, key) in sampled {
         let query = [
@@ -251,15 +294,28 @@ async fn run(
     let before = stats(gateway).await;
     let started = Instant::now();
     let (accepted, retried) = send_backlog(gateway, paths.clone()).await;
-    let (most_waiting, oldest_wait_ms) = await_origin(gateway, origin, prefix, route, keys).await;
+    let watched = await_origin(gateway, origin, prefix, route, keys).await;
     let drained = seconds_to_last_answer(origin, prefix, started, origin_ms);
-    let (twice, twice_examples) = forwarded_twice(origin, prefix);
-    // Let the last forwards record their outcome and give back permits.
+    // The receipts' own counts are per object instance: read them before
+    // an idle object is evicted and a new one counts from zero.
     tokio::time::sleep(Duration::from_millis(origin_ms + 2_000)).await;
+    let receipt = receipt_ops(gateway, route, &paths).await;
+    let quiet_calls = await_quiet(gateway, origin, prefix, route).await;
+    let (twice, twice_examples) = forwarded_twice(origin, prefix);
     let after = stats(gateway).await;
-    let per_key = |name: &str| {
-        (after[name].as_f64().unwrap_or(0.0) - before[name].as_f64().unwrap_or(0.0)) / keys as f64
+    let delta =
+        |name: &str| after[name].as_f64().unwrap_or(0.0) - before[name].as_f64().unwrap_or(0.0);
+    // The operator's summary calls ask the coordinators; they are the
+    // benchmark's, not the deliveries'.
+    let summary_calls = (watched.summary_calls + quiet_calls) as f64;
+    let object_requests =
+        delta("object_requests") - summary_calls * LIMITED_ROUTES - SAMPLED_RECEIPTS as f64;
+    let waited = |stats: &Value| {
+        stats["decisions"][route]["waiting_for_permit"]
+            .as_f64()
+            .unwrap_or(0.0)
     };
+    let per_key = |value: f64| value / keys as f64;
     json!({
         "route": route,
         "keys": keys,
@@ -270,15 +326,17 @@ async fn run(
         "origin_max_concurrency": origin.max_concurrency(prefix.trim_end_matches('/')),
         "forwarded_twice": twice,
         "forwarded_twice_examples": twice_examples,
-        "most_waiting": most_waiting,
-        "oldest_wait_ms": oldest_wait_ms,
+        "most_waiting": watched.most_waiting,
+        "most_permits_in_use": watched.most_in_use,
+        "oldest_wait_ms": watched.oldest_wait_ms,
+        "waited_for_permit": waited(&after) - waited(&before),
         "per_delivery": {
-            "object_requests": per_key("object_requests"),
-            "coordinator_rows_written": per_key("coordinator_rows_written"),
-            "coordinator_alarm_writes": per_key("coordinator_alarm_writes"),
-            "log_lines": per_key("log_lines"),
-            "metric_points": per_key("metric_points"),
-            "receipt": receipt_ops(gateway, route, &paths).await,
+            "object_requests": per_key(object_requests),
+            "coordinator_rows_written": per_key(delta("coordinator_rows_written")),
+            "coordinator_alarm_writes": per_key(delta("coordinator_alarm_writes")),
+            "log_lines": per_key(delta("log_lines")),
+            "metric_points": per_key(delta("metric_points")),
+            "receipt": receipt,
         },
     })
 }
@@ -351,13 +409,18 @@ pub fn print(drain: &Value) {
         backlog["most_waiting"],
         backlog["oldest_wait_ms"].as_f64().unwrap_or(0.0) / 1000.0,
     );
-    let (limited, free) = (&drain["quick_limited"], &drain["quick_unlimited"]);
     println!(
-        "  origin answering at once: {:.0} permits/s through one coordinator, {:.0} deliveries/s unlimited ({:.2}x)",
-        limited["deliveries_per_second"].as_f64().unwrap(),
-        free["deliveries_per_second"].as_f64().unwrap(),
-        limited["deliveries_per_second"].as_f64().unwrap()
-            / free["deliveries_per_second"].as_f64().unwrap(),
+        "  {} of the {} waited for a permit (a delivery that finds one free does not)",
+        backlog["waited_for_permit"], backlog["keys"]
+    );
+    let (limited, free) = (&drain["quick_limited"], &drain["quick_unlimited"]);
+    let rate = |run: &Value| run["deliveries_per_second"].as_f64().unwrap();
+    println!(
+        "  origin answering at once: {:.0} deliveries/s limited (at most {} permits in use seen), {:.0} unlimited ({:.2}x)",
+        rate(limited),
+        limited["most_permits_in_use"],
+        rate(free),
+        rate(limited) / rate(free),
     );
     println!("  per delivery            limited (backlog)  limited (quick)  unlimited");
     for (label, pointer) in [
