@@ -1,6 +1,8 @@
 //! The native cost of the pure core per delivery: canonical JSON,
 //! fingerprint and key derivation (the gateway's CPU work before the
-//! Durable Object), for 1 KiB and 64 KiB JSON bodies.
+//! Durable Object), for 1 KiB and 64 KiB JSON bodies; and a flow
+//! coordinator's work per permit with a backlog waiting, the ceiling of
+//! permits per second one coordinator object's CPU allows.
 //!
 //! `cargo bench --bench core`; criterion leaves its estimates under
 //! `target/criterion/`, which the gateway bench copies into its results.
@@ -9,6 +11,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use idemgate_core::config::Config;
+use idemgate_core::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest};
 use idemgate_core::pipeline::{admit, authenticate, Inbound};
 
 /// A payment-event-like JSON body of about `size` bytes.
@@ -66,5 +69,50 @@ fn pipeline(criterion: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pipeline);
+/// One permit's turn on a coordinator holding 50 permits with `backlog`
+/// deliveries waiting: the oldest holder gives its permit back, the oldest
+/// waiter is woken and claims it, and one more delivery joins the queue
+/// (the rows to write are gathered, as the object writes them).
+fn flow(criterion: &mut Criterion) {
+    let limits = FlowLimits {
+        max_in_flight: Some(50),
+        rate_thousandths: None,
+    };
+    let ask = |holder: String, accepted_at: u64| PermitRequest {
+        holder,
+        accepted_at,
+        lease_ms: 15_000,
+        wait: true,
+        limits,
+    };
+    let mut group = criterion.benchmark_group("flow");
+    for backlog in [100_u64, 10_000] {
+        let mut flow = Coordinator::new(limits, 0);
+        let mut held = std::collections::VecDeque::new();
+        for i in 0..50 + backlog {
+            let holder = format!("key-{i:012}");
+            if let PermitReply::Granted { grant } = flow.acquire(&ask(holder.clone(), i), 0) {
+                held.push_back((holder, grant));
+            }
+        }
+        flow.take_changes();
+        let mut next = 50 + backlog;
+        group.bench_function(BenchmarkId::new("permit", backlog), |bench| {
+            bench.iter(|| {
+                let (holder, grant) = held.pop_front().unwrap();
+                flow.release(&holder, grant, limits, 1);
+                let woken = flow.take_wakes().pop().unwrap();
+                match flow.acquire(&ask(woken.clone(), 0), 1) {
+                    PermitReply::Granted { grant } => held.push_back((woken, grant)),
+                    other => panic!("{other:?}"),
+                }
+                flow.acquire(&ask(format!("key-{next:012}"), next), 1);
+                next += 1;
+                black_box(flow.take_changes());
+            })
+        });
+    }
+}
+
+criterion_group!(benches, pipeline, flow);
 criterion_main!(benches);

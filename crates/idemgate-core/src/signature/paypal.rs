@@ -325,6 +325,11 @@ mod tests {
             unix_seconds("2015-05-18T15:45:13-02:00"),
             Some(1_431_971_113)
         );
+        // An offset's minutes count too (India is +05:30).
+        assert_eq!(
+            unix_seconds("2015-05-18T21:15:13+05:30"),
+            Some(1_431_963_913)
+        );
         for bad in [
             "2015-00-18T15:45:13Z",
             "2015-05-00T15:45:13Z",
@@ -339,6 +344,20 @@ mod tests {
         ] {
             assert_eq!(unix_seconds(bad), None, "{bad}");
         }
+    }
+
+    /// The gateway fetches certificates only from the origins the scheme
+    /// names: the default pair, or the route's own list.
+    #[test]
+    fn the_scheme_names_the_origins_certificates_come_from() {
+        assert_eq!(
+            paypal(DEFAULT_CERT_HOSTS).cert_hosts(),
+            ["https://api.paypal.com", "https://api.sandbox.paypal.com"]
+        );
+        assert_eq!(
+            paypal("http://127.0.0.1:8787").cert_hosts(),
+            ["http://127.0.0.1:8787"]
+        );
     }
 
     #[test]

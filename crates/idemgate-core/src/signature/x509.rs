@@ -104,4 +104,31 @@ mod tests {
             None
         );
     }
+
+    /// DER's length forms, each at its edge: short (below 0x80), long with
+    /// one to four bytes of length, and what is refused: the indefinite
+    /// form (0x80), more than four length bytes, and multi-byte tags.
+    #[test]
+    fn lengths_and_tags_are_read_at_their_edges() {
+        assert_eq!(tlv(&[0x00, 0x00], 0), Some((0x00, 2, 2)));
+        assert_eq!(tlv(&[0x04, 0x01, 0xaa], 0), Some((0x04, 2, 3)));
+        assert_eq!(tlv(&[0x04, 0x81, 0x01, 0xaa], 0), Some((0x04, 3, 4)));
+        assert_eq!(
+            tlv(&[0x04, 0x84, 0x00, 0x00, 0x00, 0x01, 0xaa], 0),
+            Some((0x04, 6, 7))
+        );
+        let mut long = vec![0x30, 0x7f];
+        long.resize(2 + 0x80, 0);
+        assert_eq!(tlv(&long, 0), Some((0x30, 2, 0x81)));
+        // 0x80 is the indefinite length, never a length of 128.
+        long[1] = 0x80;
+        assert_eq!(tlv(&long, 0), None);
+        assert_eq!(tlv(&[0x30, 0x80], 0), None);
+        assert_eq!(
+            tlv(&[0x04, 0x85, 0x00, 0x00, 0x00, 0x00, 0x01, 0xaa], 0),
+            None
+        );
+        assert_eq!(tlv(&[0x1f, 0x01, 0x00], 0), None);
+        assert_eq!(tlv(&[0x3f, 0x01, 0x00], 0), None);
+    }
 }
