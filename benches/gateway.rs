@@ -6,8 +6,11 @@
 //!
 //! `scripts/bench` is the one command (it builds, then runs this).
 //! `BENCH_SECONDS` sets each throughput run (default 5); `DRAIN_KEYS` the
-//! flow-control backlog (default 10,000); `BENCH_ONLY=drain` runs only that.
+//! flow-control backlog (default 10,000); `BENCH_ONLY=drain` or
+//! `BENCH_ONLY=bodies` runs only that part.
 
+#[path = "support/bodies.rs"]
+mod bodies;
 #[path = "support/drain.rs"]
 mod drain;
 #[path = "support/machine.rs"]
@@ -691,18 +694,25 @@ fn main() {
         .unwrap_or(10_000);
     let folder = root().join("bench/results");
     let path = folder.join("latest.json");
-    if std::env::var("BENCH_ONLY").as_deref() == Ok("drain") {
-        // Only the drain: its figures replace those of the last full run.
-        let drained = runtime.block_on(drain::drain(drain_keys));
-        drain::print(&drained);
+    if let Ok(part) = std::env::var("BENCH_ONLY") {
+        // One part: its figures replace those of the last full run.
+        let measured = match part.as_str() {
+            "drain" => runtime.block_on(drain::drain(drain_keys)),
+            "bodies" => runtime.block_on(bodies::bodies()),
+            other => panic!("BENCH_ONLY={other}: drain or bodies"),
+        };
+        match part.as_str() {
+            "drain" => drain::print(&measured),
+            _ => bodies::print(&measured),
+        }
         let mut results: Value = std::fs::read_to_string(&path)
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_else(|| json!({}));
-        results["drain"] = drained;
+        results[part.as_str()] = measured;
         std::fs::create_dir_all(&folder).unwrap();
         std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
-        println!("\nwrote the drain into {}", path.display());
+        println!("\nwrote the {part} figures into {}", path.display());
         return;
     }
     let ticks_before = machine::cpu_ticks();
@@ -737,6 +747,7 @@ fn main() {
         reference_results["without_inspector"] =
             run_setup(&origin, &reference, "reference-plain", seconds).await;
         drop(reference);
+        let bodies = bodies::bodies().await;
         let drained = drain::drain(drain_keys).await;
         json!({
             "reference": reference_results,
@@ -750,10 +761,12 @@ fn main() {
             "core": core_cost(),
             "stray_processes": strays,
             "drain": drained,
+            "bodies": bodies,
         })
     });
     results["cpu_stolen_share"] = json!(machine::stolen_share(ticks_before, machine::cpu_ticks()));
     print_table(&results);
+    bodies::print(&results["bodies"]);
     drain::print(&results["drain"]);
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
