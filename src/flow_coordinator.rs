@@ -18,9 +18,12 @@ use idemgate_core::object_call::{ObjectCall, ObjectOp};
 
 use crate::{object_client, stats};
 
+/// Keyed tables are `WITHOUT ROWID`, and rows change in place (an upsert,
+/// not `INSERT OR REPLACE`'s delete and insert): SQLite counts, and
+/// Cloudflare bills, each b-tree a change touches as a row written.
 const TABLES: [&str; 3] = [
-    "CREATE TABLE IF NOT EXISTS flow_permit (holder TEXT PRIMARY KEY, grant_number INTEGER NOT NULL, expires_at INTEGER NOT NULL, reserved INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS flow_waiter (holder TEXT PRIMARY KEY, accepted_at INTEGER NOT NULL, enqueued_at INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS flow_permit (holder TEXT PRIMARY KEY, grant_number INTEGER NOT NULL, expires_at INTEGER NOT NULL, reserved INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS flow_waiter (holder TEXT PRIMARY KEY, accepted_at INTEGER NOT NULL, enqueued_at INTEGER NOT NULL) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS flow_meta (id INTEGER PRIMARY KEY CHECK (id = 1), route TEXT NOT NULL, tokens INTEGER NOT NULL, refilled_at INTEGER NOT NULL, next_grant INTEGER NOT NULL, max_in_flight INTEGER, rate_thousandths INTEGER)",
 ];
 
@@ -222,7 +225,7 @@ impl FlowCoordinator {
         }
         for permit in changes.permits {
             self.write_row(
-                "INSERT OR REPLACE INTO flow_permit (holder, grant_number, expires_at, reserved) VALUES (?, ?, ?, ?)",
+                "INSERT INTO flow_permit (holder, grant_number, expires_at, reserved) VALUES (?, ?, ?, ?) ON CONFLICT (holder) DO UPDATE SET grant_number = excluded.grant_number, expires_at = excluded.expires_at, reserved = excluded.reserved",
                 vec![
                     permit.holder.into(),
                     integer(permit.grant),
@@ -239,7 +242,7 @@ impl FlowCoordinator {
         }
         for waiter in changes.waiters {
             self.write_row(
-                "INSERT OR REPLACE INTO flow_waiter (holder, accepted_at, enqueued_at) VALUES (?, ?, ?)",
+                "INSERT INTO flow_waiter (holder, accepted_at, enqueued_at) VALUES (?, ?, ?) ON CONFLICT (holder) DO UPDATE SET accepted_at = excluded.accepted_at, enqueued_at = excluded.enqueued_at",
                 vec![
                     waiter.holder.into(),
                     integer(waiter.accepted_at),
@@ -250,7 +253,7 @@ impl FlowCoordinator {
         if let Some(meta) = changes.meta {
             let optional = |value: Option<u64>| value.map_or(SqlStorageValue::Null, integer);
             self.write_row(
-                "INSERT OR REPLACE INTO flow_meta (id, route, tokens, refilled_at, next_grant, max_in_flight, rate_thousandths) VALUES (1, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO flow_meta (id, route, tokens, refilled_at, next_grant, max_in_flight, rate_thousandths) VALUES (1, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET route = excluded.route, tokens = excluded.tokens, refilled_at = excluded.refilled_at, next_grant = excluded.next_grant, max_in_flight = excluded.max_in_flight, rate_thousandths = excluded.rate_thousandths",
                 vec![
                     route.to_string().into(),
                     integer(meta.tokens),

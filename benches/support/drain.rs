@@ -375,9 +375,15 @@ pub async fn drain(keys: usize) -> Value {
     )
     .await;
     let free = run(&gateway, &origin, "free", "/drain/free/", "", QUICK_KEYS, 0).await;
+    // Kept for reading what went wrong in a run: storage failures near the
+    // local SQLite heap limit show there as `SQLITE_NOMEM`.
+    let log = gateway.log();
+    std::fs::write(crate::root().join("target/drain-gateway.log"), &log).unwrap();
+    let storage_failures = log.matches("SQLITE_NOMEM").count();
     let ideal = keys as f64 * ORIGIN_MS as f64 / 1000.0 / LIMIT as f64;
     json!({
         "limit": LIMIT,
+        "log_lines_naming_sqlite_nomem": storage_failures,
         "origin_ms": ORIGIN_MS,
         "ideal_seconds": ideal,
         "backlog": backlog,
@@ -392,8 +398,8 @@ pub fn print(drain: &Value) {
     let ratio =
         backlog["drain_seconds"].as_f64().unwrap() / drain["ideal_seconds"].as_f64().unwrap();
     println!(
-        "\nFlow control: {} keys, max_in_flight {}, {} ms origin",
-        backlog["keys"], drain["limit"], drain["origin_ms"]
+        "\nFlow control: {} keys, max_in_flight {}, {} ms origin ({} log lines name SQLITE_NOMEM)",
+        backlog["keys"], drain["limit"], drain["origin_ms"], drain["log_lines_naming_sqlite_nomem"]
     );
     println!(
         "  acknowledged in {:.1} s (sends retried after a 503: {}); drained in {:.1} s against an ideal of {:.1} s ({ratio:.2}x)",
