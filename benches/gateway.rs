@@ -15,6 +15,8 @@ mod bodies;
 mod drain;
 #[path = "support/machine.rs"]
 mod machine;
+#[path = "../crates/idemgate-core/benches/support/payment_body.rs"]
+mod payment_body;
 #[path = "../tests/e2e/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod support;

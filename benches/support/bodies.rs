@@ -19,26 +19,6 @@ const SIZES: [usize; 6] = [1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4_00
 /// The free plan's CPU per request.
 const FREE_PLAN_CPU_MS: f64 = 10.0;
 
-/// A payment-event-like JSON body of about `size` bytes.
-fn body_of(size: usize) -> String {
-    let mut items = Vec::new();
-    let mut length = 0;
-    while length < size {
-        let index = items.len();
-        let item = format!(
-            r#"{{"sku":"sku_{index:06}","quantity":{},"unit_amount":{},"description":"line item number {index}"}}"#,
-            index % 7 + 1,
-            1000 + index * 3
-        );
-        length += item.len() + 1;
-        items.push(item);
-    }
-    format!(
-        r#"{{"id":"evt_bench_1","type":"payment_intent.succeeded","data":{{"object":{{"id":"pi_1","amount":123456,"currency":"eur","items":[{}]}}}}}}"#,
-        items.join(",")
-    )
-}
-
 /// Deliveries measured per size: fewer for the largest, whose each
 /// delivery takes long enough on its own.
 fn deliveries_at(size: usize) -> u64 {
@@ -62,7 +42,7 @@ pub async fn bodies() -> Value {
     let client = client();
     let mut rows = Vec::new();
     for size in SIZES {
-        let body = body_of(size);
+        let body = crate::payment_body::body_of(size);
         let send = |index: u64| {
             let url = gateway.url(&format!("/bench-body/{size}/pay"));
             let key = format!("body-{size}-{index}");

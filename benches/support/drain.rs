@@ -114,13 +114,7 @@ async fn send_backlog(
 /// `route`'s flow status from the operator summary (none for an
 /// unlimited route). Each call asks every limited route's coordinator.
 async fn flow_status(gateway: &Gateway, route: &str) -> Option<Value> {
-    let summary = client()
-        .get(gateway.url("/__idemgate/summary"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    let summary = support::Reply::read(summary).await.json();
+    let summary = support::read_summary(gateway, ADMIN_TOKEN).await;
     summary["routes"]
         .as_array()
         .and_then(|routes| routes.iter().find(|r| r["route"] == route))

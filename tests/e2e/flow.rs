@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use crate::support::{client, eventually, operator, post_json, Reply};
+use crate::support::{client, eventually, operator, post_json, read_summary};
 use crate::{Profile, World, ADMIN_TOKEN};
 
 /// `ROUTES` of the flow profile.
@@ -40,13 +40,7 @@ pub async fn sixty_deliveries_reach_the_origin_four_at_a_time_each_once(world: &
     }
     // While the backlog drains, the operator sees the permits in use and
     // the deliveries waiting for one.
-    let summary = client()
-        .get(gateway.url("/__idemgate/summary"))
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    let summary = Reply::read(summary).await.json();
+    let summary = read_summary(&gateway, ADMIN_TOKEN).await;
     let route = summary["routes"]
         .as_array()
         .unwrap()

@@ -7,34 +7,15 @@
 //! `cargo bench --bench core`; criterion leaves its estimates under
 //! `target/criterion/`, which the gateway bench copies into its results.
 
+#[path = "support/payment_body.rs"]
+mod payment_body;
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use idemgate_core::config::Config;
 use idemgate_core::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest};
 use idemgate_core::pipeline::{admit, authenticate, Inbound};
-
-/// A payment-event-like JSON body of about `size` bytes.
-fn body_of(size: usize) -> Vec<u8> {
-    let mut items = Vec::new();
-    let mut length = 0;
-    let mut index = 0;
-    while length < size {
-        let item = format!(
-            r#"{{"sku":"sku_{index:06}","quantity":{},"unit_amount":{},"description":"line item number {index}"}}"#,
-            index % 7 + 1,
-            1000 + index * 3
-        );
-        length += item.len() + 1;
-        items.push(item);
-        index += 1;
-    }
-    format!(
-        r#"{{"id":"evt_bench_1","type":"payment_intent.succeeded","data":{{"object":{{"id":"pi_1","amount":123456,"currency":"eur","items":[{}]}}}}}}"#,
-        items.join(",")
-    )
-    .into_bytes()
-}
 
 fn pipeline(criterion: &mut Criterion) {
     let config = Config::from_lookup(|name| match name {
@@ -45,7 +26,7 @@ fn pipeline(criterion: &mut Criterion) {
     let headers = vec![("content-type".to_string(), "application/json".to_string())];
     let mut group = criterion.benchmark_group("admit");
     for (label, size) in [("1KiB", 1024), ("64KiB", 64 * 1024)] {
-        let body = body_of(size);
+        let body = payment_body::body_of(size).into_bytes();
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_with_input(BenchmarkId::from_parameter(label), &body, |bench, body| {
             bench.iter(|| {

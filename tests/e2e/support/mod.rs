@@ -144,8 +144,18 @@ where
 
 /// `GET /__idemgate/stats` with the admin token: the isolate's counters.
 pub async fn read_stats(gateway: &Gateway, token: &str) -> serde_json::Value {
+    operator_get(gateway, token, "/__idemgate/stats").await
+}
+
+/// `GET /__idemgate/summary` with the admin token: counts per route, and
+/// each limited route's flow control.
+pub async fn read_summary(gateway: &Gateway, token: &str) -> serde_json::Value {
+    operator_get(gateway, token, "/__idemgate/summary").await
+}
+
+async fn operator_get(gateway: &Gateway, token: &str, path: &str) -> serde_json::Value {
     let response = client()
-        .get(gateway.url("/__idemgate/stats"))
+        .get(gateway.url(path))
         .bearer_auth(token)
         .send()
         .await
