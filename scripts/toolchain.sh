@@ -29,6 +29,14 @@ ensure_cargo_tool() { # crate version binary
   fi
 }
 
+# Debian packages the tests need, from apt-get (as root, or with sudo).
+apt_install() { # package
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
+}
+
 locked_wasm_bindgen_version() {
   awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' "$ROOT/Cargo.lock"
 }

@@ -142,11 +142,14 @@ async fn await_origin(
 ) -> Watched {
     let mut watched = Watched::default();
     let deadline = Instant::now() + Duration::from_secs(900);
-    while distinct_arrivals(origin, prefix) < keys {
+    loop {
+        let arrived = arrivals_by_key(origin, prefix).len();
+        if arrived >= keys {
+            break;
+        }
         assert!(
             Instant::now() < deadline,
-            "{prefix}: {} of {keys} arrived in 900 s",
-            distinct_arrivals(origin, prefix)
+            "{prefix}: {arrived} of {keys} arrived in 900 s"
         );
         watched.summary_calls += 1;
         if let Some(flow) = flow_status(gateway, route).await {
@@ -183,36 +186,31 @@ async fn await_quiet(gateway: &Gateway, origin: &TestOrigin, prefix: &str, route
     }
 }
 
-/// Keys the origin received under `prefix`, each counted once.
-fn distinct_arrivals(origin: &TestOrigin, prefix: &str) -> usize {
-    let paths: std::collections::HashSet<String> = origin
-        .received(prefix)
-        .into_iter()
-        .map(|received| received.path)
-        .collect();
-    paths.len()
-}
+/// Each key's arrivals at the origin under `prefix` (its path there), in
+/// order: the forward's `Idempotency-Epoch` and when it arrived.
+type Arrivals = HashMap<String, Vec<(String, Instant)>>;
 
-/// Keys the origin received more than once under `prefix`: how many, and
-/// for the first few, each arrival's `Idempotency-Epoch` and its time
-/// after the first (a forward whose outcome went unrecorded is made again
-/// under a higher epoch once its lease ends, for the origin to fence).
-fn forwarded_twice(origin: &TestOrigin, prefix: &str) -> (usize, Vec<Value>) {
-    let mut per_path: HashMap<String, Vec<(String, Instant)>> = HashMap::new();
+fn arrivals_by_key(origin: &TestOrigin, prefix: &str) -> Arrivals {
+    let mut arrivals = Arrivals::new();
     for received in origin.received(prefix) {
         let epoch = received
             .header("idempotency-epoch")
             .unwrap_or("-")
             .to_string();
-        per_path
+        arrivals
             .entry(received.path.clone())
             .or_default()
             .push((epoch, received.at));
     }
-    let twice: Vec<_> = per_path
-        .into_iter()
-        .filter(|(_, seen)| seen.len() > 1)
-        .collect();
+    arrivals
+}
+
+/// Keys the origin received more than once: how many, and for the first
+/// few, each arrival's epoch and its time after the first (a forward whose
+/// outcome went unrecorded is made again under a higher epoch once its
+/// lease ends, for the origin to fence).
+fn forwarded_twice(arrivals: &Arrivals) -> (usize, Vec<Value>) {
+    let twice: Vec<_> = arrivals.iter().filter(|(_, seen)| seen.len() > 1).collect();
     let examples = twice
         .iter()
         .take(5)
@@ -227,20 +225,11 @@ fn forwarded_twice(origin: &TestOrigin, prefix: &str) -> (usize, Vec<Value>) {
     (twice.len(), examples)
 }
 
-/// Seconds from `started` until every key under `prefix` had arrived once,
-/// plus what the origin then took to answer.
-fn seconds_to_last_answer(
-    origin: &TestOrigin,
-    prefix: &str,
-    started: Instant,
-    origin_ms: u64,
-) -> f64 {
-    let mut first: HashMap<String, Instant> = HashMap::new();
-    for received in origin.received(prefix) {
-        first.entry(received.path).or_insert(received.at);
-    }
-    let last = first.values().max().unwrap();
-    (*last - started).as_secs_f64() + origin_ms as f64 / 1000.0
+/// Seconds from `started` until every key had arrived once, plus what the
+/// origin then took to answer.
+fn seconds_to_last_answer(arrivals: &Arrivals, started: Instant, origin_ms: u64) -> f64 {
+    let last = arrivals.values().map(|seen| seen[0].1).max().unwrap();
+    (last - started).as_secs_f64() + origin_ms as f64 / 1000.0
 }
 
 /// Average key-object storage counts of a few receipts of a route.
@@ -289,13 +278,13 @@ async fn run(
     let started = Instant::now();
     let (accepted, retried) = send_backlog(gateway, paths.clone()).await;
     let watched = await_origin(gateway, origin, prefix, route, keys).await;
-    let drained = seconds_to_last_answer(origin, prefix, started, origin_ms);
+    let drained = seconds_to_last_answer(&arrivals_by_key(origin, prefix), started, origin_ms);
     // The receipts' own counts are per object instance: read them before
     // an idle object is evicted and a new one counts from zero.
     tokio::time::sleep(Duration::from_millis(origin_ms + 2_000)).await;
     let receipt = receipt_ops(gateway, route, &paths).await;
     let quiet_calls = await_quiet(gateway, origin, prefix, route).await;
-    let (twice, twice_examples) = forwarded_twice(origin, prefix);
+    let (twice, twice_examples) = forwarded_twice(&arrivals_by_key(origin, prefix));
     let after = stats(gateway).await;
     let delta =
         |name: &str| after[name].as_f64().unwrap_or(0.0) - before[name].as_f64().unwrap_or(0.0);
