@@ -58,7 +58,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// fingerprint.
 pub fn body_sha256(json: Option<&Json>, raw: &[u8]) -> String {
     match json {
-        Some(value) => sha256_hex(&value.canonical()),
+        Some(value) => sha256_hex(&value.canonical_with_capacity(raw.len())),
         None => sha256_hex(raw),
     }
 }
@@ -77,7 +77,7 @@ pub fn is_json_media_type(content_type: &str) -> bool {
 /// Parses a JSON body; the error carries the reader's message, which names
 /// the line and column (and covers invalid UTF-8, duplicate member names
 /// and nesting past 128 levels).
-pub fn parse_json(body: &[u8]) -> Result<Json, Problem> {
+pub fn parse_json(body: &[u8]) -> Result<Json<'_>, Problem> {
     json::parse(body).map_err(|error| Problem::InvalidJson {
         message: error.to_string(),
     })

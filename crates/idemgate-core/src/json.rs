@@ -17,6 +17,7 @@
 //! would print `9007199254740992`). For every number a double holds with
 //! its shortest digits (all the usual ones) the two agree byte for byte.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -27,17 +28,23 @@ pub const MAX_DEPTH: usize = 128;
 const MAX_EXPONENT: i64 = 1_000_000_000;
 
 /// A parsed JSON value. Objects keep their members in the order sent
-/// (names are unique); numbers keep their canonical text.
+/// (names are unique); numbers keep their canonical text. Strings and
+/// numbers borrow from the body wherever their text is already what it
+/// stands for (no escape, a number in canonical layout), so reading a
+/// large body allocates little more than its lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Json {
+pub enum Json<'a> {
     Null,
     Bool(bool),
     /// The canonical text of the number's exact value.
-    Number(String),
-    String(String),
-    Array(Vec<Json>),
-    Object(Vec<(String, Json)>),
+    Number(Cow<'a, str>),
+    String(Cow<'a, str>),
+    Array(Vec<Json<'a>>),
+    Object(Vec<Member<'a>>),
 }
+
+/// An object's member: its name and value.
+pub type Member<'a> = (Cow<'a, str>, Json<'a>);
 
 /// Why a body is not JSON, with where (1-based line and column).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,13 +66,19 @@ impl fmt::Display for JsonError {
 
 /// Parses one JSON text: exactly one value, optionally surrounded by
 /// whitespace, valid UTF-8, no duplicate member names.
-pub fn parse(bytes: &[u8]) -> Result<Json, JsonError> {
-    if let Err(error) = std::str::from_utf8(bytes) {
-        let mut reader = Reader { bytes, at: 0 };
-        reader.at = error.valid_up_to();
-        return Err(reader.error("invalid UTF-8"));
-    }
-    let mut reader = Reader { bytes, at: 0 };
+pub fn parse(bytes: &[u8]) -> Result<Json<'_>, JsonError> {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(error) => {
+            let reader = Reader {
+                bytes,
+                text: "",
+                at: error.valid_up_to(),
+            };
+            return Err(reader.error("invalid UTF-8"));
+        }
+    };
+    let mut reader = Reader { bytes, text, at: 0 };
     reader.skip_whitespace();
     let value = reader.value(0)?;
     reader.skip_whitespace();
@@ -75,9 +88,9 @@ pub fn parse(bytes: &[u8]) -> Result<Json, JsonError> {
     Ok(value)
 }
 
-impl Json {
+impl<'a> Json<'a> {
     /// RFC 6901: `""` is the whole value, `/a/0` a member then an index.
-    pub fn pointer(&self, pointer: &str) -> Option<&Json> {
+    pub fn pointer(&self, pointer: &str) -> Option<&Json<'a>> {
         if pointer.is_empty() {
             return Some(self);
         }
@@ -98,7 +111,7 @@ impl Json {
     }
 
     /// The member `name` of an object.
-    pub fn get(&self, name: &str) -> Option<&Json> {
+    pub fn get(&self, name: &str) -> Option<&Json<'a>> {
         match self {
             Json::Object(members) => members.iter().find(|(key, _)| key == name).map(|m| &m.1),
             _ => None,
@@ -114,7 +127,13 @@ impl Json {
 
     /// The RFC 8785 canonical form (with exact numbers; see the module).
     pub fn canonical(&self) -> Vec<u8> {
-        let mut out = Vec::new();
+        self.canonical_with_capacity(0)
+    }
+
+    /// [`Json::canonical`] into a buffer sized for `capacity` bytes: the
+    /// size of the body read suits, as the canonical form is rarely longer.
+    pub fn canonical_with_capacity(&self, capacity: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(capacity);
         self.write_canonical(&mut out);
         out
     }
@@ -137,7 +156,7 @@ impl Json {
                 out.push(b']');
             }
             Json::Object(members) => {
-                let mut sorted: Vec<&(String, Json)> = members.iter().collect();
+                let mut sorted: Vec<&Member> = members.iter().collect();
                 sorted.sort_by(|a, b| utf16_order(&a.0, &b.0));
                 out.push(b'{');
                 for (index, (name, value)) in sorted.into_iter().enumerate() {
@@ -154,8 +173,12 @@ impl Json {
     }
 }
 
-/// RFC 8785 §3.2.3: names sort by their UTF-16 code units.
+/// RFC 8785 §3.2.3: names sort by their UTF-16 code units. For ASCII
+/// names (nearly all) that is their bytes' order.
 fn utf16_order(a: &str, b: &str) -> Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        return a.as_bytes().cmp(b.as_bytes());
+    }
     a.encode_utf16().cmp(b.encode_utf16())
 }
 
@@ -163,7 +186,25 @@ fn utf16_order(a: &str, b: &str) -> Ordering {
 /// the usual ones short, the rest as lowercase `\u00xx`.
 fn write_string(text: &str, out: &mut Vec<u8>) {
     out.push(b'"');
-    for &byte in text.as_bytes() {
+    let bytes = text.as_bytes();
+    // Most strings need no escape: one pass without branches finds out.
+    let needs_escape = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
+    if !bytes
+        .iter()
+        .fold(false, |any, &byte| any | needs_escape(byte))
+    {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
+    let mut plain_from = 0;
+    for (at, &byte) in bytes.iter().enumerate() {
+        if !needs_escape(byte) {
+            continue;
+        }
+        // Runs that need no escape are copied whole.
+        out.extend_from_slice(&bytes[plain_from..at]);
+        plain_from = at + 1;
         match byte {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -172,15 +213,16 @@ fn write_string(text: &str, out: &mut Vec<u8>) {
             b'\n' => out.extend_from_slice(b"\\n"),
             0x0c => out.extend_from_slice(b"\\f"),
             b'\r' => out.extend_from_slice(b"\\r"),
-            0x00..=0x1f => {
+            // The other control characters.
+            _ => {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 out.extend_from_slice(b"\\u00");
                 out.push(HEX[usize::from(byte >> 4)]);
                 out.push(HEX[usize::from(byte & 0xf)]);
             }
-            _ => out.push(byte),
         }
     }
+    out.extend_from_slice(&bytes[plain_from..]);
     out.push(b'"');
 }
 
@@ -191,7 +233,7 @@ const LINEAR_MEMBERS: usize = 16;
 /// Whether `name` is already a member's name; `hashes` holds those of
 /// `members` once there are more than [`LINEAR_MEMBERS`].
 fn is_repeated(
-    members: &[(String, Json)],
+    members: &[Member],
     hashes: &mut std::collections::HashSet<u64>,
     name: &str,
 ) -> bool {
@@ -209,10 +251,12 @@ fn is_repeated(
 
 struct Reader<'a> {
     bytes: &'a [u8],
+    /// The same bytes, known to be UTF-8.
+    text: &'a str,
     at: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn error(&self, message: impl Into<String>) -> JsonError {
         let before = &self.bytes[..self.at.min(self.bytes.len())];
         let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
@@ -237,7 +281,7 @@ impl Reader<'_> {
         }
     }
 
-    fn expect_literal(&mut self, literal: &[u8], value: Json) -> Result<Json, JsonError> {
+    fn expect_literal(&mut self, literal: &[u8], value: Json<'a>) -> Result<Json<'a>, JsonError> {
         if self.bytes[self.at..].starts_with(literal) {
             self.at += literal.len();
             Ok(value)
@@ -246,7 +290,7 @@ impl Reader<'_> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Json, JsonError> {
+    fn value(&mut self, depth: usize) -> Result<Json<'a>, JsonError> {
         match self.peek() {
             None => Err(self.error("EOF while parsing a value")),
             Some(b'n') => self.expect_literal(b"null", Json::Null),
@@ -268,7 +312,7 @@ impl Reader<'_> {
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<Json, JsonError> {
+    fn array(&mut self, depth: usize) -> Result<Json<'a>, JsonError> {
         self.enter(depth)?;
         self.at += 1;
         let mut items = Vec::new();
@@ -293,10 +337,10 @@ impl Reader<'_> {
         }
     }
 
-    fn object(&mut self, depth: usize) -> Result<Json, JsonError> {
+    fn object(&mut self, depth: usize) -> Result<Json<'a>, JsonError> {
         self.enter(depth)?;
         self.at += 1;
-        let mut members: Vec<(String, Json)> = Vec::new();
+        let mut members: Vec<Member<'a>> = Vec::new();
         // A large object finds a repeated name by its hash (a linear scan
         // per member would be quadratic: seconds of CPU for a 1 MiB body).
         let mut hashes: std::collections::HashSet<u64> = std::collections::HashSet::new();
@@ -340,28 +384,35 @@ impl Reader<'_> {
         }
     }
 
-    fn string(&mut self) -> Result<String, JsonError> {
+    /// A string: borrowed from the body when it holds no escape.
+    fn string(&mut self) -> Result<Cow<'a, str>, JsonError> {
         self.at += 1; // the opening quote
-        let mut text = String::new();
+        let mut text: Option<String> = None;
         loop {
             let start = self.at;
-            while let Some(byte) = self.peek() {
-                if byte == b'"' || byte == b'\\' || byte < 0x20 {
-                    break;
-                }
-                self.at += 1;
-            }
-            // The whole input is valid UTF-8 and the run stops at ASCII.
-            text.push_str(std::str::from_utf8(&self.bytes[start..self.at]).expect("checked"));
+            self.at += self.bytes[start..]
+                .iter()
+                .position(|&byte| byte == b'"' || byte == b'\\' || byte < 0x20)
+                .unwrap_or(self.bytes.len() - start);
+            // The run stops at ASCII, so it ends on a character boundary.
+            let run = &self.text[start..self.at];
             match self.peek() {
                 None => return Err(self.error("EOF while parsing a string")),
                 Some(b'"') => {
                     self.at += 1;
-                    return Ok(text);
+                    return Ok(match text {
+                        None => Cow::Borrowed(run),
+                        Some(mut text) => {
+                            text.push_str(run);
+                            Cow::Owned(text)
+                        }
+                    });
                 }
                 Some(b'\\') => {
                     self.at += 1;
-                    self.escape(&mut text)?;
+                    let text = text.get_or_insert_with(String::new);
+                    text.push_str(run);
+                    self.escape(text)?;
                 }
                 Some(_) => {
                     return Err(self
@@ -427,38 +478,43 @@ impl Reader<'_> {
         }
     }
 
-    fn digits(&mut self) -> &[u8] {
+    /// Where the run of digits from here ends.
+    fn digits(&mut self) -> std::ops::Range<usize> {
         let start = self.at;
         while matches!(self.peek(), Some(b'0'..=b'9')) {
             self.at += 1;
         }
-        &self.bytes[start..self.at]
+        start..self.at
     }
 
-    /// A number, read into its exact decimal value and laid out canonically.
-    fn number(&mut self) -> Result<String, JsonError> {
+    /// A number, read into its exact decimal value and laid out
+    /// canonically; an integer already in that layout is borrowed.
+    fn number(&mut self) -> Result<Cow<'a, str>, JsonError> {
+        let start = self.at;
         let negative = self.peek() == Some(b'-');
         if negative {
             self.at += 1;
         }
-        let integer = self.digits().to_vec();
+        let integer = self.digits();
         if integer.is_empty() {
             return Err(self.error("invalid number"));
         }
-        if integer.len() > 1 && integer[0] == b'0' {
+        if integer.len() > 1 && self.bytes[integer.start] == b'0' {
             self.at -= integer.len() - 1;
             return Err(self.error("invalid number"));
         }
-        let mut fraction = Vec::new();
+        let mut fraction = self.at..self.at;
         if self.peek() == Some(b'.') {
             self.at += 1;
-            fraction = self.digits().to_vec();
+            fraction = self.digits();
             if fraction.is_empty() {
                 return Err(self.error("invalid number"));
             }
         }
         let mut exponent: i64 = 0;
+        let mut has_exponent = false;
         if matches!(self.peek(), Some(b'e' | b'E')) {
+            has_exponent = true;
             self.at += 1;
             let negative_exponent = self.peek() == Some(b'-');
             if matches!(self.peek(), Some(b'-' | b'+')) {
@@ -468,7 +524,7 @@ impl Reader<'_> {
             if digits.is_empty() {
                 return Err(self.error("invalid number"));
             }
-            for &digit in digits {
+            for &digit in &self.bytes[digits] {
                 exponent = exponent * 10 + i64::from(digit - b'0');
                 if exponent > MAX_EXPONENT {
                     return Err(self.error("number out of range"));
@@ -478,11 +534,17 @@ impl Reader<'_> {
                 exponent = -exponent;
             }
         }
-        let mut significand: Vec<u8> = integer;
-        significand.extend_from_slice(&fraction);
+        // An integer of up to 21 digits is laid out as it is written,
+        // except for negative zero.
+        let is_zero = self.bytes[integer.start] == b'0';
+        if fraction.is_empty() && !has_exponent && integer.len() <= 21 && !(negative && is_zero) {
+            return Ok(Cow::Borrowed(&self.text[start..self.at]));
+        }
+        let mut significand = self.bytes[integer].to_vec();
+        significand.extend_from_slice(&self.bytes[fraction.clone()]);
         // value = significand x 10^(exponent - fraction digits)
         let scale = exponent - fraction.len() as i64;
-        Ok(layout(negative, &significand, scale))
+        Ok(Cow::Owned(layout(negative, &significand, scale)))
     }
 }
 

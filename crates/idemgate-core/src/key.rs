@@ -173,7 +173,7 @@ pub struct KeyInput<'a> {
     pub headers: &'a [(String, String)],
     pub content_type: Option<&'a str>,
     /// The parsed body, when the body is JSON.
-    pub json: Option<&'a Json>,
+    pub json: Option<&'a Json<'a>>,
     /// The form's fields, when the body is form-encoded.
     pub form: Option<&'a [(String, String)]>,
     /// Hex SHA-256 for `body-sha256`: of the canonical body, or on a signed
@@ -218,8 +218,7 @@ fn read_part(part: &KeyPart, source: &KeySource, input: &KeyInput) -> Result<Fou
             };
             match json.pointer(pointer) {
                 None | Some(Json::Null) => Ok(Found::Absent),
-                Some(Json::String(text)) => Ok(Found::Value(text.clone())),
-                Some(Json::Number(number)) => Ok(Found::Value(number.clone())),
+                Some(Json::String(text) | Json::Number(text)) => Ok(Found::Value(text.to_string())),
                 Some(_) => Err(Problem::InvalidKey {
                     source: source.label(),
                     reason: "the key must be a JSON string or number".into(),

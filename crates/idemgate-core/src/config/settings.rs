@@ -1,7 +1,7 @@
 //! Where a route's setting comes from (its own table, then the top level)
 //! and what may be said of it: the name to blame, never a secret's value.
 
-use crate::json::Json;
+use crate::json::{Json, Member};
 use crate::problem::Problem;
 use crate::signature::Secret;
 
@@ -84,7 +84,7 @@ impl Setting {
 /// Where a route's settings come from: its own table, then the top level.
 pub(super) struct Settings<'a> {
     pub(super) env: &'a dyn Fn(&str) -> Option<String>,
-    pub(super) route: Option<(&'a str, &'a [(String, Json)])>,
+    pub(super) route: Option<(&'a str, &'a [Member<'a>])>,
 }
 
 /// The route-table field names of a variable: its lowercase name, and the
@@ -161,7 +161,7 @@ impl Settings<'_> {
         for (field, _) in fields {
             let known = ROUTE_VARIABLES
                 .iter()
-                .any(|variable| field_names(variable).contains(field));
+                .any(|variable| field_names(variable).iter().any(|name| name == field));
             if !known {
                 return Err(misconfigured(
                     format!("ROUTES.{route}.{}", printable(field)),
@@ -183,8 +183,7 @@ impl Settings<'_> {
             };
             let label = format!("ROUTES.{route}.{name}");
             let text = match value {
-                Json::String(text) => text.clone(),
-                Json::Number(text) => text.clone(),
+                Json::String(text) | Json::Number(text) => text.to_string(),
                 Json::Bool(flag) => flag.to_string(),
                 _ => {
                     return Err(misconfigured(

@@ -454,8 +454,8 @@ fn a_setting_is_named_as_it_was_spelt() {
     let env = |_: &str| None;
     let spelt = |field: &str| -> String {
         let fields = [
-            ("path".to_string(), Json::String("/a".into())),
-            (field.to_string(), Json::String("x".into())),
+            ("path".into(), Json::String("/a".into())),
+            (field.into(), Json::String("x".into())),
         ];
         let settings = Settings {
             env: &env,

@@ -141,7 +141,7 @@ impl Scheme for Adyen {
                 };
                 if let Json::Object(members) = additional {
                     members.retain(|(name, _)| name != "hmacSignature");
-                    members.push(("hmacSignature".into(), Json::String(signature)));
+                    members.push(("hmacSignature".into(), Json::String(signature.into())));
                 }
             }
         }
@@ -149,7 +149,7 @@ impl Scheme for Adyen {
     }
 }
 
-fn member_mut<'a>(value: &'a mut Json, name: &str) -> Option<&'a mut Json> {
+fn member_mut<'v, 'a>(value: &'v mut Json<'a>, name: &str) -> Option<&'v mut Json<'a>> {
     match value {
         Json::Object(members) => members
             .iter_mut()
@@ -181,8 +181,7 @@ pub fn decode_key(secret: &str) -> Result<Vec<u8>, String> {
 /// decimal form, absent or null as empty.
 fn field_text(item: &Json, name: &str) -> String {
     match item.get(name) {
-        Some(Json::String(text)) => text.clone(),
-        Some(Json::Number(text)) => text.clone(),
+        Some(Json::String(text) | Json::Number(text)) => text.to_string(),
         Some(Json::Bool(flag)) => flag.to_string(),
         _ => String::new(),
     }
@@ -233,7 +232,7 @@ fn verify_item(key: &[u8], item: &Json) -> Result<(), Rejection> {
 }
 
 /// The items of a notification that parses (the signature checked them).
-fn items(body: &[u8]) -> Option<Vec<Json>> {
+fn items(body: &[u8]) -> Option<Vec<Json<'_>>> {
     let notification = json::parse(body).ok()?;
     let Some(Json::Array(items)) = notification.get(BODY) else {
         return None;
