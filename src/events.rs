@@ -4,12 +4,15 @@
 //! delivery (or always, with `LOG_DUPLICATES=true`).
 //!
 //! Absorbed duplicates are the bulk of the traffic and say nothing but
-//! "one more": their counts are written as one data point per route and
-//! decision (`double1` = the count) at most every [`BATCH_MS`], instead of
-//! one point each. That makes a replay cost no JavaScript call for metrics
-//! and a thousand replays one billed point; an isolate evicted before its
-//! next request loses its last unwritten batch (the receipts and
-//! `/__idemgate/stats` still count them).
+//! "one more", and a delivery that went well says little more: their
+//! counts (and summed origin and decision times) are written as one data
+//! point per route and decision (`double1` = the count) at most every
+//! [`BATCH_MS`], instead of one point each
+//! ([`DecisionLog::is_routine`]). That makes a replay cost no JavaScript
+//! call for metrics and a thousand deliveries one billed point; an isolate
+//! evicted before its next event loses its last unwritten batch (the log
+//! lines, the receipts and `/__idemgate/stats` still count them). Failures,
+//! dead letters and rejections keep a point each.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -25,10 +28,18 @@ pub const METRICS_BINDING: &str = "IDEMGATE_METRICS";
 /// Longest time absorbed duplicates wait to be written as one point.
 pub const BATCH_MS: u64 = 10_000;
 
+/// What one batched point sums.
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    count: u64,
+    origin_ms: u64,
+    duration_ms: u64,
+}
+
 #[derive(Default)]
 struct Batch {
-    /// Counts by route, then decision.
-    counts: HashMap<String, HashMap<&'static str, u64>>,
+    /// Tallies by route, then decision.
+    counts: HashMap<String, HashMap<&'static str, Tally>>,
     since: u64,
 }
 
@@ -55,8 +66,19 @@ pub fn emit(env: &Env, event: &DecisionLog, logged: bool) {
     if logged {
         log_sink::emit(event);
     }
-    if event.absorbed {
-        batch(env, route, event.decision, worker::Date::now().as_millis());
+    if event.is_routine() {
+        let tally = Tally {
+            count: 1,
+            origin_ms: event.origin_ms.unwrap_or(0),
+            duration_ms: event.duration_ms,
+        };
+        batch(
+            env,
+            route,
+            event.decision,
+            tally,
+            worker::Date::now().as_millis(),
+        );
         return;
     }
     // Metrics must never fail a request: without the binding, or if the
@@ -81,7 +103,11 @@ pub fn emit(env: &Env, event: &DecisionLog, logged: bool) {
 /// A duplicate the isolate answered alone: counted, batched, not logged.
 pub fn absorbed_at_edge(env: &Env, route: &str, decision: &'static str, now: u64) {
     count_locally(route, decision, false);
-    batch(env, route, decision, now);
+    let tally = Tally {
+        count: 1,
+        ..Tally::default()
+    };
+    batch(env, route, decision, tally, now);
 }
 
 fn count_locally(route: &str, decision: &'static str, logged: bool) {
@@ -102,19 +128,17 @@ fn count_locally(route: &str, decision: &'static str, logged: bool) {
     });
 }
 
-fn batch(env: &Env, route: &str, decision: &'static str, now: u64) {
+fn batch(env: &Env, route: &str, decision: &'static str, tally: Tally, now: u64) {
     let due = BATCH.with(|batch| {
         let mut batch = batch.borrow_mut();
-        match batch.counts.get_mut(route) {
-            Some(decisions) => *decisions.entry(decision).or_default() += 1,
-            None => {
-                batch
-                    .counts
-                    .entry(route.to_string())
-                    .or_default()
-                    .insert(decision, 1);
-            }
-        }
+        let decisions = match batch.counts.get_mut(route) {
+            Some(decisions) => decisions,
+            None => batch.counts.entry(route.to_string()).or_default(),
+        };
+        let sum = decisions.entry(decision).or_default();
+        sum.count += tally.count;
+        sum.origin_ms += tally.origin_ms;
+        sum.duration_ms += tally.duration_ms;
         if batch.since == 0 {
             batch.since = now;
         }
@@ -130,13 +154,15 @@ fn batch(env: &Env, route: &str, decision: &'static str, now: u64) {
                 .iter()
                 .map(move |(decision, count)| (route, *decision, *count))
         });
-        for (route, decision, count) in points {
+        for (route, decision, tally) in points {
             let written = AnalyticsEngineDataPointBuilder::new()
                 .indexes([route.as_str()])
                 .add_blob(route.as_str())
                 .add_blob(decision)
                 .add_blob("")
-                .add_double(count as f64)
+                .add_double(tally.count as f64)
+                .add_double(tally.origin_ms as f64)
+                .add_double(tally.duration_ms as f64)
                 .write_to(dataset);
             if written.is_ok() {
                 stats::record(|stats| stats.metric_points += 1);

@@ -125,6 +125,18 @@ impl DecisionLog {
         !self.absorbed || log_duplicates
     }
 
+    /// Whether its metric point may be summed with others of its route and
+    /// decision (SPEC §9 asks for counts): absorbed duplicates, and the
+    /// routine life of a delivery that went well (forwarded, queued,
+    /// expired). A failure, a dead letter, a rejection, a takeover or an
+    /// operator's act keeps a point of its own, with its reason, status and
+    /// origin time, as its log line does.
+    pub fn is_routine(&self) -> bool {
+        self.absorbed
+            || (self.reason.is_none()
+                && matches!(self.decision, "forwarded" | "queued" | "expired"))
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a log line always serialises")
     }
@@ -135,6 +147,34 @@ mod tests {
     use super::*;
     use crate::problem::Problem;
     use crate::receipt::{HttpResponse, StoredResponse};
+
+    #[test]
+    fn only_the_routine_life_of_a_delivery_shares_metric_points() {
+        for decision in ["forwarded", "queued", "expired"] {
+            assert!(DecisionLog::new(decision, 1).is_routine(), "{decision}");
+            let with_reason = DecisionLog {
+                reason: Some("origin-timeout"),
+                ..DecisionLog::new(decision, 1)
+            };
+            assert!(!with_reason.is_routine(), "{decision} with a reason");
+        }
+        for decision in [
+            "taken_over",
+            "failed",
+            "dead",
+            "redriven",
+            "purged",
+            "mismatch",
+            "rejected",
+        ] {
+            assert!(!DecisionLog::new(decision, 1).is_routine(), "{decision}");
+        }
+        let absorbed = DecisionLog {
+            absorbed: true,
+            ..DecisionLog::new("replayed", 1)
+        };
+        assert!(absorbed.is_routine());
+    }
 
     #[test]
     fn a_takeover_is_logged_as_such() {
