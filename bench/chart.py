@@ -55,3 +55,47 @@ figure.suptitle("idemgate (release wasm), one run on a 2-core machine, load clie
 figure.tight_layout()
 figure.savefig(results_dir / "throughput.png", dpi=110)
 print(f"wrote {results_dir / 'throughput.png'}")
+
+# docs/images/scaling.png: how CPU per request grows with the objects alive,
+# the duplicates per key and the body size, from the same run.
+scaling = results.get("scaling")
+bodies = results.get("bodies")
+if scaling and bodies:
+    figure, (by_keys, by_duplicates, by_size) = plt.subplots(1, 3, figsize=(17, 4.4))
+    rows = scaling["by_keys"]
+    by_keys.plot([row["live_objects"] for row in rows], [row["cpu_ms_per_request"] for row in rows], marker="o", color="#2f80ed")
+    by_keys.set_xlabel("distinct keys (Durable Objects alive)")
+    by_keys.set_ylabel("workerd CPU ms per first delivery")
+    by_keys.set_ylim(bottom=0)
+    by_keys.set_title("First deliveries as keys grow (steps of 1,000)", fontsize=9)
+
+    rows = scaling["by_duplicates"]
+    counts = [row["duplicates_per_key"] for row in rows]
+    by_duplicates.plot(counts, [row["cpu_ms_per_request"] for row in rows], marker="o", color="#2f80ed", label="CPU ms per delivery")
+    by_duplicates.set_xscale("log")
+    by_duplicates.set_xlabel("identical deliveries per key")
+    by_duplicates.set_ylabel("workerd CPU ms per delivery")
+    by_duplicates.set_ylim(bottom=0)
+    objects = by_duplicates.twinx()
+    objects.plot(counts, [row["object_requests_per_request"] for row in rows], marker="s", color="#9aa5b1", label="object requests per delivery")
+    objects.set_ylabel("Durable Object requests per delivery")
+    objects.set_ylim(bottom=0)
+    by_duplicates.set_title("Duplicates per key: cost falls toward a replay's", fontsize=9)
+    by_duplicates.legend(loc="upper right", fontsize=7)
+    objects.legend(loc="center right", fontsize=7)
+
+    rows = [row for row in bodies["rows"] if row.get("cpu_ms_per_delivery")]
+    by_size.plot([row["bytes"] / 1024 for row in rows], [row["cpu_ms_per_delivery"] for row in rows], marker="o", color="#2f80ed")
+    by_size.axhline(10, color="#d64545", linestyle="--", linewidth=1, label="free plan: 10 ms CPU")
+    by_size.set_xscale("log")
+    by_size.set_yscale("log")
+    by_size.set_xlabel("JSON body, KiB")
+    by_size.set_ylabel("workerd CPU ms per first delivery")
+    by_size.set_title("Body size", fontsize=9)
+    by_size.legend(fontsize=7)
+
+    figure.suptitle("idemgate scaling (release wasm, wrangler dev without the inspector, one run on 2 cores)", fontsize=10)
+    figure.tight_layout()
+    images = pathlib.Path(__file__).parent.parent / "docs" / "images"
+    figure.savefig(images / "scaling.png", dpi=100)
+    print(f"wrote {images / 'scaling.png'}")

@@ -7,9 +7,15 @@
 //
 // Writes target/worker.cpuprofile too (Chrome DevTools opens it). The
 // inspector itself adds cost, so read the shares, not the rates.
+//
+// `profile.mjs --busy PORT` is the benchmark's measure of CPU per request:
+// it prints `profiling` once sampling runs, stops when its standard input
+// closes, and prints one JSON line: the isolate's busy time (every sample
+// but idle ones) and where it went.
 import { writeFileSync } from "node:fs";
 
-const [seconds = "10", port = "9229"] = process.argv.slice(2);
+const busyMode = process.argv[2] === "--busy";
+const [seconds = "10", port = "9229"] = busyMode ? ["0", process.argv[3]] : process.argv.slice(2);
 // wrangler's inspector proxy wants an Origin it knows.
 const socket = new WebSocket(`ws://127.0.0.1:${port}/ws`, {
   headers: { Origin: "http://localhost" },
@@ -35,6 +41,15 @@ socket.onopen = async () => {
   await send("Profiler.enable");
   await send("Profiler.setSamplingInterval", { interval: 200 });
   await send("Profiler.start");
+  if (busyMode) {
+    console.log("profiling");
+    await new Promise((resolve) => {
+      process.stdin.on("end", resolve).resume();
+    });
+    const { result } = await send("Profiler.stop");
+    console.log(JSON.stringify(busyTime(result.profile)));
+    process.exit(0);
+  }
   await new Promise((resolve) => setTimeout(resolve, Number(seconds) * 1000));
   const { result } = await send("Profiler.stop");
   writeFileSync("target/worker.cpuprofile", JSON.stringify(result.profile));
@@ -69,4 +84,41 @@ function printTree(profile, minPercent) {
   };
   console.log(`${samples} samples`);
   walk(profile.nodes[0], 0);
+}
+
+/// Milliseconds of the profile by what the isolate was doing: idle (waiting
+/// for work), and, busy, in wasm (any wasm frame on the stack), in
+/// JavaScript, in the runtime's native code ("(program)") or collecting
+/// garbage. Each sample stands for the time since the one before it.
+function busyTime(profile) {
+  const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
+  const parent = new Map();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const bucketOf = new Map();
+  const bucket = (id) => {
+    if (bucketOf.has(id)) return bucketOf.get(id);
+    const name = nodes.get(id).callFrame.functionName;
+    let found;
+    if (name === "(idle)") found = "idle";
+    else if (name === "(program)") found = "program";
+    else if (name === "(garbage collector)") found = "gc";
+    else {
+      found = "javascript";
+      for (let at = id; at !== undefined; at = parent.get(at)) {
+        const frame = nodes.get(at).callFrame;
+        if (frame.url.includes("wasm") || frame.functionName.startsWith("$")) {
+          found = "wasm";
+          break;
+        }
+      }
+    }
+    bucketOf.set(id, found);
+    return found;
+  };
+  const ms = { idle: 0, wasm: 0, javascript: 0, program: 0, gc: 0 };
+  profile.samples.forEach((id, index) => {
+    ms[bucket(id)] += (profile.timeDeltas[index] ?? 0) / 1000;
+  });
+  const busy = ms.wasm + ms.javascript + ms.program + ms.gc;
+  return { samples: profile.samples.length, wall_ms: busy + ms.idle, busy_ms: busy, ...ms };
 }

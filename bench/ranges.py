@@ -6,7 +6,11 @@ Markdown tables docs/benchmarks.md quotes:
 """
 
 import json
+import pathlib
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import cost  # noqa: E402
 
 KINDS = ["floor: worker only", "baseline: GET passthrough", "first deliveries", "replays"]
 
@@ -61,11 +65,71 @@ def main():
                 f" | {span([s['duplicate_p50_ms'] for s in ours], 0)} / {span([s['duplicate_p99_ms'] for s in ours], 0)}"
                 f" | {sum(s['failed'] for s in ours)} |"
             )
+    print_isolate_cpu(runs)
+    print_cost(runs)
+    print_scaling(runs)
     print()
     sizes = [run["wasm"]["gzip_bytes"] for run in runs]
     print(f"release wasm: {span(sizes, 0)} bytes gzip ({max(sizes) / 1024:.1f} KiB at most)")
     core = [{row["body"]: row["median_us"] for row in run["core"]} for run in runs]
     print(f"pure core per delivery: {span([c['1KiB'] for c in core], 1)} us (1 KiB), {span([c['64KiB'] for c in core], 0)} us (64 KiB)")
+
+
+def print_isolate_cpu(runs):
+    """The isolate's CPU per request (inspector profile, under the command)."""
+    measured = [run for run in runs if rows(run, "cli")["replays"].get("isolate_cpu_ms_per_request")]
+    if not measured:
+        return
+    print()
+    print("| kind | idemgate isolate CPU ms | wasm / JavaScript / runtime / GC ms | reference ms | x reference |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for kind in KINDS:
+        ours = [rows(run, "cli")[kind]["isolate_cpu_ms_per_request"] for run in measured]
+        theirs = [rows(run, "cli", reference=True)[kind]["isolate_cpu_ms_per_request"] for run in measured]
+        split = " / ".join(span([o[name] for o in ours], 3) for name in ("wasm", "javascript", "program", "gc"))
+        print(
+            f"| {kind} | {span([o['busy_ms'] for o in ours], 3)} | {split}"
+            f" | {span([t['busy_ms'] for t in theirs], 3)}"
+            f" | {span([o['busy_ms'] / t['busy_ms'] for o, t in zip(ours, theirs)])} |"
+        )
+
+
+def print_cost(runs):
+    """Dollars per million of each kind, and each kind's floor."""
+    print()
+    print("| per million | USD | floor USD | AE points per delivery |")
+    print("| --- | ---: | ---: | ---: |")
+    for kind, cpu_kind in (("first delivery", "first deliveries"), ("replay", "replays"), ("async delivery", "first deliveries")):
+        dollars, floors, points = [], [], []
+        for run in runs:
+            cpu_ms = rows(run, "plain")[cpu_kind]["worker_cpu_ms_per_request"]
+            measured = next(c for c in run["cost"] if c["kind"] == kind)
+            dollars.append(cost.dollars_per_million(cost.per_delivery(measured, cpu_ms)))
+            floors.append(cost.dollars_per_million(cost.floor_of(kind, cpu_ms)))
+            points.append(measured["metric_points"])
+        print(f"| {kind} | {span(dollars)} | {span(floors)} | {span(points, 3)} |")
+
+
+def print_scaling(runs):
+    """CPU per request against live objects and duplicates per key."""
+    measured = [run["scaling"] for run in runs if run.get("scaling")]
+    if not measured:
+        return
+    print()
+    print("| objects alive | workerd CPU ms per first delivery | req/s |")
+    print("| ---: | ---: | ---: |")
+    for index, row in enumerate(measured[0]["by_keys"]):
+        steps = [scaling["by_keys"][index] for scaling in measured]
+        print(f"| {row['live_objects']:,} | {span([s['cpu_ms_per_request'] for s in steps])} | {span([s['per_second'] for s in steps], 0)} |")
+    print()
+    print("| deliveries per key | workerd CPU ms per delivery | object requests per delivery | req/s |")
+    print("| ---: | ---: | ---: | ---: |")
+    for index, row in enumerate(measured[0]["by_duplicates"]):
+        steps = [scaling["by_duplicates"][index] for scaling in measured]
+        print(
+            f"| {row['duplicates_per_key']:,} | {span([s['cpu_ms_per_request'] for s in steps])}"
+            f" | {span([s['object_requests_per_request'] for s in steps], 3)} | {span([s['per_second'] for s in steps], 0)} |"
+        )
 
 
 if __name__ == "__main__":

@@ -6,17 +6,22 @@
 //!
 //! `scripts/bench` is the one command (it builds, then runs this).
 //! `BENCH_SECONDS` sets each throughput run (default 5); `DRAIN_KEYS` the
-//! flow-control backlog (default 10,000); `BENCH_ONLY=drain` or
-//! `BENCH_ONLY=bodies` runs only that part.
+//! flow-control backlog (default 4,000); `SCALING_KEYS` the distinct keys
+//! of the scaling curve (default 4,000); `BENCH_ONLY=drain`,
+//! `BENCH_ONLY=bodies` or `BENCH_ONLY=scaling` runs only that part.
 
 #[path = "support/bodies.rs"]
 mod bodies;
 #[path = "support/drain.rs"]
 mod drain;
+#[path = "support/isolate_cpu.rs"]
+mod isolate_cpu;
 #[path = "support/machine.rs"]
 mod machine;
 #[path = "../crates/idemgate-core/benches/support/payment_body.rs"]
 mod payment_body;
+#[path = "support/scaling.rs"]
+mod scaling;
 #[path = "../tests/e2e/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod support;
@@ -31,7 +36,7 @@ use support::{client, Gateway, Reply, TestOrigin};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-const CONCURRENCY: usize = 20;
+pub(crate) const CONCURRENCY: usize = 20;
 /// How long each kind of request runs, unmeasured, before it is measured.
 const WARM_UP: Duration = Duration::from_secs(3);
 /// Most connections a storm holds open at once: 10,000 simultaneous
@@ -117,7 +122,7 @@ pub(crate) async fn stats(gateway: &Gateway) -> Value {
     support::read_stats(gateway, ADMIN_TOKEN).await
 }
 
-fn counter(before: &Value, after: &Value, name: &str) -> f64 {
+pub(crate) fn counter(before: &Value, after: &Value, name: &str) -> f64 {
     after[name].as_f64().unwrap_or(0.0) - before[name].as_f64().unwrap_or(0.0)
 }
 
@@ -200,11 +205,18 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
         })
         .await;
         let before = stats(gateway).await;
+        let profile = gateway
+            .inspector_port
+            .and_then(|port| isolate_cpu::Profile::start(&root(), port));
         let cpu_before = cpu();
         let load = closed_loop(duration, 0, move |client, index| make(client, index)).await;
         let cpu_after = cpu();
+        let profile = profile.and_then(isolate_cpu::Profile::stop);
         let after = stats(gateway).await;
         let requests = load.requests.max(1) as f64;
+        let isolate_cpu = profile.map_or(Value::Null, |profile| {
+            isolate_cpu::per_request(&profile, requests)
+        });
         let worker_cpu_ms = match (cpu_before, cpu_after) {
             (Some(before), Some(after)) => json!((after - before) * 1000.0 / requests),
             _ => Value::Null,
@@ -217,6 +229,7 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
             "p50_ms": load.p50_ms,
             "p99_ms": load.p99_ms,
             "worker_cpu_ms_per_request": worker_cpu_ms,
+            "isolate_cpu_ms_per_request": isolate_cpu,
             "object_requests_per_request": counter(&before, &after, "object_requests") / requests,
             "cache_hits_per_request": counter(&before, &after, "cache_hits") / requests,
         }));
@@ -649,6 +662,7 @@ fn print_reference(results: &Value) {
             ours_plain / theirs_plain
         );
     }
+    print_isolate_cpu(results);
     let floor_ratio = |setup: &Value| {
         let rows = setup["throughput"].as_array().unwrap();
         rows[3]["per_second"].as_f64().unwrap() / rows[0]["per_second"].as_f64().unwrap()
@@ -658,6 +672,44 @@ fn print_reference(results: &Value) {
         floor_ratio(results),
         floor_ratio(&results["without_inspector"])
     );
+}
+
+/// The isolate's CPU per request of each kind (the inspector's profile,
+/// under the command), idemgate beside the reference worker.
+fn print_isolate_cpu(results: &Value) {
+    println!("\nisolate CPU per request, from the inspector's profile (ms; wasm / JavaScript / runtime / GC)");
+    println!(
+        "{:<28} {:>9} {:>27} {:>10} {:>12}",
+        "", "idemgate", "split", "reference", "x reference"
+    );
+    let row_of = |setup: &Value, kind: &str| -> Value {
+        setup["throughput"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|row| row["kind"] == kind))
+            .map_or(Value::Null, |row| row["isolate_cpu_ms_per_request"].clone())
+    };
+    for kind in [
+        "floor: worker only",
+        "baseline: GET passthrough",
+        "first deliveries",
+        "replays",
+    ] {
+        let (ours, theirs) = (row_of(results, kind), row_of(&results["reference"], kind));
+        let ms = |value: &Value, name: &str| value[name].as_f64().unwrap_or(f64::NAN);
+        let split = format!(
+            "{:.3}/{:.3}/{:.3}/{:.3}",
+            ms(&ours, "wasm"),
+            ms(&ours, "javascript"),
+            ms(&ours, "program"),
+            ms(&ours, "gc")
+        );
+        println!(
+            "{kind:<28} {:>9.3} {split:>27} {:>10.3} {:>12.2}",
+            ms(&ours, "busy_ms"),
+            ms(&theirs, "busy_ms"),
+            ms(&ours, "busy_ms") / ms(&theirs, "busy_ms")
+        );
+    }
 }
 
 /// Throughput and storms against one running gateway.
@@ -693,7 +745,11 @@ fn main() {
     let drain_keys: usize = std::env::var("DRAIN_KEYS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(10_000);
+        .unwrap_or(4_000);
+    let scaling_keys: usize = std::env::var("SCALING_KEYS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4_000);
     let folder = root().join("bench/results");
     let path = folder.join("latest.json");
     if let Ok(part) = std::env::var("BENCH_ONLY") {
@@ -701,10 +757,12 @@ fn main() {
         let measured = match part.as_str() {
             "drain" => runtime.block_on(drain::drain(drain_keys)),
             "bodies" => runtime.block_on(bodies::bodies()),
-            other => panic!("BENCH_ONLY={other}: drain or bodies"),
+            "scaling" => runtime.block_on(scaling::scaling(scaling_keys)),
+            other => panic!("BENCH_ONLY={other}: drain, bodies or scaling"),
         };
         match part.as_str() {
             "drain" => drain::print(&measured),
+            "scaling" => scaling::print(&measured),
             _ => bodies::print(&measured),
         }
         let mut results: Value = std::fs::read_to_string(&path)
@@ -751,6 +809,7 @@ fn main() {
         drop(reference);
         let bodies = bodies::bodies().await;
         let drained = drain::drain(drain_keys).await;
+        let scaled = scaling::scaling(scaling_keys).await;
         json!({
             "reference": reference_results,
             "seconds": seconds,
@@ -764,12 +823,14 @@ fn main() {
             "stray_processes": strays,
             "drain": drained,
             "bodies": bodies,
+            "scaling": scaled,
         })
     });
     results["cpu_stolen_share"] = json!(machine::stolen_share(ticks_before, machine::cpu_ticks()));
     print_table(&results);
     bodies::print(&results["bodies"]);
     drain::print(&results["drain"]);
+    scaling::print(&results["scaling"]);
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
     println!("\nwrote {}", path.display());

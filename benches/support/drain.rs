@@ -9,10 +9,10 @@
 //! Locally every Durable Object lives in one workerd process, whose SQLite
 //! has one heap limit for all of them (512 MiB in this workerd; each open
 //! database reserves about 120 KiB): beyond about 4,300 objects alive at
-//! once their storage fails with `SQLITE_NOMEM`. A backlog of 10,000 (the
-//! default) crosses that line, so its run also shows what storage failures
-//! do: senders answered 503 and retrying, and forwards made again under a
-//! higher epoch. `DRAIN_KEYS=4000` stays below it.
+//! once their storage fails with `SQLITE_NOMEM`. The default backlog of
+//! 4,000 stays below that line; `DRAIN_KEYS=10000` crosses it, so its run
+//! also shows what storage failures do: senders answered 503 and retrying,
+//! and forwards made again under a higher epoch.
 
 use std::collections::HashMap;
 use std::sync::Arc;

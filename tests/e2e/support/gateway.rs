@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 pub struct Gateway {
     pub base: String,
+    /// The devtools inspector's port, under the `wrangler dev` command.
+    pub inspector_port: Option<u16>,
     child: Child,
     dir: tempfile::TempDir,
 }
@@ -411,17 +413,19 @@ impl Gateway {
 
     /// `wrangler dev --config <config> --log-level <level>` on `dir/state`.
     async fn start_command(dir: tempfile::TempDir, config: PathBuf, level: &str) -> Gateway {
-        let port = free_port();
+        let (port, inspector_port) = (free_port(), free_port());
         let mut command = Command::new(root().join("node_modules/.bin/wrangler"));
         command
             .args(["dev", "--config"])
             .arg(&config)
             .args(["--ip", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--inspector-port", &free_port().to_string()])
+            .args(["--inspector-port", &inspector_port.to_string()])
             .arg("--persist-to")
             .arg(dir.path().join("state"))
             .args(["--log-level", level, "--show-interactive-dev-session=false"]);
-        Gateway::spawn(dir, command, port).await
+        let mut gateway = Gateway::spawn(dir, command, port).await;
+        gateway.inspector_port = Some(inspector_port);
+        gateway
     }
 
     /// Starts on wrangler's dev server without its devtools inspector
@@ -501,6 +505,7 @@ ORIGIN_URL = "{origin}"
             .expect("node_modules/.bin/wrangler runs (scripts/test installs it)");
         let gateway = Gateway {
             base: format!("http://127.0.0.1:{port}"),
+            inspector_port: None,
             child,
             dir,
         };

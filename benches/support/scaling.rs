@@ -1,0 +1,129 @@
+//! How the figures grow with the number of distinct keys (one Durable
+//! Object each) and with the duplicates each key receives, on one gateway
+//! without the inspector: the workerd process's CPU per request (worker
+//! and objects together) and the object requests per delivery, from the
+//! isolate's counters. The body-size curve is `bodies.rs`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::machine::WorkerProcess;
+use crate::support::{self, client, Gateway, TestOrigin};
+use crate::{counter, stats, ADMIN_TOKEN, BODY, CONCURRENCY};
+
+/// Keys are created in steps of this many; each step is one point.
+const KEY_STEP: usize = 1_000;
+/// Duplicates per key measured, each over [`DUPLICATE_KEYS`] keys.
+const DUPLICATES: [usize; 4] = [1, 10, 100, 1_000];
+const DUPLICATE_KEYS: usize = 10;
+
+/// `keys` distinct keys in steps of [`KEY_STEP`] (locally, workerd's
+/// SQLite heap holds about 4,300 live objects: see docs/benchmarks.md),
+/// then the duplicates curve.
+pub async fn scaling(keys: usize) -> Value {
+    let origin = TestOrigin::start().await;
+    let gateway = Gateway::start_without_inspector(&[
+        ("ORIGIN_URL", origin.url().as_str()),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+    ])
+    .await;
+    let worker = WorkerProcess::find(gateway.process_group());
+    let cpu = || worker.as_ref().and_then(WorkerProcess::cpu_seconds);
+    let mut by_keys = Vec::new();
+    for step in 0..keys.div_ceil(KEY_STEP) {
+        let first = step * KEY_STEP;
+        let count = KEY_STEP.min(keys - first);
+        let sends: Vec<(String, usize)> = (first..first + count)
+            .map(|index| (format!("scale-key-{index}"), 1))
+            .collect();
+        let mut row = measure(&gateway, &cpu, "bench-scale-keys", sends).await;
+        row["live_objects"] = json!(first + count);
+        by_keys.push(row);
+    }
+    let mut by_duplicates = Vec::new();
+    for duplicates in DUPLICATES {
+        let sends: Vec<(String, usize)> = (0..DUPLICATE_KEYS)
+            .map(|index| (format!("scale-dup-{duplicates}-{index}"), duplicates))
+            .collect();
+        let mut row = measure(&gateway, &cpu, "bench-scale-duplicates", sends).await;
+        row["duplicates_per_key"] = json!(duplicates);
+        by_duplicates.push(row);
+    }
+    json!({ "by_keys": by_keys, "by_duplicates": by_duplicates })
+}
+
+/// Sends each key its number of identical deliveries over
+/// [`CONCURRENCY`] connections (a key's own deliveries one after the
+/// other, so the first completes before its duplicates arrive) and
+/// returns CPU and object requests per request.
+async fn measure(
+    gateway: &Gateway,
+    cpu: &impl Fn() -> Option<f64>,
+    route: &str,
+    sends: Vec<(String, usize)>,
+) -> Value {
+    let requests: usize = sends.iter().map(|(_, count)| count).sum();
+    let slots = Arc::new(Semaphore::new(CONCURRENCY));
+    let url = gateway.url(&format!("/{route}/pay"));
+    let before = stats(gateway).await;
+    let cpu_before = cpu();
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    for (key, count) in sends {
+        let (slots, url, client) = (slots.clone(), url.clone(), client());
+        tasks.spawn(async move {
+            let _slot = slots.acquire_owned().await.unwrap();
+            let mut failed = 0;
+            for _ in 0..count {
+                let reply = support::post_json(&client, &url, Some(&key), BODY).await;
+                failed += usize::from(reply.status >= 300);
+            }
+            failed
+        });
+    }
+    let failed: usize = tasks.join_all().await.into_iter().sum();
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu_after = cpu();
+    let after = stats(gateway).await;
+    let per_request = |name: &str| counter(&before, &after, name) / requests as f64;
+    json!({
+        "requests": requests,
+        "failed": failed,
+        "per_second": requests as f64 / seconds,
+        "cpu_ms_per_request": match (cpu_before, cpu_after) {
+            (Some(before), Some(after)) => json!((after - before) * 1000.0 / requests as f64),
+            _ => Value::Null,
+        },
+        "object_requests_per_request": per_request("object_requests"),
+        "cache_hits_per_request": per_request("cache_hits"),
+    })
+}
+
+pub fn print(scaling: &Value) {
+    let ms = |row: &Value, name: &str| row[name].as_f64().unwrap_or(f64::NAN);
+    println!("\nScaling: first deliveries as live objects grow (workerd CPU per request)");
+    for row in scaling["by_keys"].as_array().into_iter().flatten() {
+        println!(
+            "  {:>6} objects  {:>7.0} req/s  {:>6.2} ms  {} failed",
+            row["live_objects"],
+            ms(row, "per_second"),
+            ms(row, "cpu_ms_per_request"),
+            row["failed"]
+        );
+    }
+    println!("Scaling: duplicates per key (CPU and object requests per delivery)");
+    for row in scaling["by_duplicates"].as_array().into_iter().flatten() {
+        println!(
+            "  {:>6} per key  {:>7.0} req/s  {:>6.2} ms  {:>5.3} object requests  {} failed",
+            row["duplicates_per_key"],
+            ms(row, "per_second"),
+            ms(row, "cpu_ms_per_request"),
+            ms(row, "object_requests_per_request"),
+            row["failed"]
+        );
+    }
+}
