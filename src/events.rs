@@ -100,12 +100,15 @@ pub fn emit(env: &Env, event: &DecisionLog, logged: bool) {
     });
 }
 
-/// A duplicate the isolate answered alone: counted, batched, not logged.
-pub fn absorbed_at_edge(env: &Env, route: &str, decision: &'static str, now: u64) {
+/// A duplicate the isolate answered alone, `started` at that time:
+/// counted, batched, not logged.
+pub fn absorbed_at_edge(env: &Env, route: &str, decision: &'static str, started: u64) {
     count_locally(route, decision, false);
+    let now = worker::Date::now().as_millis();
     let tally = Tally {
         count: 1,
-        ..Tally::default()
+        origin_ms: 0,
+        duration_ms: now.saturating_sub(started),
     };
     batch(env, route, decision, tally, now);
 }
