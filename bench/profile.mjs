@@ -15,6 +15,7 @@
 import { writeFileSync } from "node:fs";
 
 const busyMode = process.argv[2] === "--busy";
+const SAMPLING_US = 200;
 const [seconds = "10", port = "9229"] = busyMode ? ["0", process.argv[3]] : process.argv.slice(2);
 // wrangler's inspector proxy wants an Origin it knows.
 const socket = new WebSocket(`ws://127.0.0.1:${port}/ws`, {
@@ -33,15 +34,18 @@ socket.onmessage = (event) => {
   pending.get(message.id)?.(message);
   pending.delete(message.id);
 };
+socket.onclose = () => process.exit(1);
 socket.onerror = () => {
   console.error(`no inspector on 127.0.0.1:${port}`);
   process.exit(1);
 };
 socket.onopen = async () => {
   await send("Profiler.enable");
-  await send("Profiler.setSamplingInterval", { interval: 200 });
+  await send("Profiler.setSamplingInterval", { interval: SAMPLING_US });
   await send("Profiler.start");
   if (busyMode) {
+    // An inspector that stops answering must not hang the benchmark.
+    setTimeout(() => process.exit(1), 120_000).unref();
     console.log("profiling");
     await new Promise((resolve) => {
       process.stdin.on("end", resolve).resume();
@@ -89,8 +93,15 @@ function printTree(profile, minPercent) {
 /// Milliseconds of the profile by what the isolate was doing: idle (waiting
 /// for work), and, busy, in wasm (any wasm frame on the stack), in
 /// JavaScript, in the runtime's native code ("(program)") or collecting
-/// garbage. Each sample stands for the time since the one before it.
+/// garbage. V8 takes a sample at each tick of its sampling thread while
+/// workerd holds the isolate's lock, and none while it does not, so each
+/// sample stands for one tick (the median gap between samples that follow
+/// each other, about the interval asked for), and the rest of the wall
+/// time is `unsampled`: the isolate was not running. Sampled wall-clock
+/// time: on a shared machine a preempted thread still counts.
 function busyTime(profile) {
+  const gaps = profile.timeDeltas.filter((delta) => delta > 0 && delta <= 2 * SAMPLING_US).sort((a, b) => a - b);
+  const tick = gaps.length ? gaps[Math.floor(gaps.length / 2)] : SAMPLING_US;
   const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
   const parent = new Map();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
@@ -116,9 +127,8 @@ function busyTime(profile) {
     return found;
   };
   const ms = { idle: 0, wasm: 0, javascript: 0, program: 0, gc: 0 };
-  profile.samples.forEach((id, index) => {
-    ms[bucket(id)] += (profile.timeDeltas[index] ?? 0) / 1000;
-  });
+  for (const id of profile.samples) ms[bucket(id)] += tick / 1000;
   const busy = ms.wasm + ms.javascript + ms.program + ms.gc;
-  return { samples: profile.samples.length, wall_ms: busy + ms.idle, busy_ms: busy, ...ms };
+  const wall = (profile.endTime - profile.startTime) / 1000;
+  return { samples: profile.samples.length, tick_us: tick, wall_ms: wall, busy_ms: busy, ...ms, unsampled: Math.max(0, wall - busy - ms.idle) };
 }

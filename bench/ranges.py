@@ -77,15 +77,18 @@ def main():
 
 def print_isolate_cpu(runs):
     """The isolate's CPU per request (inspector profile, under the command)."""
-    measured = [run for run in runs if rows(run, "cli")["replays"].get("isolate_cpu_ms_per_request")]
-    if not measured:
-        return
     print()
     print("| kind | idemgate isolate CPU ms | wasm / JavaScript / runtime / GC ms | reference ms | x reference |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for kind in KINDS:
-        ours = [rows(run, "cli")[kind]["isolate_cpu_ms_per_request"] for run in measured]
-        theirs = [rows(run, "cli", reference=True)[kind]["isolate_cpu_ms_per_request"] for run in measured]
+        pairs = [
+            (rows(run, "cli")[kind].get("isolate_cpu_ms_per_request"), rows(run, "cli", reference=True)[kind].get("isolate_cpu_ms_per_request"))
+            for run in runs
+        ]
+        pairs = [(o, t) for o, t in pairs if o and t and t.get("busy_ms")]
+        if not pairs:
+            continue
+        ours, theirs = [o for o, _ in pairs], [t for _, t in pairs]
         split = " / ".join(span([o[name] for o in ours], 3) for name in ("wasm", "javascript", "program", "gc"))
         print(
             f"| {kind} | {span([o['busy_ms'] for o in ours], 3)} | {split}"

@@ -40,7 +40,8 @@ impl Profile {
     }
 
     /// Stops sampling: milliseconds busy (and in wasm, JavaScript, the
-    /// runtime's native code and garbage collection) and idle.
+    /// runtime's native code and garbage collection), idle, and not
+    /// sampled (the isolate not running).
     pub fn stop(mut self) -> Option<Value> {
         drop(self.child.stdin.take());
         let mut line = String::new();
@@ -53,7 +54,14 @@ impl Profile {
 /// The profile's milliseconds per request, each figure.
 pub fn per_request(profile: &Value, requests: f64) -> Value {
     let mut out = serde_json::Map::new();
-    for name in ["busy_ms", "wasm", "javascript", "program", "gc"] {
+    for name in [
+        "busy_ms",
+        "wasm",
+        "javascript",
+        "program",
+        "gc",
+        "unsampled",
+    ] {
         if let Some(ms) = profile[name].as_f64() {
             out.insert(name.to_string(), Value::from(ms / requests));
         }
