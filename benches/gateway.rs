@@ -8,7 +8,9 @@
 //! `BENCH_SECONDS` sets each throughput run (default 5); `DRAIN_KEYS` the
 //! flow-control backlog (default 4,000); `SCALING_KEYS` the distinct keys
 //! of the scaling curve (default 4,000); `BENCH_ONLY=drain`,
-//! `BENCH_ONLY=bodies` or `BENCH_ONLY=scaling` runs only that part.
+//! `BENCH_ONLY=bodies`, `BENCH_ONLY=scaling` or `BENCH_ONLY=storms` (100 x
+//! 100 storms under the command, `STORM_REPEATS` of them, with their
+//! failures by kind) runs only that part.
 
 #[path = "support/bodies.rs"]
 mod bodies;
@@ -292,16 +294,14 @@ async fn storm(
     for _ in 0..deliveries {
         for key in 0..keys {
             let (client, url, slots) = (client.clone(), url.clone(), slots.clone());
+            let key = format!("storm-{setup}-{keys}x{deliveries}-{key}");
             storm.spawn(async move {
                 let _slot = slots.acquire_owned().await.unwrap();
                 let sent = Instant::now();
                 let response = client
                     .post(&url)
                     .header("content-type", "application/json")
-                    .header(
-                        "idempotency-key",
-                        format!("storm-{keys}x{deliveries}-{key}"),
-                    )
+                    .header("idempotency-key", key)
                     .body(BODY)
                     .send()
                     .await;
@@ -325,6 +325,23 @@ async fn storm(
         .iter()
         .filter(|(reply, _)| reply.as_ref().is_none_or(|reply| reply.status != 201))
         .count();
+    // What each failure was, so that a failed delivery can be explained.
+    let mut failures = std::collections::BTreeMap::<String, u64>::new();
+    for (reply, _) in &replies {
+        let kind = match reply {
+            None => "connection error".to_string(),
+            Some(reply) if reply.status == 201 => continue,
+            Some(reply) => {
+                let body = String::from_utf8_lossy(&reply.body);
+                format!(
+                    "{} {}",
+                    reply.status,
+                    body.chars().take(80).collect::<String>()
+                )
+            }
+        };
+        *failures.entry(kind).or_default() += 1;
+    }
     let forwards = world_origin.count(&prefix);
     let target_seconds = 0.3 + 1.25 * floor_seconds;
     json!({
@@ -333,6 +350,7 @@ async fn storm(
         "forwards": forwards,
         "forwards_per_key": forwards as f64 / keys as f64,
         "failed": failed,
+        "failures": failures,
         "wall_seconds": wall_seconds,
         "duplicate_p50_ms": percentile(&duplicate_ms, 0.5),
         "duplicate_p99_ms": percentile(&duplicate_ms, 0.99),
@@ -728,6 +746,36 @@ fn print_isolate_cpu(results: &Value) {
     }
 }
 
+/// `STORM_REPEATS` (default 5) storms of 100 keys x 100 under the
+/// `wrangler dev` command, each with keys of its own: to see what the
+/// rare failed delivery of a storm is.
+async fn storms_only() -> Value {
+    let repeats: usize = std::env::var("STORM_REPEATS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let origin = TestOrigin::start().await;
+    let gateway = Gateway::start_logging(
+        tempfile::tempdir().unwrap(),
+        &[
+            ("ORIGIN_URL", origin.url().as_str()),
+            ("ADMIN_TOKEN", ADMIN_TOKEN),
+        ],
+        "warn",
+    )
+    .await;
+    let mut storms = Vec::new();
+    for repeat in 0..repeats {
+        let storm = storm(&origin, &gateway, &format!("repeat{repeat}"), 100, 100).await;
+        eprintln!(
+            "storm {repeat}: failed {} {}",
+            storm["failed"], storm["failures"]
+        );
+        storms.push(storm);
+    }
+    Value::Array(storms)
+}
+
 /// Throughput and storms against one running gateway.
 async fn run_setup(origin: &TestOrigin, gateway: &Gateway, setup: &str, seconds: u64) -> Value {
     eprintln!("bench ({setup}): throughput, {seconds} s per kind");
@@ -774,9 +822,11 @@ fn main() {
             "drain" => runtime.block_on(drain::drain(drain_keys)),
             "bodies" => runtime.block_on(bodies::bodies()),
             "scaling" => runtime.block_on(scaling::scaling(scaling_keys)),
-            other => panic!("BENCH_ONLY={other}: drain, bodies or scaling"),
+            "storms" => runtime.block_on(storms_only()),
+            other => panic!("BENCH_ONLY={other}: drain, bodies, scaling or storms"),
         };
         match part.as_str() {
+            "storms" => println!("{}", serde_json::to_string_pretty(&measured).unwrap()),
             "drain" => drain::print(&measured),
             "scaling" => scaling::print(&measured),
             _ => bodies::print(&measured),
@@ -785,7 +835,13 @@ fn main() {
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_else(|| json!({}));
-        results[part.as_str()] = measured;
+        // The repeated storms keep the full run's own storms.
+        let name = if part == "storms" {
+            "storm_repeats"
+        } else {
+            part.as_str()
+        };
+        results[name] = measured;
         std::fs::create_dir_all(&folder).unwrap();
         std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
         println!("\nwrote the {part} figures into {}", path.display());
