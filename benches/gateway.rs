@@ -746,16 +746,10 @@ fn print_isolate_cpu(results: &Value) {
     }
 }
 
-/// `STORM_REPEATS` (default 5) storms of 100 keys x 100 under the
-/// `wrangler dev` command, each with keys of its own: to see what the
-/// rare failed delivery of a storm is.
-async fn storms_only() -> Value {
-    let repeats: usize = std::env::var("STORM_REPEATS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    let origin = TestOrigin::start().await;
-    let gateway = Gateway::start_logging(
+/// The gateway under the `wrangler dev` command in front of `origin`, at
+/// log level `warn` (a line per request costs throughput).
+async fn command_gateway(origin: &TestOrigin) -> Gateway {
+    Gateway::start_logging(
         tempfile::tempdir().unwrap(),
         &[
             ("ORIGIN_URL", origin.url().as_str()),
@@ -763,7 +757,24 @@ async fn storms_only() -> Value {
         ],
         "warn",
     )
-    .await;
+    .await
+}
+
+/// A count the environment may set, else `default`.
+fn number_from_env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `STORM_REPEATS` (default 5) storms of 100 keys x 100 under the
+/// `wrangler dev` command, each with keys of its own: to see what the
+/// rare failed delivery of a storm is.
+async fn storms_only() -> Value {
+    let repeats = number_from_env("STORM_REPEATS", 5);
+    let origin = TestOrigin::start().await;
+    let gateway = command_gateway(&origin).await;
     let mut storms = Vec::new();
     for repeat in 0..repeats {
         let storm = storm(&origin, &gateway, &format!("repeat{repeat}"), 100, 100).await;
@@ -790,10 +801,7 @@ async fn run_setup(origin: &TestOrigin, gateway: &Gateway, setup: &str, seconds:
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is read.
-    let seconds: u64 = std::env::var("BENCH_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+    let seconds = number_from_env("BENCH_SECONDS", 5) as u64;
     let strays = machine::strays();
     if !strays.is_empty() {
         eprintln!(
@@ -806,14 +814,8 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let drain_keys: usize = std::env::var("DRAIN_KEYS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4_000);
-    let scaling_keys: usize = std::env::var("SCALING_KEYS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4_000);
+    let drain_keys = number_from_env("DRAIN_KEYS", 4_000);
+    let scaling_keys = number_from_env("SCALING_KEYS", 4_000);
     let folder = root().join("bench/results");
     let path = folder.join("latest.json");
     if let Ok(part) = std::env::var("BENCH_ONLY") {
@@ -850,15 +852,7 @@ fn main() {
     let ticks_before = machine::cpu_ticks();
     let mut results = runtime.block_on(async {
         let origin = TestOrigin::start().await;
-        let gateway = Gateway::start_logging(
-            tempfile::tempdir().unwrap(),
-            &[
-                ("ORIGIN_URL", origin.url().as_str()),
-                ("ADMIN_TOKEN", ADMIN_TOKEN),
-            ],
-            "warn",
-        )
-        .await;
+        let gateway = command_gateway(&origin).await;
         let measured = run_setup(&origin, &gateway, "cli", seconds).await;
         eprintln!("bench: cost per delivery kind");
         let mut cost = cost(&gateway).await;
