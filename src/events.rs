@@ -100,15 +100,20 @@ pub fn emit(env: &Env, event: &DecisionLog, logged: bool) {
     });
 }
 
-/// A duplicate the isolate answered alone, `started` at that time:
+/// A duplicate the isolate answered alone at `now`, after `duration_ms`:
 /// counted, batched, not logged.
-pub fn absorbed_at_edge(env: &Env, route: &str, decision: &'static str, started: u64) {
+pub fn absorbed_at_edge(
+    env: &Env,
+    route: &str,
+    decision: &'static str,
+    now: u64,
+    duration_ms: u64,
+) {
     count_locally(route, decision, false);
-    let now = worker::Date::now().as_millis();
     let tally = Tally {
         count: 1,
         origin_ms: 0,
-        duration_ms: now.saturating_sub(started),
+        duration_ms,
     };
     batch(env, route, decision, tally, now);
 }

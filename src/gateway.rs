@@ -166,6 +166,7 @@ async fn deduplicate(
             key.split('/').next().unwrap_or(""),
             replay,
             started,
+            now,
         )
         .map(Ok);
     }
@@ -186,7 +187,7 @@ async fn deduplicate(
         let key = cache_key(object, admitted.fingerprint.as_str());
         if let Some(replay) = with_replays(|cache| cache.get(&key, now)) {
             with_replays(|cache| cache.alias(fast_key, &key));
-            return edge_replay(env, route, object, replay, started).map(Ok);
+            return edge_replay(env, route, object, replay, started, now).map(Ok);
         }
     }
     // An async delivery is acknowledged only with its index row, which the
@@ -244,22 +245,21 @@ fn answered(
     response.map(Ok)
 }
 
-/// A replay this isolate answers alone: counted for the key's object and
-/// the route, logged only with `LOG_DUPLICATES`.
+/// A replay this isolate answers alone, found at `now`: counted for the
+/// key's object and the route, logged only with `LOG_DUPLICATES`.
 fn edge_replay(
     env: &Env,
     route: &RouteConfig,
     object_name: &str,
     replay: idemgate_core::receipt::HttpResponse,
     started: u64,
+    now: u64,
 ) -> worker::Result<web_sys::Response> {
+    let duration_ms = now.saturating_sub(started);
     stats::record(|stats| stats.cache_hits += 1);
     object_client::count_absorbed(object_name);
     if route.log_duplicates {
-        let mut event = DecisionLog::new(
-            "replayed",
-            worker::Date::now().as_millis().saturating_sub(started),
-        );
+        let mut event = DecisionLog::new("replayed", duration_ms);
         event.route = Some(route.name.clone());
         event.receipt_id = headers::get(&replay.headers, RECEIPT_ID).map(str::to_string);
         event.status = Some(replay.status);
@@ -268,7 +268,7 @@ fn edge_replay(
         event.absorbed = true;
         events::emit(env, &event, true);
     } else {
-        events::absorbed_at_edge(env, &route.name, "replayed", started);
+        events::absorbed_at_edge(env, &route.name, "replayed", now, duration_ms);
     }
     edge_http::response(&replay)
 }
