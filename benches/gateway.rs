@@ -32,7 +32,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use machine::WorkerProcess;
 use serde_json::{json, Value};
 use support::{client, Gateway, Reply, TestOrigin};
 use tokio::sync::Semaphore;
@@ -192,8 +191,7 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
             })
         }),
     ];
-    let worker = WorkerProcess::find(gateway.process_group());
-    let cpu = || worker.as_ref().and_then(WorkerProcess::cpu_seconds);
+    let cpu = machine::cpu_clock(gateway.process_group());
     for (name, make) in kinds {
         // Unmeasured first: V8 tiers hot wasm up only after it has run a
         // while, and each kind runs code the others do not (first

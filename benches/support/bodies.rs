@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::machine::WorkerProcess;
+use crate::machine;
 use crate::support::{self, client, Gateway, TestOrigin};
 use crate::ADMIN_TOKEN;
 
@@ -37,8 +37,7 @@ pub async fn bodies() -> Value {
         ("MAX_BODY_BYTES", "4194304"),
     ])
     .await;
-    let worker = WorkerProcess::find(gateway.process_group());
-    let cpu = || worker.as_ref().and_then(WorkerProcess::cpu_seconds);
+    let cpu = machine::cpu_clock(gateway.process_group());
     let client = client();
     let mut rows = Vec::new();
     for size in SIZES {

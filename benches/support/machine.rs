@@ -66,6 +66,13 @@ pub struct WorkerProcess {
     ticks_per_second: f64,
 }
 
+/// The workerd process's CPU seconds for the dev server of process group
+/// `group`, read at each call; `None` when the process was not found.
+pub fn cpu_clock(group: u32) -> impl Fn() -> Option<f64> {
+    let worker = WorkerProcess::find(group);
+    move || worker.as_ref().and_then(WorkerProcess::cpu_seconds)
+}
+
 impl WorkerProcess {
     pub fn find(group: u32) -> Option<WorkerProcess> {
         let pid = processes()

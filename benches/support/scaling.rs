@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::machine::WorkerProcess;
+use crate::machine;
 use crate::support::{self, client, Gateway, TestOrigin};
 use crate::{counter, stats, ADMIN_TOKEN, BODY, CONCURRENCY};
 
@@ -39,8 +39,7 @@ pub async fn scaling(keys: usize) -> Value {
         ("ADMIN_TOKEN", ADMIN_TOKEN),
     ];
     let gateway = Gateway::start_without_inspector(&vars).await;
-    let worker = WorkerProcess::find(gateway.process_group());
-    let cpu = || worker.as_ref().and_then(WorkerProcess::cpu_seconds);
+    let cpu = machine::cpu_clock(gateway.process_group());
     let mut by_keys = Vec::new();
     for step in 0..keys.div_ceil(KEY_STEP) {
         let first = step * KEY_STEP;
@@ -54,8 +53,7 @@ pub async fn scaling(keys: usize) -> Value {
     }
     drop(gateway);
     let gateway = Gateway::start_without_inspector(&vars).await;
-    let worker = WorkerProcess::find(gateway.process_group());
-    let cpu = || worker.as_ref().and_then(WorkerProcess::cpu_seconds);
+    let cpu = machine::cpu_clock(gateway.process_group());
     let mut by_duplicates = Vec::new();
     for duplicates in DUPLICATES {
         let sends: Vec<(String, usize)> = (0..keys_for(duplicates))
