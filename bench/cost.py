@@ -84,6 +84,12 @@ FLOOR = {
 }
 
 
+def object_gb_seconds(calls, forwards):
+    """Durable Object duration: each call active for the assumed overhead,
+    a forward also for the origin's time."""
+    return OBJECT_GB * (calls * OBJECT_OVERHEAD_MS + (ORIGIN_MS if forwards else 0)) / 1000
+
+
 def floor_of(kind, cpu_ms):
     """The billed quantities of the floor of a kind, before prices."""
     floor = FLOOR[kind]
@@ -95,7 +101,7 @@ def floor_of(kind, cpu_ms):
             "requests": 1,
             "cpu_ms": cpu_ms,
             "object_requests": calls + floor["alarm_invocations"],
-            "gb_seconds": OBJECT_GB * (calls * OBJECT_OVERHEAD_MS + (ORIGIN_MS if forwards else 0)) / 1000,
+            "gb_seconds": object_gb_seconds(calls, forwards),
             "rows_written": floor["rows_written"],
             "index_writes": floor.get("index_writes", 0),
         }
@@ -112,9 +118,7 @@ def per_delivery(cost, cpu_ms):
         "requests": 1,
         "cpu_ms": cpu_ms,
         "object_requests": cost["object_requests"] + cost.get("alarm_invocations", 0),
-        "gb_seconds": OBJECT_GB
-        * (cost["object_requests"] * OBJECT_OVERHEAD_MS + (ORIGIN_MS if forwards else 0))
-        / 1000,
+        "gb_seconds": object_gb_seconds(cost["object_requests"], forwards),
         "rows_written": storage["writes"] + storage["alarm_writes"],
         "rows_read": storage["reads"],
         "index_writes": storage["index_writes"],
@@ -182,7 +186,7 @@ def flow_control_extra(drain):
     quantities.update(
         {
             "object_requests": requests,
-            "gb_seconds": OBJECT_GB * requests * OBJECT_OVERHEAD_MS / 1000,
+            "gb_seconds": object_gb_seconds(requests, False),
             "rows_written": backlog["coordinator_rows_written"] + backlog["coordinator_alarm_writes"] + receipt,
             "metric_points": extra(backlog, "metric_points"),
         }
