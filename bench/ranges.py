@@ -73,6 +73,16 @@ def main():
     print(f"release wasm: {span(sizes, 0)} bytes gzip ({max(sizes) / 1024:.1f} KiB at most)")
     core = [{row["body"]: row["median_us"] for row in run["core"]} for run in runs]
     print(f"pure core per delivery: {span([c['1KiB'] for c in core], 1)} us (1 KiB), {span([c['64KiB'] for c in core], 0)} us (64 KiB)")
+    parts = [c for c in core if "64KiB canonical, tree" in c]
+    if parts:
+        # Same-run ratios: the machine's speed cancels out.
+        one_pass = [c["64KiB canonical, one pass"] for c in parts]
+        tree = [c["64KiB canonical, tree"] for c in parts]
+        sha = [c["64KiB sha256"] for c in parts]
+        print(
+            f"64 KiB parts: canonical one pass {span(one_pass, 0)} us, tree {span(tree, 0)} us"
+            f" (one pass x tree {span([o / t for o, t in zip(one_pass, tree)], 2)}), SHA-256 {span(sha, 0)} us a pass"
+        )
 
 
 def print_isolate_cpu(runs):

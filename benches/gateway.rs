@@ -514,14 +514,28 @@ fn wasm_size() -> Value {
     json!({"raw_bytes": wasm.len(), "gzip_bytes": gzip})
 }
 
-/// Criterion's estimates from `cargo bench --bench core`, if it ran.
+/// Criterion's estimates from `cargo bench --bench core`, if it ran:
+/// admission per body size, and the parts of a 64 KiB one.
 fn core_cost() -> Value {
+    let median_us = |bench: &str| {
+        let path = root().join(format!("target/criterion/{bench}/new/estimates.json"));
+        let text = std::fs::read_to_string(path).ok()?;
+        let estimates: Value = serde_json::from_str(&text).ok()?;
+        Some(estimates["median"]["point_estimate"].as_f64()? / 1000.0)
+    };
     let mut rows = Vec::new();
-    for size in ["1KiB", "64KiB"] {
-        let path = root().join(format!("target/criterion/admit/{size}/new/estimates.json"));
-        if let Ok(text) = std::fs::read_to_string(path) {
-            let estimates: Value = serde_json::from_str(&text).unwrap();
-            rows.push(json!({"body": size, "median_us": estimates["median"]["point_estimate"].as_f64().unwrap() / 1000.0}));
+    for (body, bench) in [
+        ("1KiB", "admit/1KiB"),
+        ("64KiB", "admit/64KiB"),
+        (
+            "64KiB canonical, one pass",
+            "admit-64KiB-parts/canonical-one-pass",
+        ),
+        ("64KiB canonical, tree", "admit-64KiB-parts/canonical-tree"),
+        ("64KiB sha256", "admit-64KiB-parts/sha256"),
+    ] {
+        if let Some(median) = median_us(bench) {
+            rows.push(json!({"body": body, "median_us": median}));
         }
     }
     Value::Array(rows)
@@ -654,7 +668,7 @@ fn print_table(results: &Value) {
     );
     for row in results["core"].as_array().unwrap() {
         println!(
-            "pure core per delivery ({} JSON body): {:.1} us",
+            "pure core before the object ({}): {:.1} us",
             row["body"].as_str().unwrap(),
             row["median_us"].as_f64().unwrap()
         );

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::json::{self, Json};
+use crate::json::{self, one_pass::CanonicalBody};
 use crate::problem::Problem;
 
 /// Hex SHA-256 of a delivery's method, query and canonical body.
@@ -53,14 +53,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Hex SHA-256 of the canonical body: RFC 8785 for JSON, the raw bytes
-/// otherwise. It is the `body-sha256` key, and the body part of the
-/// fingerprint.
-pub fn body_sha256(json: Option<&Json>, raw: &[u8]) -> String {
-    match json {
-        Some(value) => sha256_hex(&value.canonical_with_capacity(raw.len())),
-        None => sha256_hex(raw),
-    }
+/// Hex SHA-256 of the canonical body: RFC 8785 for JSON (`canonical`),
+/// the raw bytes otherwise. It is the `body-sha256` key, and the body
+/// part of the fingerprint.
+pub fn body_sha256(canonical: Option<&[u8]>, raw: &[u8]) -> String {
+    sha256_hex(canonical.unwrap_or(raw))
 }
 
 /// `application/json`, or any `type/subtype+json`, parameters ignored.
@@ -74,11 +71,12 @@ pub fn is_json_media_type(content_type: &str) -> bool {
     essence == "application/json" || (essence.contains('/') && essence.ends_with("+json"))
 }
 
-/// Parses a JSON body; the error carries the reader's message, which names
-/// the line and column (and covers invalid UTF-8, duplicate member names
-/// and nesting past 128 levels).
-pub fn parse_json(body: &[u8]) -> Result<Json<'_>, Problem> {
-    json::parse(body).map_err(|error| Problem::InvalidJson {
+/// Reads a JSON body into its canonical form and the values at
+/// `pointers`; the error carries the reader's message, which names the
+/// line and column (and covers invalid UTF-8, duplicate member names and
+/// nesting past 128 levels).
+pub fn read_json<'a>(body: &'a [u8], pointers: &[&str]) -> Result<CanonicalBody<'a>, Problem> {
+    json::one_pass::read(body, pointers).map_err(|error| Problem::InvalidJson {
         message: error.to_string(),
     })
 }
@@ -88,7 +86,8 @@ mod tests {
     use super::*;
 
     fn body_hash(text: &str) -> String {
-        body_sha256(Some(&parse_json(text.as_bytes()).unwrap()), text.as_bytes())
+        let body = read_json(text.as_bytes(), &[]).unwrap();
+        body_sha256(Some(body.canonical()), text.as_bytes())
     }
 
     #[test]
@@ -158,11 +157,12 @@ mod tests {
 
     #[test]
     fn invalid_json_carries_the_reader_message() {
-        let Problem::InvalidJson { message } = parse_json(b"{\"a\":").unwrap_err() else {
+        let Problem::InvalidJson { message } = read_json(b"{\"a\":", &[]).unwrap_err() else {
             panic!()
         };
         assert!(message.contains("line 1"), "{message}");
-        let Problem::InvalidJson { message } = parse_json(br#"{"a":1,"a":2}"#).unwrap_err() else {
+        let Problem::InvalidJson { message } = read_json(br#"{"a":1,"a":2}"#, &[]).unwrap_err()
+        else {
             panic!()
         };
         assert!(message.starts_with("duplicate member name"), "{message}");

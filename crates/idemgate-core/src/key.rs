@@ -4,7 +4,7 @@
 use crate::canonical::sha256_hex;
 use crate::headers;
 use crate::headers::is_header_name;
-use crate::json::Json;
+use crate::json::{Pointed, PointerLookup};
 use crate::problem::Problem;
 
 /// One part of a key source.
@@ -132,6 +132,20 @@ impl KeySource {
     }
 }
 
+/// The JSON pointers `sources` read, each once: what admission asks of a
+/// JSON body besides its canonical form.
+pub fn json_pointers(sources: &[KeySource]) -> Vec<&str> {
+    let mut pointers: Vec<&str> = Vec::new();
+    for part in sources.iter().flat_map(|source| &source.parts) {
+        if let KeyPart::JsonPointer(pointer) = part {
+            if !pointers.contains(&pointer.as_str()) {
+                pointers.push(pointer);
+            }
+        }
+    }
+    pointers
+}
+
 impl IdempotencyKey {
     /// Validates a raw value after trimming surrounding whitespace.
     pub fn parse(raw: &str, source: &str) -> Result<IdempotencyKey, Problem> {
@@ -172,8 +186,8 @@ impl IdempotencyKey {
 pub struct KeyInput<'a> {
     pub headers: &'a [(String, String)],
     pub content_type: Option<&'a str>,
-    /// The parsed body, when the body is JSON.
-    pub json: Option<&'a Json<'a>>,
+    /// The body's values at the key sources' pointers, when it is JSON.
+    pub json: Option<&'a dyn PointerLookup>,
     /// The form's fields, when the body is form-encoded.
     pub form: Option<&'a [(String, String)]>,
     /// Hex SHA-256 for `body-sha256`: of the canonical body, or on a signed
@@ -216,10 +230,10 @@ fn read_part(part: &KeyPart, source: &KeySource, input: &KeyInput) -> Result<Fou
                     content_type: input.content_type.unwrap_or("").to_string(),
                 });
             };
-            match json.pointer(pointer) {
-                None | Some(Json::Null) => Ok(Found::Absent),
-                Some(Json::String(text) | Json::Number(text)) => Ok(Found::Value(text.to_string())),
-                Some(_) => Err(Problem::InvalidKey {
+            match json.lookup(pointer) {
+                Pointed::Absent => Ok(Found::Absent),
+                Pointed::Text(text) => Ok(Found::Value(text.to_string())),
+                Pointed::Other => Err(Problem::InvalidKey {
                     source: source.label(),
                     reason: "the key must be a JSON string or number".into(),
                 }),
@@ -372,9 +386,11 @@ mod tests {
             .iter()
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
-        let json = body.map(|text| json::parse(text.as_bytes()).unwrap());
+        let sources = sources(list);
+        let pointers = json_pointers(&sources);
+        let json = body.map(|text| json::one_pass::read(text.as_bytes(), &pointers).unwrap());
         derive_key(
-            &sources(list),
+            &sources,
             &KeyInput {
                 headers: &headers,
                 content_type: Some(if json.is_some() {
@@ -382,7 +398,7 @@ mod tests {
                 } else {
                     "text/plain"
                 }),
-                json: json.as_ref(),
+                json: json.as_ref().map(|json| json as &dyn PointerLookup),
                 form: None,
                 body_sha256: BODY_SHA256,
                 scheme_key: None,

@@ -27,6 +27,7 @@
 //! | [`replay_cache`] | §2 | replays an isolate answers without an object round trip |
 //! | [`sweep`] | §2b | the scheduled sweep that wakes overdue receipts |
 //! | [`upgrade`] | §3 | finding receipts the second version kept under other names |
+//! | `small_sort` | — | the one sort the worker runs, small in the wasm |
 //! | `simulation` | §2 | deterministic simulation of the engine (tests only) |
 
 pub mod answer;
@@ -54,6 +55,7 @@ pub mod routes;
 pub mod signature;
 #[cfg(test)]
 mod simulation;
+mod small_sort;
 pub mod sweep;
 pub mod upgrade;
 

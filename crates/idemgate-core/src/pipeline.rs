@@ -4,14 +4,14 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{body_sha256, is_json_media_type, parse_json, sha256_hex, Fingerprint};
+use crate::canonical::{body_sha256, is_json_media_type, read_json, sha256_hex, Fingerprint};
 use crate::config::{Config, RouteConfig, Tenant};
 use crate::form;
 use crate::headers::{self, HeaderList};
-use crate::json::Json;
+use crate::json::{one_pass::CanonicalBody, PointerLookup};
 use crate::key::{
-    derive_key, derive_key_joined, tenant_sha256, IdempotencyKey, Joining, KeyInput, KeyPart,
-    KeyScope, KeySource, Scope,
+    derive_key, derive_key_joined, json_pointers, tenant_sha256, IdempotencyKey, Joining, KeyInput,
+    KeyPart, KeyScope, KeySource, Scope,
 };
 use crate::origin::{target, Target};
 use crate::problem::Problem;
@@ -169,6 +169,9 @@ pub struct PreviousIdentity {
 pub struct Authenticated<'a> {
     route: &'a RouteConfig,
     inbound: &'a Inbound<'a>,
+    /// Hex SHA-256 of the raw body, computed once: the isolate's replay
+    /// lookup and the forward's `Idempotency-Signature` both need it.
+    raw_body_sha256: std::cell::OnceCell<String>,
 }
 
 impl<'a> Authenticated<'a> {
@@ -178,6 +181,12 @@ impl<'a> Authenticated<'a> {
 
     pub fn inbound(&self) -> &'a Inbound<'a> {
         self.inbound
+    }
+
+    /// Hex SHA-256 of the raw body.
+    pub fn raw_body_sha256(&self) -> &str {
+        self.raw_body_sha256
+            .get_or_init(|| sha256_hex(self.inbound.body))
     }
 
     fn signed_request(&self) -> signature::SignedRequest<'a> {
@@ -201,7 +210,11 @@ pub fn authenticate<'a>(
             limit: route.max_body_bytes,
         });
     }
-    let authenticated = Authenticated { route, inbound };
+    let authenticated = Authenticated {
+        route,
+        inbound,
+        raw_body_sha256: std::cell::OnceCell::new(),
+    };
     let verdict = route.signature_scheme.verify(
         &authenticated.signed_request(),
         inbound.now,
@@ -263,8 +276,10 @@ impl<'a> PendingAuthentication<'a> {
 pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
     let (route, inbound) = (authenticated.route, authenticated.inbound);
     let content_type = headers::get(inbound.headers, "content-type");
-    let json: Option<Json> = match content_type {
-        Some(media_type) if is_json_media_type(media_type) => Some(parse_json(inbound.body)?),
+    let json: Option<CanonicalBody> = match content_type {
+        Some(media_type) if is_json_media_type(media_type) => {
+            Some(read_json(inbound.body, &json_pointers(&route.key_sources))?)
+        }
         _ => None,
     };
     let reads = |wanted: fn(&KeyPart) -> bool| {
@@ -287,7 +302,7 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
         true => route.signature_scheme.scheme_key(&signed),
         false => None,
     };
-    let canonical_hash = body_sha256(json.as_ref(), inbound.body);
+    let canonical_hash = body_sha256(json.as_ref().map(CanonicalBody::canonical), inbound.body);
     let fingerprint = Fingerprint::of_request(inbound.method, inbound.query, &canonical_hash);
     // On a signed route, `body-sha256` hashes what the signature covers,
     // whatever the (unsigned) Content-Type says (SPEC §3, v3).
@@ -298,7 +313,7 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
     let input = |body_sha256| KeyInput {
         headers: inbound.headers,
         content_type,
-        json: json.as_ref(),
+        json: json.as_ref().map(|json| json as &dyn PointerLookup),
         form: form.as_deref(),
         body_sha256,
         scheme_key: scheme_key.as_deref(),
@@ -332,7 +347,7 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
         tenant_sha256,
         method: inbound.method.to_ascii_uppercase(),
         target: target(&route.origin_url, inbound.path, inbound.query),
-        raw_body_sha256: sha256_hex(inbound.body),
+        raw_body_sha256: authenticated.raw_body_sha256().to_string(),
         forward_headers: headers::for_origin(inbound.headers),
         previous,
     })
@@ -438,7 +453,8 @@ pub fn fast_replay_key(authenticated: &Authenticated) -> String {
             None => field(b"0"),
         }
     }
-    field(inbound.body);
+    // The body by its hash, which admission then reuses.
+    field(authenticated.raw_body_sha256().as_bytes());
     hex::encode(hasher.finalize())
 }
 

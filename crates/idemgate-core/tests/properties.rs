@@ -12,8 +12,8 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use idemgate_core::canonical::body_sha256;
 use idemgate_core::config::Config;
-use idemgate_core::json::{self, Json};
-use idemgate_core::key::{derive_key, IdempotencyKey, KeyInput, KeySource};
+use idemgate_core::json::{self, Json, PointerLookup};
+use idemgate_core::key::{derive_key, json_pointers, IdempotencyKey, KeyInput, KeySource};
 use idemgate_core::pipeline::{admit, authenticate, Inbound};
 use idemgate_core::problem::Problem;
 use idemgate_core::routes::normalize_path;
@@ -370,6 +370,32 @@ proptest! {
     }
 
     #[test]
+    fn the_one_pass_reads_every_document_as_the_tree_does(
+        value in value(),
+        seed in any::<u64>(),
+        corrupt in any::<bool>(),
+        at in any::<usize>(),
+        byte in any::<u8>(),
+    ) {
+        let mut text = text_of(&value, seed).into_bytes();
+        if corrupt {
+            let at = at % text.len();
+            text[at] = byte;
+        }
+        let pointers = ["", "/a", "/a/0", "/b", "/0", "/a/b/c", "/id", "/1/a"];
+        match (json::parse(&text), json::one_pass::read(&text, &pointers)) {
+            (Ok(tree), Ok(pass)) => {
+                prop_assert_eq!(pass.canonical(), &tree.canonical()[..]);
+                for pointer in pointers {
+                    prop_assert_eq!(pass.lookup(pointer), tree.lookup(pointer), "{}", pointer);
+                }
+            }
+            (Err(tree), Err(pass)) => prop_assert_eq!(pass, tree),
+            (tree, pass) => prop_assert!(false, "tree {:?}, one pass {:?}", tree.err(), pass.err()),
+        }
+    }
+
+    #[test]
     fn canonical_form_ignores_layout_order_and_number_spelling(
         value in value(),
         first in any::<u64>(),
@@ -420,8 +446,8 @@ proptest! {
             }
             other => text_of(&other, seed),
         };
-        let parsed = json::parse(body.as_bytes()).unwrap();
-        let hash = body_sha256(Some(&parsed), body.as_bytes());
+        let parsed = json::one_pass::read(body.as_bytes(), &json_pointers(&sources)).unwrap();
+        let hash = body_sha256(Some(parsed.canonical()), body.as_bytes());
         let headers = if seed % 3 == 0 { vec![("idempotency-key".to_string(), key)] } else { vec![] };
         let input = KeyInput {
             headers: &headers,

@@ -137,7 +137,7 @@ fn with_query(url: &str, query: Option<&str>) -> String {
 /// name's values de-duplicated and sorted, each name then value.
 fn sorted_parameters(body: &str) -> Vec<u8> {
     let mut pairs = form::pairs(body);
-    pairs.sort();
+    crate::small_sort::sort_by(&mut pairs, |a, b| a < b);
     pairs.dedup();
     pairs
         .iter()

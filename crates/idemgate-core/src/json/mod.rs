@@ -17,6 +17,8 @@
 //! would print `9007199254740992`). For every number a double holds with
 //! its shortest digits (all the usual ones) the two agree byte for byte.
 
+pub mod one_pass;
+
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
@@ -67,25 +69,38 @@ impl fmt::Display for JsonError {
 /// Parses one JSON text: exactly one value, optionally surrounded by
 /// whitespace, valid UTF-8, no duplicate member names.
 pub fn parse(bytes: &[u8]) -> Result<Json<'_>, JsonError> {
-    let text = match std::str::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(error) => {
-            let reader = Reader {
-                bytes,
-                text: "",
-                at: error.valid_up_to(),
-            };
-            return Err(reader.error("invalid UTF-8"));
-        }
-    };
-    let mut reader = Reader { bytes, text, at: 0 };
+    let mut reader = Reader::new(bytes)?;
     reader.skip_whitespace();
     let value = reader.value(0)?;
-    reader.skip_whitespace();
-    if reader.at < bytes.len() {
-        return Err(reader.error("trailing characters"));
-    }
+    reader.end()?;
     Ok(value)
+}
+
+/// What a key source reads from a JSON body (SPEC §3, `json:POINTER`).
+pub trait PointerLookup {
+    /// The value at an RFC 6901 pointer.
+    fn lookup(&self, pointer: &str) -> Pointed<'_>;
+}
+
+/// What a pointer found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pointed<'v> {
+    /// No such member or item, or `null`.
+    Absent,
+    /// A string's text, or a number's canonical text.
+    Text(&'v str),
+    /// An object, an array or a boolean.
+    Other,
+}
+
+impl PointerLookup for Json<'_> {
+    fn lookup(&self, pointer: &str) -> Pointed<'_> {
+        match self.pointer(pointer) {
+            None | Some(Json::Null) => Pointed::Absent,
+            Some(Json::String(text) | Json::Number(text)) => Pointed::Text(text),
+            Some(_) => Pointed::Other,
+        }
+    }
 }
 
 impl<'a> Json<'a> {
@@ -156,11 +171,12 @@ impl<'a> Json<'a> {
                 out.push(b']');
             }
             Json::Object(members) => {
-                let mut sorted: Vec<&Member> = members.iter().collect();
-                sorted.sort_by(|a, b| utf16_order(&a.0, &b.0));
+                let mut order = Vec::new();
+                name_order(&mut order, members.len(), &|index| &members[index].0);
                 out.push(b'{');
-                for (index, (name, value)) in sorted.into_iter().enumerate() {
-                    if index > 0 {
+                for (count, &index) in order.iter().enumerate() {
+                    let (name, value) = &members[index];
+                    if count > 0 {
                         out.push(b',');
                     }
                     write_string(name, out);
@@ -174,12 +190,27 @@ impl<'a> Json<'a> {
 }
 
 /// RFC 8785 §3.2.3: names sort by their UTF-16 code units. For ASCII
-/// names (nearly all) that is their bytes' order.
+/// names (nearly all) that is their bytes' order, and names seldom share
+/// their first byte.
 fn utf16_order(a: &str, b: &str) -> Ordering {
+    match (a.as_bytes().first(), b.as_bytes().first()) {
+        (Some(&x), Some(&y)) if x != y && x.is_ascii() && y.is_ascii() => return x.cmp(&y),
+        _ => {}
+    }
     if a.is_ascii() && b.is_ascii() {
         return a.as_bytes().cmp(b.as_bytes());
     }
     a.encode_utf16().cmp(b.encode_utf16())
+}
+
+/// The indices of `count` members in the order of their names
+/// (`name_of`), into `order`: one sort for both readers.
+fn name_order<'n>(order: &mut Vec<usize>, count: usize, name_of: &dyn Fn(usize) -> &'n str) {
+    order.clear();
+    order.extend(0..count);
+    crate::small_sort::sort_by(order, |&a, &b| {
+        utf16_order(name_of(a), name_of(b)) == Ordering::Less
+    });
 }
 
 /// RFC 8785 §3.2.2.2: only `"`, `\` and control characters are escaped,
@@ -230,24 +261,58 @@ fn write_string(text: &str, out: &mut Vec<u8>) {
 /// by one; past it, by hash.
 const LINEAR_MEMBERS: usize = 16;
 
-/// Whether `name` is already a member's name; `hashes` holds those of
-/// `members` once there are more than [`LINEAR_MEMBERS`].
-fn is_repeated(
-    members: &[Member],
-    hashes: &mut std::collections::HashSet<u64>,
-    name: &str,
-) -> bool {
-    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-    let hash_of = |text: &str| BuildHasherDefault::<DefaultHasher>::default().hash_one(text);
-    if members.len() < LINEAR_MEMBERS {
-        return members.iter().any(|(existing, _)| existing == name);
-    }
-    if hashes.is_empty() {
-        hashes.extend(members.iter().map(|(existing, _)| hash_of(existing)));
-    }
-    // A hash seen before is a repeat, or (rarely) a collision: then look.
-    !hashes.insert(hash_of(name)) && members.iter().any(|(existing, _)| existing == name)
+/// The names one object's members had so far, to refuse a repeat.
+#[derive(Default)]
+struct SeenNames {
+    /// A bit per (length, first and last byte) seen: a name whose bit is
+    /// clear cannot be a repeat, so most small objects compare no names.
+    shapes: u64,
+    /// The names' hashes, once there are more than [`LINEAR_MEMBERS`]
+    /// (made only then: most objects are small).
+    hashes: Option<std::collections::HashSet<u64>>,
 }
+
+impl SeenNames {
+    /// Whether `name` is already the name of one of `members` (`name_of`
+    /// reads it), the members seen so far.
+    fn is_repeated<T>(&mut self, members: &[T], name_of: fn(&T) -> &str, name: &str) -> bool {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash_of = |text: &str| BuildHasherDefault::<DefaultHasher>::default().hash_one(text);
+        let look = || members.iter().any(|existing| name_of(existing) == name);
+        if members.len() < LINEAR_MEMBERS {
+            let bytes = name.as_bytes();
+            let shape = match (bytes.first(), bytes.last()) {
+                (Some(&first), Some(&last)) => {
+                    (bytes.len() ^ usize::from(first) ^ usize::from(last).rotate_left(3)) % 64
+                }
+                _ => 0,
+            };
+            let seen = self.shapes & (1 << shape) != 0;
+            self.shapes |= 1 << shape;
+            return seen && look();
+        }
+        let hashes = self.hashes.get_or_insert_with(|| {
+            let hashes = members.iter().map(|existing| hash_of(name_of(existing)));
+            hashes.collect()
+        });
+        // A hash seen before is a repeat, or (rarely) a collision: then look.
+        !hashes.insert(hash_of(name)) && look()
+    }
+}
+
+/// The bytes that end a string's plain run: its closing quote, an escape,
+/// or a control character (refused). One lookup per byte.
+const ENDS_A_RUN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
 
 struct Reader<'a> {
     bytes: &'a [u8],
@@ -257,6 +322,30 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader of `bytes`, which must be UTF-8.
+    fn new(bytes: &'a [u8]) -> Result<Reader<'a>, JsonError> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Ok(Reader { bytes, text, at: 0 }),
+            Err(error) => {
+                let reader = Reader {
+                    bytes,
+                    text: "",
+                    at: error.valid_up_to(),
+                };
+                Err(reader.error("invalid UTF-8"))
+            }
+        }
+    }
+
+    /// After the one value: nothing but whitespace.
+    fn end(&mut self) -> Result<(), JsonError> {
+        self.skip_whitespace();
+        if self.at < self.bytes.len() {
+            return Err(self.error("trailing characters"));
+        }
+        Ok(())
+    }
+
     fn error(&self, message: impl Into<String>) -> JsonError {
         let before = &self.bytes[..self.at.min(self.bytes.len())];
         let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
@@ -281,10 +370,10 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn expect_literal(&mut self, literal: &[u8], value: Json<'a>) -> Result<Json<'a>, JsonError> {
+    fn literal(&mut self, literal: &[u8]) -> Result<(), JsonError> {
         if self.bytes[self.at..].starts_with(literal) {
             self.at += literal.len();
-            Ok(value)
+            Ok(())
         } else {
             Err(self.error("expected value"))
         }
@@ -293,9 +382,9 @@ impl<'a> Reader<'a> {
     fn value(&mut self, depth: usize) -> Result<Json<'a>, JsonError> {
         match self.peek() {
             None => Err(self.error("EOF while parsing a value")),
-            Some(b'n') => self.expect_literal(b"null", Json::Null),
-            Some(b't') => self.expect_literal(b"true", Json::Bool(true)),
-            Some(b'f') => self.expect_literal(b"false", Json::Bool(false)),
+            Some(b'n') => self.literal(b"null").map(|()| Json::Null),
+            Some(b't') => self.literal(b"true").map(|()| Json::Bool(true)),
+            Some(b'f') => self.literal(b"false").map(|()| Json::Bool(false)),
             Some(b'"') => self.string().map(Json::String),
             Some(b'-' | b'0'..=b'9') => self.number().map(Json::Number),
             Some(b'[') => self.array(depth + 1),
@@ -343,7 +432,7 @@ impl<'a> Reader<'a> {
         let mut members: Vec<Member<'a>> = Vec::new();
         // A large object finds a repeated name by its hash (a linear scan
         // per member would be quadratic: seconds of CPU for a 1 MiB body).
-        let mut hashes: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        let mut seen = SeenNames::default();
         self.skip_whitespace();
         if self.peek() == Some(b'}') {
             self.at += 1;
@@ -358,7 +447,7 @@ impl<'a> Reader<'a> {
             }
             let name_at = self.at;
             let name = self.string()?;
-            if is_repeated(&members, &mut hashes, &name) {
+            if seen.is_repeated(&members, |(existing, _)| existing, &name) {
                 self.at = name_at;
                 return Err(self.error(format!("duplicate member name {name:?}")));
             }
@@ -392,7 +481,7 @@ impl<'a> Reader<'a> {
             let start = self.at;
             self.at += self.bytes[start..]
                 .iter()
-                .position(|&byte| byte == b'"' || byte == b'\\' || byte < 0x20)
+                .position(|&byte| ENDS_A_RUN[usize::from(byte)])
                 .unwrap_or(self.bytes.len() - start);
             // The run stops at ASCII, so it ends on a character boundary.
             let run = &self.text[start..self.at];
