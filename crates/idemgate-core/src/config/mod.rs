@@ -86,7 +86,9 @@ pub struct AsyncDelivery {
 }
 
 /// One route: where its deliveries go and how they are deduplicated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// (Compared only where its scheme can sign: see `SignatureScheme`.)
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "sign", derive(PartialEq, Eq))]
 pub struct RouteConfig {
     pub name: String,
     /// The normalised path prefix this route covers.
@@ -121,7 +123,8 @@ pub struct RouteConfig {
 
 /// A deployment: its routes, and the top-level admin token (which guards
 /// the operator routes that name no route, such as `/__idemgate/stats`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "sign", derive(PartialEq, Eq))]
 pub struct Config {
     pub routes: Vec<RouteConfig>,
     /// Routes whose settings are wrong: each answers its own requests with

@@ -119,6 +119,7 @@ impl Scheme for Adyen {
     /// Fills in each item's `hmacSignature`; the body is written again in
     /// its canonical form. A body that is not a notification is left as
     /// it is (and will not verify).
+    #[cfg(feature = "sign")]
     fn sign(&self, message: &mut Message, _now: u64) {
         let Ok(mut notification) = json::parse(&message.body) else {
             return;

@@ -219,6 +219,7 @@ impl Scheme for PayPal {
 
     /// PayPal signs with its private key, which no route holds: its sender
     /// (a test, `scripts/send`) signs [`signed_string`] itself.
+    #[cfg(feature = "sign")]
     fn sign(&self, _message: &mut Message, _now: u64) {}
 
     fn cert_hosts(&self) -> &[String] {

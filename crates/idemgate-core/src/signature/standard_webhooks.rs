@@ -204,6 +204,7 @@ impl Scheme for StandardWebhooks {
     /// Keeps a `webhook-id` the message has (a retry reuses it), else
     /// makes one from the body's hash. A `v1a` route has no private key
     /// here: its sender signs (`signed_content` is what it signs).
+    #[cfg(feature = "sign")]
     fn sign(&self, message: &mut Message, now: u64) {
         let Key::Hmac(key) = &self.key else {
             return;

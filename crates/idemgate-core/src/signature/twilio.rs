@@ -190,6 +190,7 @@ impl Scheme for Twilio {
     }
 
     /// Signs a form body (or an empty one) at the configured URL.
+    #[cfg(feature = "sign")]
     fn sign(&self, message: &mut Message, _now: u64) {
         let content =
             Content::Parameters(sorted_parameters(&String::from_utf8_lossy(&message.body)));
