@@ -4,6 +4,7 @@
 
 use std::cell::Cell;
 use std::future::Future;
+use std::rc::Rc;
 use std::time::Duration;
 
 use wasm_bindgen::prelude::*;
@@ -45,9 +46,12 @@ const RECEIPT_TABLE: &str = "CREATE TABLE IF NOT EXISTS receipt (
 
 #[durable_object]
 pub struct DedupObject {
-    engine: Engine<DurableBackend>,
+    /// Shared with the first attempt of an accepted async delivery, which
+    /// runs after the call that accepted it has answered.
+    engine: Rc<Engine<DurableBackend>>,
     /// The role of the object named for a route's flow coordinator.
     flow: FlowCoordinator,
+    state: State,
     env: Env,
 }
 
@@ -69,13 +73,14 @@ impl DurableObject for DedupObject {
     fn new(state: State, env: Env) -> Self {
         DedupObject {
             flow: FlowCoordinator::new(state.storage(), env.clone()),
-            engine: Engine::new(DurableBackend {
+            engine: Rc::new(Engine::new(DurableBackend {
                 storage: state.storage(),
                 env: env.clone(),
                 has_tables: Cell::new(false),
                 legacy_request: Cell::new(false),
                 ops: Cell::default(),
-            }),
+            })),
+            state,
             env,
         }
     }
@@ -110,6 +115,15 @@ impl DedupObject {
         let bytes = body.to_vec();
         drop(body);
         let reply = self.answer(&call, bytes).await;
+        if self.engine.has_first_attempt() {
+            // An async delivery accepted in flight: its first attempt runs
+            // once this answer (the acknowledgement) has left. Should the
+            // object die first, the alarm at the lease's end takes it over.
+            let engine = self.engine.clone();
+            self.state.wait_until(async move {
+                engine.after_answer().await;
+            });
+        }
         let (reply, body) = ObjectReply::encode(reply);
         Ok(Array::of2(&reply.into(), &Uint8Array::from(body.as_slice())).into())
     }

@@ -1,6 +1,7 @@
-//! Async delivery (SPEC §2b): acknowledged at the edge once durable,
-//! delivered by the key's alarm with retries, dead letters listed and
-//! re-driven, and nothing lost or doubled across a crash.
+//! Async delivery (SPEC §2b): acknowledged at the edge once durable, a
+//! first attempt made by the accepting call, retries by the key's alarm,
+//! dead letters listed and re-driven, and nothing lost or doubled across
+//! a crash.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -60,6 +61,22 @@ pub async fn a_delivery_is_acknowledged_durable_then_delivered_once(world: &'sta
     let done = receipt(&gateway, "async-ok-1", "/async-ok/pay").await;
     assert_eq!(done["receipt_id"], receipt_id.as_str());
     assert_eq!(done["response"]["status"], 201);
+    // The accepting call made the attempt after its 202, under the epoch
+    // it accepted the delivery with: no alarm invocation, no takeover, and
+    // two receipt writes and two alarm writes in all (accepted in flight,
+    // then the outcome with the alarm moved to retention).
+    assert_eq!(done["attempts"].as_array().unwrap().len(), 1, "{done}");
+    let ops = &done["object_storage_ops"];
+    assert_eq!(
+        (&ops["writes"], &ops["alarm_writes"]),
+        (&2.into(), &2.into()),
+        "{done}"
+    );
+    assert_eq!(
+        ops["index_writes"], 2,
+        "the row before the 202, its removal"
+    );
+    assert!(!gateway.log().contains("\"decision\":\"taken_over\""));
     let received = world.origin.received("/async-ok/");
     assert_eq!(received.len(), 1, "one forward, whatever the duplicates");
     assert_eq!(
@@ -223,8 +240,9 @@ pub async fn a_crash_loses_no_delivery_and_doubles_none(_world: &'static World) 
             String::from_utf8_lossy(&reply.body)
         );
     }
-    // The alarms fire at once; the first forward of each key sleeps 1.5 s
-    // at the origin, so some are in flight and some still queued now.
+    // Each key's first attempt starts once it is acknowledged and sleeps
+    // 1.5 s at the origin, so all of them are in flight now; the restart
+    // takes them over when their leases end.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let state = gateway.crash();
     let gateway = Gateway::start_in(state, &vars).await;

@@ -31,9 +31,10 @@ async fn run_sweep(gateway: &Gateway) {
     assert!(reply.status().is_success(), "the sweep ran");
 }
 
-/// Alarms vanish (the test-hooks worker drops every one it sets): only the
-/// Cron sweep can deliver, and it delivers each acknowledged delivery
-/// once, however often it runs.
+/// Alarms vanish (the test-hooks worker drops every one it sets): the
+/// first attempts, which the accepting calls make, fail, and only the
+/// Cron sweep can make the next ones; it delivers each acknowledged
+/// delivery once, however often it runs.
 pub async fn the_sweep_delivers_what_no_alarm_will(world: &'static World) {
     let origin = world.origin.url();
     let gateway = Gateway::start_with_hooks(&[
@@ -47,15 +48,27 @@ pub async fn the_sweep_delivers_what_no_alarm_will(world: &'static World) {
     .await;
     let path = "/swept/pay";
     let keys = ["swept-1", "swept-2", "swept-3"];
+    world.origin.fail("/swept/", true);
     for key in keys {
         let ack = post_json(&client(), &gateway.url(path), Some(key), BODY).await;
         assert_eq!(ack.status, 202);
     }
+    for key in keys {
+        eventually(10, "the first attempt failed", || async {
+            state(&gateway, key, path).await == "failed"
+        })
+        .await;
+    }
+    world.origin.fail("/swept/", false);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(world.origin.count("/swept/"), 0, "no alarm fired");
-    assert_eq!(state(&gateway, keys[0], path).await, "queued");
-    // Overdue once their next step is 10 s late (the sweep's grace).
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(
+        world.origin.count("/swept/"),
+        3,
+        "the first attempts only: no alarm fired"
+    );
+    // Overdue once their next step (a second after the first attempt) is
+    // 10 s late (the sweep's grace).
+    tokio::time::sleep(Duration::from_secs(9)).await;
     run_sweep(&gateway).await;
     for key in keys {
         eventually(10, "swept into delivery", || async {
@@ -66,13 +79,18 @@ pub async fn the_sweep_delivers_what_no_alarm_will(world: &'static World) {
     run_sweep(&gateway).await;
     run_sweep(&gateway).await;
     let received = world.origin.received("/swept/");
-    assert_eq!(received.len(), 3, "each once, however often it is swept");
+    assert_eq!(
+        received.len(),
+        6,
+        "each once more, however often it is swept"
+    );
     for request in &received {
         request.verify(FORWARD_SECRET).unwrap();
     }
     assert!(gateway.log().contains("\"decision\":\"swept\""));
     let summary = operator_get(&gateway, "/__idemgate/summary").await;
     assert_eq!(summary["routes"][0]["queued"], 0, "{summary}");
+    assert_eq!(summary["routes"][0]["failed"], 0, "{summary}");
 }
 
 async fn operator_get(gateway: &Gateway, path: &str) -> serde_json::Value {

@@ -38,6 +38,8 @@ pub struct MemoryBackend {
     /// Answers the origin gives, in order; a 201 when the script runs out.
     pub script: RefCell<VecDeque<ForwardResult>>,
     pub forwarded: RefCell<Vec<OutboundRequest>>,
+    /// The timeout each forward was sent with.
+    pub timeouts: RefCell<Vec<u64>>,
     pub ops: Cell<StorageOps>,
     /// Events emitted, and whether each was a log line.
     pub events: RefCell<Vec<(DecisionLog, bool)>>,
@@ -229,8 +231,9 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    async fn forward(&self, request: OutboundRequest, _timeout_ms: u64) -> ForwardResult {
+    async fn forward(&self, request: OutboundRequest, timeout_ms: u64) -> ForwardResult {
         self.forwarded.borrow_mut().push(request);
+        self.timeouts.borrow_mut().push(timeout_ms);
         self.stored_at_send
             .borrow_mut()
             .push(self.stored.borrow().clone());

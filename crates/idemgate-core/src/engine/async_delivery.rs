@@ -7,11 +7,12 @@
 
 use futures::future::{join, select, Either};
 
-use super::permits::AttemptPermit;
+use super::permits::{AttemptPermit, HeldPermit};
 use super::{Backend, Delivery, Engine, Policy, StoredRequest};
 use crate::answer::{Ack, Answer};
 use crate::config::Delivery as DeliveryMode;
 use crate::decision_log::Trace;
+use crate::index::IndexUpdate;
 use crate::key::IdempotencyKey;
 use crate::mutation::{is_active, Mutation};
 use crate::origin::{Idempotency, OutboundRequest};
@@ -114,10 +115,30 @@ impl<B: Backend> Engine<B> {
                     previous.as_ref(),
                     policy,
                 );
-                receipt.queue(now, now);
+                // Without flow control the accepting call makes the first
+                // attempt itself, once its acknowledgement has left
+                // (`after_answer`): the receipt is accepted already in
+                // flight, in the same write, and the alarm waits at the
+                // lease's end, where it takes the delivery over if this
+                // object dies mid-forward. A limited route queues the
+                // delivery for its permit instead.
+                let first_epoch = match policy.flow {
+                    None => {
+                        let epoch = self.new_epoch(&receipt, now);
+                        let terms = self.terms_of(&receipt);
+                        receipt.begin_forward(epoch, now, terms.lease_ms, terms.retention_ms);
+                        Some(epoch)
+                    }
+                    _ => {
+                        receipt.queue(now, now);
+                        None
+                    }
+                };
+                let wake = receipt.next_wake();
                 let index = self.plan_index(&mut receipt);
                 let receipt_id = receipt.identity.receipt_id.clone();
                 trace.receipt_id = Some(receipt_id.clone());
+                trace.epoch = first_epoch;
                 let stored = StoredRequest {
                     method: delivery.request.method,
                     url: delivery.request.url,
@@ -143,7 +164,7 @@ impl<B: Backend> Engine<B> {
                     true => None,
                     false => index,
                 };
-                let (alarm, indexed) = join(self.set_alarm(now), self.write_index(index)).await;
+                let (alarm, indexed) = join(self.set_alarm(wake), self.write_index(index)).await;
                 if let Err(message) = alarm {
                     // The receipt is stored: a retry of the sender finds it
                     // and re-arms the alarm.
@@ -154,9 +175,77 @@ impl<B: Backend> Engine<B> {
                         message: "the receipt index did not take its row".into(),
                     });
                 }
+                if let Some(epoch) = first_epoch {
+                    *self.first_attempt.borrow_mut() = Some(FirstAttempt {
+                        receipt_id: receipt_id.clone(),
+                        epoch,
+                        request: stored,
+                    });
+                }
+                // To its sender the delivery is queued: accepted, not yet
+                // delivered.
                 Answer::Queued(ack(receipt_id, "queued"))
             }
         }
+    }
+
+    /// Whether an acknowledged delivery's first attempt waits for
+    /// [`Engine::after_answer`].
+    pub fn has_first_attempt(&self) -> bool {
+        self.first_attempt.borrow().is_some()
+    }
+
+    /// The first attempt of the async delivery this object just accepted
+    /// in flight: the adapter runs it once the acknowledgement has left. It
+    /// forwards only while the receipt is still that attempt's, under its
+    /// live lease; otherwise the alarm at the lease's end, or the sweep,
+    /// has the delivery (a purge, a restart, a lease that ran out first).
+    /// Answers whether it forwarded.
+    pub async fn after_answer(&self) -> bool {
+        let Some(first) = self.first_attempt.take() else {
+            return false;
+        };
+        let now = self.backend.now_ms();
+        let receipt = self.with_receipt(|receipt| {
+            receipt.clone().filter(|receipt| {
+                receipt.identity.receipt_id == first.receipt_id && receipt.epoch == first.epoch
+            })
+        });
+        let Ok(Some(receipt)) = receipt else {
+            return false;
+        };
+        let ReceiptState::InFlight { lease_expires_at } = receipt.state else {
+            return false;
+        };
+        let terms = self.terms_of(&receipt);
+        // The lease began at acceptance, and a takeover may follow its
+        // end: the forward must end before it does, by the margin the
+        // route keeps between its timeout and its lease. Its timeout is
+        // shortened by the time the acknowledgement took; when that was
+        // more than half of it, the alarm at the lease's end makes the
+        // attempt instead, with the whole timeout.
+        let margin = terms.lease_ms.saturating_sub(terms.origin_timeout_ms);
+        let timeout_ms = terms
+            .origin_timeout_ms
+            .min(lease_expires_at.saturating_sub(margin).saturating_sub(now));
+        if timeout_ms < terms.origin_timeout_ms / 2 || timeout_ms == 0 {
+            return false;
+        }
+        let attempt = Attempt {
+            epoch: first.epoch,
+            takeover: false,
+            permit: None,
+            // Written before the acknowledgement.
+            index: None,
+            started_at: now,
+            timeout_ms,
+            alarm_at_lease_end: true,
+        };
+        // A failure here is the alarm's: it is set at the lease's end.
+        let _ = self
+            .send_attempt(receipt, first.request, terms, attempt)
+            .await;
+        true
     }
 
     /// The alarm of an async receipt: attempt its delivery, wait for its
@@ -245,7 +334,9 @@ impl<B: Backend> Engine<B> {
             self.emit_change("dead", &receipt, Trace::default());
             return Ok(());
         };
-        let key = IdempotencyKey::parse(&receipt.identity.key, "receipt")
+        // A stored key that no longer parses is refused before a permit
+        // is asked for.
+        IdempotencyKey::parse(&receipt.identity.key, "receipt")
             .map_err(|problem| problem.detail())?;
         self.woken.set(false);
         let mut asked = self.permit_for_attempt(&receipt).await;
@@ -292,13 +383,50 @@ impl<B: Backend> Engine<B> {
         // started the attempt again, or the sweep wakes it at the in-flight
         // row's wake; either finds the lease and waits it out.
         let index = self.plan_index(&mut receipt);
-        let scope = receipt.identity.scope.clone();
-        let in_flight = self.store(receipt);
+        let in_flight = self.store(receipt.clone());
         drop(starting);
         if let Err(message) = in_flight {
             self.release(permit).await;
             return Err(message);
         }
+        let attempt = Attempt {
+            epoch,
+            takeover,
+            permit,
+            index,
+            started_at: now,
+            timeout_ms: terms.origin_timeout_ms,
+            alarm_at_lease_end: false,
+        };
+        self.send_attempt(receipt, stored, terms, attempt).await
+    }
+
+    /// Sends the stored delivery as `attempt`, whose receipt is stored in
+    /// flight at its epoch, and records the outcome: completed, retried on
+    /// the schedule, or dead.
+    async fn send_attempt(
+        &self,
+        receipt: Receipt,
+        stored: StoredRequest,
+        terms: AsyncTerms,
+        attempt: Attempt,
+    ) -> Result<(), String> {
+        let Attempt {
+            epoch,
+            takeover,
+            permit,
+            index,
+            started_at: now,
+            timeout_ms,
+            alarm_at_lease_end,
+        } = attempt;
+        let key = match IdempotencyKey::parse(&receipt.identity.key, "receipt") {
+            Ok(key) => key,
+            Err(problem) => {
+                self.release(permit).await;
+                return Err(problem.detail());
+            }
+        };
         // Read now, so a rotated secret signs pending deliveries too.
         let forward_secret = terms
             .forward_secret
@@ -312,7 +440,7 @@ impl<B: Backend> Engine<B> {
         }
         .with_idempotency(&Idempotency {
             key: &key,
-            scope: &scope,
+            scope: &receipt.identity.scope,
             epoch,
             path_and_query: &stored.path_and_query,
             body_sha256: &stored.raw_body_sha256,
@@ -323,14 +451,17 @@ impl<B: Backend> Engine<B> {
         // origin) goes alongside the forward, but the outcome never waits
         // for it: a slow index would hold the origin's answer unrecorded,
         // and a restart then would forward a delivery the origin took.
-        let send = std::pin::pin!(self.backend.forward(request, terms.origin_timeout_ms));
+        let send = std::pin::pin!(self.backend.forward(request, timeout_ms));
         let index_write = std::pin::pin!(self.write_index(index));
         let (result, unfinished_index_write) = match select(send, index_write).await {
             Either::Left((sent, index_write)) => (sent, Some(index_write)),
             Either::Right((_, send)) => (send.await, None),
         };
-        // The alarm that started this attempt has fired: none is set now.
-        self.alarm_known.set(false);
+        // The alarm that started this attempt has fired: none is set now
+        // (a first attempt's waits at its lease's end).
+        if !alarm_at_lease_end {
+            self.alarm_known.set(false);
+        }
         let origin_ms = self.backend.now_ms().saturating_sub(now);
         let record_policy = RecordPolicy {
             retryable: RetryableStatuses::default(),
@@ -435,6 +566,30 @@ impl<B: Backend> Engine<B> {
 
 /// An attempt that has not yet stored its receipt in flight.
 struct Starting<'a>(&'a std::cell::Cell<bool>);
+
+/// An attempt whose receipt is stored in flight, about to be sent.
+struct Attempt {
+    epoch: u64,
+    /// Of an expired lease.
+    takeover: bool,
+    permit: Option<HeldPermit>,
+    /// The in-flight row, written alongside the send.
+    index: Option<IndexUpdate>,
+    started_at: u64,
+    /// When the forward gives up: before the lease ends.
+    timeout_ms: u64,
+    /// Whether the alarm is set at this attempt's lease's end (a first
+    /// attempt's); otherwise the alarm that started it has fired.
+    alarm_at_lease_end: bool,
+}
+
+/// The first attempt of a delivery accepted in flight: what
+/// [`Engine::after_answer`] sends, from memory (the request needs no read).
+pub(super) struct FirstAttempt {
+    pub(super) receipt_id: String,
+    pub(super) epoch: u64,
+    pub(super) request: StoredRequest,
+}
 
 impl Drop for Starting<'_> {
     fn drop(&mut self) {

@@ -233,6 +233,9 @@ pub struct Engine<B: Backend> {
     /// Whether the coordinator's wake came since the attempt under way
     /// asked for its permit (see `attempt_once`).
     woken: Cell<bool>,
+    /// The first attempt of the async delivery just accepted, until
+    /// [`Engine::after_answer`] sends it.
+    first_attempt: RefCell<Option<async_delivery::FirstAttempt>>,
 }
 
 impl<B: Backend> Engine<B> {
@@ -247,6 +250,7 @@ impl<B: Backend> Engine<B> {
             forward_claim: RefCell::new(None),
             attempting: Cell::new(false),
             woken: Cell::new(false),
+            first_attempt: RefCell::new(None),
         }
     }
 

@@ -51,6 +51,19 @@ pub(super) fn async_policy(schedule: &[u64]) -> Policy {
     }
 }
 
+/// An async route with flow control: an accepted delivery is queued for
+/// its permit, and the alarm makes every attempt (its in-flight row then
+/// goes alongside the send).
+pub(super) fn queued_policy(schedule: &[u64]) -> Policy {
+    Policy {
+        flow: Some(crate::flow::FlowLimits {
+            max_in_flight: Some(100),
+            rate_thousandths: None,
+        }),
+        ..async_policy(schedule)
+    }
+}
+
 pub(super) fn delivery(body: &str) -> Delivery {
     Delivery {
         identity: Identity {
@@ -608,7 +621,7 @@ fn a_failed_sync_delivery_is_indexed_until_it_completes() {
 }
 
 #[test]
-fn an_async_delivery_is_acknowledged_durable_then_delivered_by_the_alarm() {
+fn an_async_delivery_is_acknowledged_in_flight_and_forwarded_after_its_answer() {
     let engine = engine();
     let backend = engine.backend();
     let policy = async_policy(&[10_000, 60_000]);
@@ -623,16 +636,29 @@ fn an_async_delivery_is_acknowledged_durable_then_delivered_by_the_alarm() {
         backend.forwarded.borrow().is_empty(),
         "acknowledged, not yet forwarded"
     );
-    assert_eq!(
-        backend.stored.borrow().as_ref().unwrap().state_name(),
-        "queued"
-    );
+    let accepted = backend.stored.borrow().clone().unwrap();
+    assert_eq!(accepted.state_name(), "in_flight", "accepted in flight");
     assert_eq!(
         backend.request.borrow().as_ref().unwrap().body,
         b"a",
         "stored whole"
     );
-    assert_eq!(backend.alarm.get(), Some(NOW), "due at once");
+    let lease_end = NOW + 17_000;
+    assert_eq!(
+        backend.alarm.get(),
+        Some(lease_end),
+        "the alarm waits at the lease's end, for a crash mid-forward"
+    );
+    assert_eq!(
+        backend.index_rows(),
+        [("object-1".into(), "in_flight".into())]
+    );
+    assert_eq!(
+        (backend.ops.get().writes, backend.ops.get().alarm_writes),
+        (1, 1),
+        "one row write and one alarm accept it"
+    );
+    assert!(engine.has_first_attempt());
 
     let duplicate = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(duplicate.decision(), "duplicate");
@@ -647,8 +673,20 @@ fn an_async_delivery_is_acknowledged_durable_then_delivered_by_the_alarm() {
         422
     );
 
-    block_on(engine.on_alarm()).unwrap();
-    assert_eq!(backend.forwarded.borrow().len(), 1);
+    let reads = backend.ops.get().reads;
+    assert!(
+        block_on(engine.after_answer()),
+        "the accepting call forwards"
+    );
+    assert!(!engine.has_first_attempt());
+    assert_eq!(backend.ops.get().reads, reads, "from memory: no read");
+    let forwarded = backend.forwarded.borrow().clone();
+    assert_eq!(forwarded.len(), 1);
+    assert_eq!(
+        epoch_of(&forwarded[0]),
+        accepted.epoch,
+        "at the accepted epoch"
+    );
     let receipt = backend.stored.borrow().clone().unwrap();
     assert_eq!(receipt.state_name(), "completed");
     assert_eq!(receipt.identity.receipt_id, receipt_id);
@@ -657,7 +695,12 @@ fn an_async_delivery_is_acknowledged_durable_then_delivered_by_the_alarm() {
         "the stored request goes once delivered"
     );
     assert_eq!(backend.alarm.get(), Some(receipt.expires_at));
-    let mut index: Vec<String> = backend
+    assert_eq!(
+        (backend.ops.get().writes, backend.ops.get().alarm_writes),
+        (2, 2),
+        "the outcome, and the alarm moved to retention"
+    );
+    let index: Vec<String> = backend
         .index
         .borrow()
         .iter()
@@ -666,15 +709,99 @@ fn an_async_delivery_is_acknowledged_durable_then_delivered_by_the_alarm() {
             IndexUpdate::Remove { .. } => "remove".into(),
         })
         .collect();
-    // The in-flight row goes alongside the forward, and may land last:
-    // its lower version leaves the removal standing.
-    index.sort();
-    assert_eq!(index, ["in_flight", "queued", "remove"]);
+    assert_eq!(index, ["in_flight", "remove"], "two index writes in all");
     assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
     let duplicate = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(duplicate.decision(), "duplicate", "never forwarded again");
     assert_eq!(backend.forwarded.borrow().len(), 1);
+    assert!(!block_on(engine.after_answer()), "nothing more to send");
     assert_eq!(backend.logged(), ["queued", "mismatch", "forwarded"]);
+}
+
+#[test]
+fn a_limited_route_queues_an_accepted_delivery_for_its_permit() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = Policy {
+        flow: Some(crate::flow::FlowLimits {
+            max_in_flight: Some(1),
+            rate_thousandths: None,
+        }),
+        ..async_policy(&[10_000])
+    };
+    block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(
+        backend.stored.borrow().as_ref().unwrap().state_name(),
+        "queued"
+    );
+    assert_eq!(backend.alarm.get(), Some(NOW), "due at once");
+    assert!(!engine.has_first_attempt(), "the alarm asks for the permit");
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(backend.forwarded.borrow().len(), 1);
+    assert_eq!(
+        backend.stored.borrow().as_ref().unwrap().state_name(),
+        "completed"
+    );
+}
+
+#[test]
+fn a_first_attempt_whose_lease_has_run_short_is_left_to_the_alarm() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    // The acknowledgement took most of the timeout (10 s, lease 17 s):
+    // sent now, the forward could outlast the lease and meet a takeover.
+    backend.now.set(NOW + 6_000);
+    assert!(!block_on(engine.after_answer()));
+    assert!(backend.forwarded.borrow().is_empty());
+    backend.now.set(NOW + 17_000);
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(backend.forwarded.borrow().len(), 1);
+    assert_eq!(backend.logged(), ["queued", "taken_over"]);
+
+    // A shorter wait shortens the forward's timeout by as much.
+    let engine = self::engine();
+    let backend = engine.backend();
+    block_on(engine.deliver(delivery("a"), &policy));
+    backend.now.set(NOW + 1_000);
+    assert!(block_on(engine.after_answer()));
+    assert_eq!(
+        *backend.timeouts.borrow(),
+        [9_000],
+        "it ends, with the route's 7 s margin, before the lease does"
+    );
+}
+
+#[test]
+fn a_first_attempt_finds_its_receipt_gone_or_moved_on_and_sends_nothing() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(block_on(engine.purge("object-1", true)), Ok(true));
+    assert!(!block_on(engine.after_answer()), "purged with force first");
+    assert!(backend.forwarded.borrow().is_empty());
+
+    // A restart loses the first attempt: the alarm at the lease's end
+    // takes the delivery over, under a higher epoch.
+    block_on(engine.deliver(delivery("a"), &policy));
+    let accepted = backend.stored.borrow().clone().unwrap();
+    let restarted = Engine::new(MemoryBackend::new(NOW));
+    *restarted.backend().stored.borrow_mut() = backend.stored.borrow().clone();
+    *restarted.backend().request.borrow_mut() = backend.request.borrow().clone();
+    assert!(!block_on(restarted.after_answer()));
+    block_on(restarted.on_alarm()).unwrap();
+    assert!(
+        restarted.backend().forwarded.borrow().is_empty(),
+        "the lease is live"
+    );
+    restarted.backend().now.set(NOW + 17_000);
+    block_on(restarted.on_alarm()).unwrap();
+    let forwarded = restarted.backend().forwarded.borrow();
+    assert_eq!(forwarded.len(), 1);
+    assert!(epoch_of(&forwarded[0]) > accepted.epoch);
+    assert_eq!(restarted.backend().logged(), ["taken_over"]);
 }
 
 #[test]
@@ -687,7 +814,7 @@ fn async_failures_retry_on_schedule_die_and_are_redriven() {
     }
     block_on(engine.deliver(delivery("a"), &policy));
     let alarm = || block_on(engine.on_alarm()).unwrap();
-    alarm();
+    block_on(engine.after_answer());
     assert_eq!(
         backend.stored.borrow().as_ref().unwrap().state_name(),
         "failed"
@@ -749,7 +876,7 @@ fn a_crash_mid_forward_is_taken_over_by_the_alarm_after_the_lease() {
         let gate = gated(engine.backend());
         let mut tasks = Tasks::new();
         tasks.spawn(async {
-            let _ = engine.on_alarm().await;
+            engine.after_answer().await;
             Answer::Acknowledged
         });
         assert_eq!(engine.backend().forwarded.borrow().len(), 1);
@@ -876,7 +1003,7 @@ fn async_duplicates_are_counted_and_logged_with_what_is_known() {
         2,
         "a different payload is a mismatch, not a duplicate"
     );
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     block_on(engine.deliver(delivery("a"), &policy));
     let events = backend.events.borrow();
     let of = |decision: &str| -> Vec<&DecisionLog> {
@@ -888,8 +1015,11 @@ fn async_duplicates_are_counted_and_logged_with_what_is_known() {
     };
     let duplicates = of("duplicate");
     assert_eq!(duplicates.len(), 3);
-    assert_eq!(duplicates[0].epoch, None, "queued: never forwarded yet");
     let forwarded = of("forwarded");
+    assert_eq!(
+        duplicates[0].epoch, forwarded[0].epoch,
+        "accepted in flight: the epoch of its first attempt"
+    );
     assert_eq!(duplicates[2].epoch, forwarded[0].epoch);
     assert!(
         forwarded[0].origin_ms.is_some(),
@@ -916,12 +1046,17 @@ fn a_duplicate_re_arms_the_alarm_only_when_nothing_says_it_is_set() {
     *restarted.backend().stored.borrow_mut() = backend.stored.borrow().clone();
     *restarted.backend().request.borrow_mut() = backend.request.borrow().clone();
     block_on(restarted.deliver(delivery("a"), &policy));
-    assert_eq!(restarted.backend().alarm.get(), Some(NOW), "re-armed");
+    assert_eq!(
+        restarted.backend().alarm.get(),
+        Some(NOW + 17_000),
+        "re-armed, at the lease's end"
+    );
     assert_eq!(restarted.backend().ops.get().alarm_writes, 1);
     block_on(restarted.deliver(delivery("a"), &policy));
     assert_eq!(restarted.backend().ops.get().alarm_writes, 1, "once");
 
     // A completed one needs no alarm for delivery.
+    restarted.backend().now.set(NOW + 17_000);
     block_on(restarted.on_alarm()).unwrap();
     let settled = Engine::new(MemoryBackend::new(NOW));
     *settled.backend().stored.borrow_mut() = restarted.backend().stored.borrow().clone();
@@ -934,7 +1069,7 @@ fn an_async_forward_is_signed_with_seconds() {
     let engine = engine();
     let policy = async_policy(&[10_000]);
     block_on(engine.deliver(delivery("a"), &policy));
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     let forwarded = engine.backend().forwarded.borrow();
     let sent = &forwarded[0];
     let headers = ForwardedHeaders::from_lookup(|name| get(&sent.headers, name));
@@ -981,7 +1116,7 @@ fn a_sync_receipt_whose_alarm_failed_with_the_send_gets_one_with_its_outcome() {
 }
 
 #[test]
-fn a_key_a_sync_route_left_failed_is_queued_and_delivered_once_the_route_is_async() {
+fn a_key_a_sync_route_left_failed_is_accepted_and_delivered_once_the_route_is_async() {
     let engine = engine();
     let backend = engine.backend();
     backend.answer_with(status(503));
@@ -990,8 +1125,8 @@ fn a_key_a_sync_route_left_failed_is_queued_and_delivered_once_the_route_is_asyn
     let policy = async_policy(&[10_000]);
     let answer = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(answer.decision(), "queued", "not a duplicate of a failure");
-    assert_eq!(backend.alarm.get(), Some(NOW));
-    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(backend.alarm.get(), Some(NOW + 17_000));
+    block_on(engine.after_answer());
     let receipt = backend.stored.borrow().clone().unwrap();
     assert_eq!(receipt.state_name(), "completed");
     assert!(receipt.epoch > failed_epoch);
@@ -1016,17 +1151,25 @@ fn an_async_duplicate_whose_alarm_cannot_be_set_is_not_acknowledged() {
     restarted.backend().fail_alarms.set(false);
     let answer = block_on(restarted.deliver(delivery("a"), &policy)).render();
     assert_eq!(answer.status, 202);
-    assert_eq!(restarted.backend().alarm.get(), Some(NOW));
+    assert_eq!(restarted.backend().alarm.get(), Some(NOW + 17_000));
 }
 
 #[test]
 fn an_attempt_that_cannot_set_its_next_alarm_fails_so_the_runtime_runs_it_again() {
     let engine = engine();
     let backend = engine.backend();
-    let policy = async_policy(&[10_000]);
+    let policy = async_policy(&[10_000, 10_000]);
     block_on(engine.deliver(delivery("a"), &policy));
+    // The first attempt's next alarm cannot be set: the one at its
+    // lease's end stays, and makes the next attempt.
     backend.answer_with(status(503));
     backend.fail_alarms.set(true);
+    block_on(engine.after_answer());
+    assert_eq!(backend.alarm.get(), Some(NOW + 17_000));
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "failed");
+    // An attempt the alarm made fails its handler instead.
+    backend.now.set(NOW + 17_000);
+    backend.answer_with(status(503));
     let attempt = block_on(engine.on_alarm());
     assert!(attempt.is_err(), "no alarm would ever retry it");
     backend.fail_alarms.set(false);
@@ -1045,7 +1188,7 @@ fn a_delivered_request_is_kept_until_its_outcome_is_written() {
     let gate = gated(backend);
     let mut tasks = Tasks::new();
     tasks.spawn(async {
-        let _ = engine.on_alarm().await;
+        engine.after_answer().await;
         Answer::Acknowledged
     });
     backend.fail_receipt_writes.set(true);
@@ -1095,7 +1238,7 @@ fn an_async_400_is_retried_and_give_up_statuses_end_it() {
     let backend = engine.backend();
     backend.answer_with(status(400));
     block_on(engine.deliver(delivery("a"), &async_policy(&[10_000, 60_000])));
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     let receipt = backend.stored.borrow().clone().unwrap();
     assert_eq!(receipt.state_name(), "failed");
     assert_eq!(receipt.next_attempt_at(), Some(NOW + 10_000));
@@ -1113,7 +1256,7 @@ fn an_async_400_is_retried_and_give_up_statuses_end_it() {
     }
     backend.answer_with(status(410));
     block_on(engine.deliver(delivery("a"), &policy));
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "dead");
     assert_eq!(backend.forwarded.borrow().len(), 1, "no retry");
     assert!(backend.logged().contains(&"dead"));
@@ -1133,7 +1276,7 @@ fn a_pending_delivery_keeps_its_terms_when_its_route_changes_or_goes() {
         .routes
         .borrow_mut()
         .push(("default".into(), policy(InFlightPolicy::Wait)));
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     assert_eq!(
         engine.receipt().unwrap().unwrap().next_attempt_at(),
         Some(NOW + 10_000)
@@ -1159,7 +1302,7 @@ fn each_attempt_is_signed_with_the_forward_secret_as_it_is_now() {
     let backend = engine.backend();
     backend.answer_with(status(503));
     block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     backend.set_secret("FORWARD_SECRET", "rotated-secret");
     backend.now.set(NOW + 3_600_000);
     block_on(engine.on_alarm()).unwrap();
@@ -1179,7 +1322,7 @@ fn a_receipt_stored_without_terms_takes_its_routes_then_the_defaults() {
     let engine = engine();
     let backend = engine.backend();
     backend.answer_with(status(503));
-    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    block_on(engine.deliver(delivery("a"), &queued_policy(&[10_000])));
     // As the second version stored it: no terms of its own.
     backend.stored.borrow_mut().as_mut().unwrap().terms = None;
     *engine.cache.borrow_mut() = None;
@@ -1208,7 +1351,7 @@ fn a_dead_letter_is_kept_announced_then_expired() {
     }
     backend.answer_with(status(503));
     block_on(engine.deliver(delivery("a"), &policy));
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     let day = 86_400_000;
     assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "dead");
     assert_eq!(backend.alarm.get(), Some(NOW + 9 * day));
@@ -1270,7 +1413,7 @@ fn an_async_delivery_whose_index_row_fails_is_not_acknowledged_until_a_retry_wri
     assert_eq!(ack.render().status, 202);
     assert_eq!(
         restarted.backend().index_rows(),
-        [("object-1".into(), "queued".into())],
+        [("object-1".into(), "in_flight".into())],
         "acknowledged once its row is there"
     );
     // Known written, a later duplicate costs no index write.
@@ -1298,7 +1441,7 @@ fn a_pending_delivery_is_purged_only_with_force() {
     // A dead letter needs no force.
     backend.answer_with(status(503));
     block_on(engine.deliver(delivery("a"), &policy));
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "dead");
     assert_eq!(block_on(engine.purge("object-1", false)), Ok(true));
     // One that cannot be read may be pending: it takes force too.
@@ -1318,7 +1461,7 @@ fn a_pending_delivery_is_purged_only_with_force() {
 #[test]
 fn a_queued_delivery_can_be_redriven() {
     let engine = engine();
-    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    block_on(engine.deliver(delivery("a"), &queued_policy(&[10_000])));
     let redriven = block_on(engine.redrive()).unwrap();
     assert_eq!(redriven.state_name(), "queued");
     assert_eq!(redriven.next_attempt_at(), Some(NOW));
@@ -1368,11 +1511,14 @@ fn the_sweep_puts_a_lagging_row_right_and_removes_a_ghost() {
     let engine = engine();
     let backend = engine.backend();
     block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
-    // The outcome's index write is lost: the row still says queued.
+    // The outcome's index write is lost: the row still says in flight.
     backend.fail_index.set(true);
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     backend.fail_index.set(false);
-    assert_eq!(backend.index_rows(), [("object-1".into(), "queued".into())]);
+    assert_eq!(
+        backend.index_rows(),
+        [("object-1".into(), "in_flight".into())]
+    );
     block_on(engine.wake("object-1")).unwrap();
     assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
     // A row whose object holds nothing at all (its purge's write was lost).
@@ -1405,7 +1551,7 @@ fn the_sweep_writes_a_row_the_receipt_believes_confirmed() {
     block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
     // The first attempt fails: the next is ten seconds away.
     backend.answer_with(status(500));
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     assert!(engine.receipt().unwrap().unwrap().indexed.confirmed);
     let rows = backend.index_rows();
     assert_eq!(rows.len(), 1);
@@ -1419,7 +1565,7 @@ fn the_sweep_writes_a_row_the_receipt_believes_confirmed() {
 fn a_slow_index_never_holds_an_origins_answer_unrecorded() {
     let engine = engine();
     let backend = engine.backend();
-    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    block_on(engine.deliver(delivery("a"), &queued_policy(&[10_000])));
     // The in-flight row's write hangs (a slow D1).
     let (release, gate) = oneshot::channel();
     backend.index_gates.borrow_mut().push_back(gate);
@@ -1481,7 +1627,7 @@ fn retry_jitter_spreads_attempts_within_ten_percent_of_the_schedule() {
         backend.random_seed.set(Some(seed));
         backend.answer_with(status(503));
         block_on(engine.deliver(delivery("a"), &async_policy(&[100_000])));
-        block_on(engine.on_alarm()).unwrap();
+        block_on(engine.after_answer());
         let next = engine
             .receipt()
             .unwrap()
@@ -1514,7 +1660,7 @@ fn a_redriven_receipt_starts_its_schedule_again() {
         backend.answer_with(status(503));
     }
     block_on(engine.deliver(delivery("a"), &policy));
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     backend.now.set(NOW + 10_000);
     block_on(engine.on_alarm()).unwrap();
     backend.now.set(NOW + 70_000);
@@ -1539,7 +1685,7 @@ fn a_redriven_receipt_starts_its_schedule_again() {
 fn an_outcome_that_cannot_be_stored_leaves_the_row_as_the_receipt_still_is() {
     let engine = engine();
     let backend = engine.backend();
-    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    block_on(engine.deliver(delivery("a"), &queued_policy(&[10_000])));
     let origin = gated(backend);
     let mut alarm = Box::pin(engine.on_alarm());
     assert!(
@@ -1573,7 +1719,7 @@ fn a_redrive_whose_alarm_cannot_be_set_is_listed_for_the_sweep() {
     let backend = engine.backend();
     backend.answer_with(status(503));
     block_on(engine.deliver(delivery("a"), &async_policy(&[])));
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     assert_eq!(backend.index_rows(), [("object-1".into(), "dead".into())]);
     // Alarms fail: the operator hears of it, and the delivery is queued
     // again with a row that says so (due now), which the sweep wakes;
@@ -1679,7 +1825,7 @@ fn a_forward_held_by_its_index_write_answers_no_waiter_of_a_later_life() {
 fn a_late_index_write_confirms_only_the_row_last_planned() {
     let engine = engine();
     let backend = engine.backend();
-    let policy = async_policy(&[10_000]);
+    let policy = queued_policy(&[10_000]);
     block_on(engine.deliver(delivery("a"), &policy));
     // The first life's attempt: its in-flight row is slow, and so is the
     // origin.
@@ -1721,7 +1867,7 @@ fn a_duplicate_is_acknowledged_only_while_its_receipt_is_held() {
     block_on(engine.deliver(delivery("a"), &policy));
     // Delivered, but its row's removal is lost: the receipt says so.
     backend.fail_index.set(true);
-    block_on(engine.on_alarm()).unwrap();
+    block_on(engine.after_answer());
     backend.fail_index.set(false);
     assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
     // A duplicate writes the row first, slowly.
@@ -1745,5 +1891,8 @@ fn a_duplicate_is_acknowledged_only_while_its_receipt_is_held() {
     assert_eq!(answer.render().status, 503);
     let retried = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(retried.decision(), "duplicate");
-    assert_eq!(backend.index_rows(), [("object-1".into(), "queued".into())]);
+    assert_eq!(
+        backend.index_rows(),
+        [("object-1".into(), "in_flight".into())]
+    );
 }

@@ -142,6 +142,9 @@ enum Kind {
     },
     /// The sweep's wake.
     Wake,
+    /// The first attempt of an async delivery its object just accepted in
+    /// flight, run after the answer as the Worker's object runs it.
+    FirstAttempt,
     Purge {
         force: bool,
     },
@@ -195,6 +198,8 @@ pub struct Explored {
     pub deliveries: u64,
     pub forwards: u64,
     pub acknowledged: u64,
+    /// Acknowledged deliveries whose first attempt the accepting call sent.
+    pub first_attempts: u64,
     pub wakes: u64,
     pub crashes: u64,
     pub alarms_refused: u64,
@@ -211,6 +216,7 @@ impl Explored {
         self.deliveries += other.deliveries;
         self.forwards += other.forwards;
         self.acknowledged += other.acknowledged;
+        self.first_attempts += other.first_attempts;
         self.wakes += other.wakes;
         self.crashes += other.crashes;
         self.alarms_refused += other.alarms_refused;
@@ -242,6 +248,8 @@ pub struct Simulation {
     orphans: std::cell::Cell<u64>,
     /// Per key, whether the operator's last re-drive went unanswered.
     redrives_owed: Rc<RefCell<Vec<bool>>>,
+    /// First attempts the accepting calls sent, counted as they run.
+    first_attempts_sent: Rc<std::cell::Cell<u64>>,
     explored: Explored,
     /// Whether the run goes on after a violation.
     go_on: bool,
@@ -350,6 +358,7 @@ impl Simulation {
             unacknowledged: vec![Vec::new(); KEYS],
             redrives_owed: Rc::new(RefCell::new(vec![false; KEYS])),
             orphans: std::cell::Cell::new(0),
+            first_attempts_sent: Rc::default(),
             explored: Explored::default(),
             go_on: false,
             trace: std::env::var_os("SIM_TRACE").is_some(),
@@ -1103,6 +1112,20 @@ impl Simulation {
             if let (Some(answer), false) = (answer, crashed) {
                 self.check_answer(index, &answer);
             }
+            let engine = self.engines[key].clone();
+            if !crashed && engine.has_first_attempt() {
+                let sent = self.first_attempts_sent.clone();
+                self.spawn(
+                    key,
+                    Kind::FirstAttempt,
+                    Box::pin(async move {
+                        if engine.after_answer().await {
+                            sent.set(sent.get() + 1);
+                        }
+                        None
+                    }),
+                );
+            }
         }
         if crashed {
             self.restart_crashed();
@@ -1236,6 +1259,7 @@ pub fn explore(
     for seed in seeds {
         let mut simulation = Simulation::new(seed);
         let found = simulation.run(steps, defect.is_some());
+        simulation.explored.first_attempts = simulation.first_attempts_sent.get();
         total.add(&simulation.explored);
         let caught = wanted.is_some_and(|wanted| {
             found
@@ -1398,13 +1422,14 @@ mod tests {
         let (violations, explored) = crate::within(600, move || explore(seeds, steps(), None));
         println!(
             "simulation: {count} schedules in {:.1} s, {} steps, {} deliveries ({} acknowledged), \
-             {} forwards, {} sweep wakes; faults: {} crashes, {} alarms refused, {} alarms \
+             {} forwards ({} first attempts after an acknowledgement), {} sweep wakes; faults: {} crashes, {} alarms refused, {} alarms \
              dropped, {} index writes failed, {} late, {} lost; {} sync receipts orphaned",
             started.elapsed().as_secs_f64(),
             explored.steps,
             explored.deliveries,
             explored.acknowledged,
             explored.forwards,
+            explored.first_attempts,
             explored.wakes,
             explored.crashes,
             explored.alarms_refused,
