@@ -122,10 +122,10 @@ impl<B: Backend> Engine<B> {
                 // lease's end, where it takes the delivery over if this
                 // object dies mid-forward. A limited route queues the
                 // delivery for its permit instead.
+                let terms = self.terms_of(&receipt);
                 let first_epoch = match policy.flow {
-                    None => {
+                    None if terms.origin_timeout_ms <= FIRST_ATTEMPT_MAX_TIMEOUT_MS => {
                         let epoch = self.new_epoch(&receipt, now);
-                        let terms = self.terms_of(&receipt);
                         receipt.begin_forward(epoch, now, terms.lease_ms, terms.retention_ms);
                         Some(epoch)
                     }
@@ -138,7 +138,6 @@ impl<B: Backend> Engine<B> {
                 let index = self.plan_index(&mut receipt);
                 let receipt_id = receipt.identity.receipt_id.clone();
                 trace.receipt_id = Some(receipt_id.clone());
-                trace.epoch = first_epoch;
                 let stored = StoredRequest {
                     method: delivery.request.method,
                     url: delivery.request.url,
@@ -158,6 +157,15 @@ impl<B: Backend> Engine<B> {
                 if is_active(Mutation::QueueWithoutAlarm) {
                     return Answer::Queued(ack(receipt_id, "queued"));
                 }
+                // Durable, the delivery is sent whether or not it can be
+                // acknowledged below (its sender then retries, and finds it).
+                if let Some(epoch) = first_epoch {
+                    *self.first_attempt.borrow_mut() = Some(FirstAttempt {
+                        receipt_id: receipt_id.clone(),
+                        epoch,
+                        request: stored,
+                    });
+                }
                 // Acknowledged only once the alarm is set and the index row
                 // (which the sweep reads, should alarms fail) is written.
                 let index = match is_active(Mutation::AcknowledgeWithoutIndexRow) {
@@ -175,13 +183,20 @@ impl<B: Backend> Engine<B> {
                         message: "the receipt index did not take its row".into(),
                     });
                 }
-                if let Some(epoch) = first_epoch {
-                    *self.first_attempt.borrow_mut() = Some(FirstAttempt {
-                        receipt_id: receipt_id.clone(),
-                        epoch,
-                        request: stored,
+                // A purge may have taken the receipt while its row was
+                // written, and another delivery stored a new life: the
+                // sender retries instead.
+                let held = self.with_receipt(|receipt| {
+                    receipt
+                        .as_ref()
+                        .is_some_and(|receipt| receipt.identity.receipt_id == receipt_id)
+                });
+                if held != Ok(true) {
+                    return Answer::Rejected(Problem::NotAcknowledged {
+                        message: "the receipt changed while it was acknowledged".into(),
                     });
                 }
+                trace.epoch = first_epoch;
                 // To its sender the delivery is queued: accepted, not yet
                 // delivered.
                 Answer::Queued(ack(receipt_id, "queued"))
@@ -229,6 +244,14 @@ impl<B: Backend> Engine<B> {
             .origin_timeout_ms
             .min(lease_expires_at.saturating_sub(margin).saturating_sub(now));
         if timeout_ms < terms.origin_timeout_ms / 2 || timeout_ms == 0 {
+            // Not sent, so not in flight: queued for the alarm at once
+            // (its attempt gets the whole timeout, and a new epoch).
+            let mut queued = receipt;
+            queued.unsend(first.epoch, now);
+            let index = self.plan_index(&mut queued);
+            if self.store(queued).is_ok() {
+                let _ = join(self.set_alarm(now), self.write_index(index)).await;
+            }
             return false;
         }
         let attempt = Attempt {
@@ -563,6 +586,14 @@ impl<B: Backend> Engine<B> {
         Ok(receipt)
     }
 }
+
+/// The longest origin timeout a first attempt is made with by the call
+/// that accepted its delivery: it runs after that call has answered, and
+/// an object that no client is waiting on may be evicted after about 70
+/// seconds (the alarm handler that makes every other attempt has 15
+/// minutes). A route with a longer timeout queues its deliveries for the
+/// alarm.
+const FIRST_ATTEMPT_MAX_TIMEOUT_MS: u64 = 60_000;
 
 /// An attempt that has not yet stored its receipt in flight.
 struct Starting<'a>(&'a std::cell::Cell<bool>);

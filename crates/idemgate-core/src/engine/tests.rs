@@ -745,7 +745,7 @@ fn a_limited_route_queues_an_accepted_delivery_for_its_permit() {
 }
 
 #[test]
-fn a_first_attempt_whose_lease_has_run_short_is_left_to_the_alarm() {
+fn a_first_attempt_whose_lease_has_run_short_is_queued_for_the_alarm() {
     let engine = engine();
     let backend = engine.backend();
     let policy = async_policy(&[10_000]);
@@ -755,10 +755,20 @@ fn a_first_attempt_whose_lease_has_run_short_is_left_to_the_alarm() {
     backend.now.set(NOW + 6_000);
     assert!(!block_on(engine.after_answer()));
     assert!(backend.forwarded.borrow().is_empty());
-    backend.now.set(NOW + 17_000);
+    let queued = backend.stored.borrow().clone().unwrap();
+    assert_eq!(queued.state_name(), "queued", "not sent, so not in flight");
+    assert!(
+        queued.attempts.is_empty(),
+        "the unsent attempt is forgotten"
+    );
+    assert_eq!(backend.alarm.get(), Some(NOW + 6_000), "due at once");
+    assert_eq!(backend.index_rows(), [("object-1".into(), "queued".into())]);
     block_on(engine.on_alarm()).unwrap();
-    assert_eq!(backend.forwarded.borrow().len(), 1);
-    assert_eq!(backend.logged(), ["queued", "taken_over"]);
+    let forwarded = backend.forwarded.borrow();
+    assert_eq!(forwarded.len(), 1);
+    assert!(epoch_of(&forwarded[0]) > queued.epoch, "a new epoch");
+    assert_eq!(*backend.timeouts.borrow(), [10_000], "the whole timeout");
+    assert_eq!(backend.logged(), ["queued", "forwarded"], "no takeover");
 
     // A shorter wait shortens the forward's timeout by as much.
     let engine = self::engine();
@@ -774,6 +784,46 @@ fn a_first_attempt_whose_lease_has_run_short_is_left_to_the_alarm() {
 }
 
 #[test]
+fn a_delivery_refused_after_it_was_stored_is_still_sent_at_once() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    backend.fail_index.set(true);
+    let refused = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(refused.render().status, 503, "not acknowledged");
+    backend.fail_index.set(false);
+    assert!(
+        block_on(engine.after_answer()),
+        "durable: sent, not left for the lease's end"
+    );
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
+    let retried = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(
+        (retried.decision(), retried.render().status),
+        ("duplicate", 202)
+    );
+    assert_eq!(backend.forwarded.borrow().len(), 1);
+}
+
+#[test]
+fn a_route_whose_timeout_outlasts_an_idle_object_queues_for_the_alarm() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = Policy {
+        origin_timeout_ms: 120_000,
+        lease_ms: 125_000,
+        ..async_policy(&[10_000])
+    };
+    block_on(engine.deliver(delivery("a"), &policy));
+    assert!(!engine.has_first_attempt());
+    assert_eq!(
+        backend.stored.borrow().as_ref().unwrap().state_name(),
+        "queued"
+    );
+    assert_eq!(backend.alarm.get(), Some(NOW));
+}
+
+#[test]
 fn a_first_attempt_finds_its_receipt_gone_or_moved_on_and_sends_nothing() {
     let engine = engine();
     let backend = engine.backend();
@@ -783,8 +833,26 @@ fn a_first_attempt_finds_its_receipt_gone_or_moved_on_and_sends_nothing() {
     assert!(!block_on(engine.after_answer()), "purged with force first");
     assert!(backend.forwarded.borrow().is_empty());
 
+    // Purged, then a new life the first attempt does not know (its route
+    // made sync meanwhile): the first attempt is not that life's.
+    block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(block_on(engine.purge("object-1", true)), Ok(true));
+    backend.now.set(NOW + 1);
+    let sync = self::policy(InFlightPolicy::Wait);
+    let gate = gated(backend);
+    let mut tasks = Tasks::new();
+    tasks.spawn(engine.deliver(delivery("a"), &sync));
+    assert_eq!(backend.forwarded.borrow().len(), 1, "the sync forward");
+    assert!(!block_on(engine.after_answer()), "moved on: nothing sent");
+    assert_eq!(backend.forwarded.borrow().len(), 1);
+    gate.send(created("ok")).unwrap();
+    tasks.run();
+    drop(tasks);
+    backend.forwarded.borrow_mut().clear();
+
     // A restart loses the first attempt: the alarm at the lease's end
     // takes the delivery over, under a higher epoch.
+    assert_eq!(block_on(engine.purge("object-1", true)), Ok(true));
     block_on(engine.deliver(delivery("a"), &policy));
     let accepted = backend.stored.borrow().clone().unwrap();
     let restarted = Engine::new(MemoryBackend::new(NOW));
@@ -796,7 +864,8 @@ fn a_first_attempt_finds_its_receipt_gone_or_moved_on_and_sends_nothing() {
         restarted.backend().forwarded.borrow().is_empty(),
         "the lease is live"
     );
-    restarted.backend().now.set(NOW + 17_000);
+    // Accepted a millisecond after the start: its lease ends 17 s later.
+    restarted.backend().now.set(NOW + 1 + 17_000);
     block_on(restarted.on_alarm()).unwrap();
     let forwarded = restarted.backend().forwarded.borrow();
     assert_eq!(forwarded.len(), 1);

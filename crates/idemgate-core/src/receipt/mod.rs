@@ -234,6 +234,24 @@ impl Receipt {
         self.expires_at = now.saturating_add(retention_ms);
     }
 
+    /// Async: the forward begun at `epoch` was never sent (its lease ran
+    /// short before it could be): its attempt is forgotten and the receipt
+    /// queued for an attempt at once, which takes a new epoch. The epoch
+    /// stays as the floor of the next one.
+    pub fn unsend(&mut self, epoch: u64, now: u64) {
+        if self
+            .attempts
+            .last()
+            .is_some_and(|attempt| attempt.epoch == epoch && attempt.ended_at.is_none())
+        {
+            self.attempts.pop();
+        }
+        self.state = ReceiptState::Queued {
+            next_attempt_at: now,
+        };
+        self.updated_at = now;
+    }
+
     /// Async: the next attempt waits for a flow-control permit until `at`
     /// (when it asks again, unless woken first); its schedule is kept. A
     /// receipt whose lease ended (its attempt's outcome unknown) is queued.
