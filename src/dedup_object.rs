@@ -120,9 +120,13 @@ impl DedupObject {
             // once this answer (the acknowledgement) has left. Should the
             // object die first, the alarm at the lease's end takes it over.
             let engine = self.engine.clone();
-            self.state.wait_until(async move {
+            let attempt = worker::wasm_bindgen_futures::future_to_promise(async move {
                 engine.after_answer().await;
+                Ok(JsValue::UNDEFINED)
             });
+            // The promise runs either way; the runtime's waitUntil (which
+            // `State::wait_until` unwraps) may only keep it company.
+            let _ = self.state.as_raw().wait_until(&attempt);
         }
         let (reply, body) = ObjectReply::encode(reply);
         Ok(Array::of2(&reply.into(), &Uint8Array::from(body.as_slice())).into())
