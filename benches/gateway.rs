@@ -120,6 +120,21 @@ where
 }
 
 pub(crate) async fn stats(gateway: &Gateway) -> Value {
+    // A gateway that stopped answering says why in its log, which goes
+    // with its temporary directory when the bench ends.
+    let health = support::client()
+        .get(gateway.url("/__idemgate/health"))
+        .send()
+        .await;
+    if let Err(error) = health {
+        let log = gateway.log();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        panic!(
+            "the gateway stopped answering ({error}); the end of its log:\n{}",
+            tail.join("\n")
+        );
+    }
     support::read_stats(gateway, ADMIN_TOKEN).await
 }
 
