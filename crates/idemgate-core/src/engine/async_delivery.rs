@@ -91,18 +91,8 @@ impl<B: Backend> Engine<B> {
                         message: "the receipt index did not take its row".into(),
                     });
                 }
-                // A purge or an expiry may have taken the receipt while its
-                // row was written, and another attempt stored a new life,
-                // which nothing says is listed: the sender retries instead.
-                let held = self.with_receipt(|receipt| {
-                    receipt
-                        .as_ref()
-                        .is_some_and(|receipt| receipt.identity.receipt_id == receipt_id)
-                });
-                if held != Ok(true) {
-                    return Answer::Rejected(Problem::NotAcknowledged {
-                        message: "the receipt changed while it was acknowledged".into(),
-                    });
+                if let Some(refused) = self.refuse_if_moved_on(&receipt_id) {
+                    return refused;
                 }
                 Answer::Duplicate(ack(receipt_id, state))
             }
@@ -183,18 +173,8 @@ impl<B: Backend> Engine<B> {
                         message: "the receipt index did not take its row".into(),
                     });
                 }
-                // A purge may have taken the receipt while its row was
-                // written, and another delivery stored a new life: the
-                // sender retries instead.
-                let held = self.with_receipt(|receipt| {
-                    receipt
-                        .as_ref()
-                        .is_some_and(|receipt| receipt.identity.receipt_id == receipt_id)
-                });
-                if held != Ok(true) {
-                    return Answer::Rejected(Problem::NotAcknowledged {
-                        message: "the receipt changed while it was acknowledged".into(),
-                    });
+                if let Some(refused) = self.refuse_if_moved_on(&receipt_id) {
+                    return refused;
                 }
                 trace.epoch = first_epoch;
                 // To its sender the delivery is queued: accepted, not yet
@@ -202,6 +182,23 @@ impl<B: Backend> Engine<B> {
                 Answer::Queued(ack(receipt_id, "queued"))
             }
         }
+    }
+
+    /// The refusal of an acknowledgement whose receipt is no longer held:
+    /// a purge or an expiry may have taken it while its row was written,
+    /// and another delivery stored a new life, which nothing says is
+    /// listed. The sender retries instead.
+    fn refuse_if_moved_on(&self, receipt_id: &str) -> Option<Answer> {
+        let held = self.with_receipt(|receipt| {
+            receipt
+                .as_ref()
+                .is_some_and(|receipt| receipt.identity.receipt_id == receipt_id)
+        });
+        (held != Ok(true)).then(|| {
+            Answer::Rejected(Problem::NotAcknowledged {
+                message: "the receipt changed while it was acknowledged".into(),
+            })
+        })
     }
 
     /// Whether an acknowledged delivery's first attempt waits for
