@@ -2,6 +2,8 @@
 //! problem. Everything here is pure; the Worker's `gateway` does the I/O
 //! around it (reading the body, calling the Durable Object, proxying).
 
+use std::borrow::Cow;
+
 use sha2::{Digest, Sha256};
 
 use crate::canonical::{body_sha256, is_json_media_type, read_json, sha256_hex, Fingerprint};
@@ -305,10 +307,16 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
     let canonical_hash = body_sha256(json.as_ref().map(CanonicalBody::canonical), inbound.body);
     let fingerprint = Fingerprint::of_request(inbound.method, inbound.query, &canonical_hash);
     // On a signed route, `body-sha256` hashes what the signature covers,
-    // whatever the (unsigned) Content-Type says (SPEC §3, v3).
-    let key_hash = match route.signature_scheme.body_for_key(&signed) {
-        Some(signed_bytes) => sha256_hex(&signed_bytes),
-        None => canonical_hash.clone(),
+    // whatever the (unsigned) Content-Type says (SPEC §3, v3): the raw
+    // body's hash, already made, for a scheme that signs the body. Only a
+    // route whose key sources read it pays for it.
+    let key_hash = match reads(|part| *part == KeyPart::BodySha256) {
+        false => String::new(),
+        true => match route.signature_scheme.body_for_key(&signed) {
+            Some(Cow::Borrowed(_)) => authenticated.raw_body_sha256().to_string(),
+            Some(Cow::Owned(signed_fields)) => sha256_hex(&signed_fields),
+            None => canonical_hash.clone(),
+        },
     };
     let input = |body_sha256| KeyInput {
         headers: inbound.headers,

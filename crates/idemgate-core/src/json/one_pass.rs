@@ -131,7 +131,7 @@ impl Token {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Found<'a> {
     Absent,
     Text(Cow<'a, str>),
@@ -214,16 +214,6 @@ impl<'a> OnePass<'a> {
         self.verbatim_from = self.reader.at;
     }
 
-    /// The pointer that names the value about to be read, if any.
-    fn wanted_here(&self) -> Option<usize> {
-        if self.untracked > 0 {
-            return None;
-        }
-        self.wanted
-            .iter()
-            .position(|wanted| wanted.matches(&self.path))
-    }
-
     /// Whether the children of a container are followed: only while some
     /// pointer may still name one of them.
     fn follows_children(&self) -> bool {
@@ -234,7 +224,6 @@ impl<'a> OnePass<'a> {
     }
 
     fn value(&mut self, depth: usize) -> Result<(), JsonError> {
-        let wanted = self.wanted_here();
         let found = match self.reader.peek() {
             None => return Err(self.reader.error("EOF while parsing a value")),
             Some(b'n') => self.reader.literal(b"null").map(|()| Found::Absent)?,
@@ -253,8 +242,14 @@ impl<'a> OnePass<'a> {
             Some(b'{') => self.object(depth + 1).map(|()| Found::Other)?,
             Some(_) => return Err(self.reader.error("expected value")),
         };
-        if let Some(index) = wanted {
-            self.wanted[index].found = found;
+        // Every pointer that names this value (two spellings may: `/1`
+        // and `/+1` read the same item); the path is again the value's.
+        if self.untracked == 0 {
+            for wanted in &mut self.wanted {
+                if wanted.matches(&self.path) {
+                    wanted.found = found.clone();
+                }
+            }
         }
         Ok(())
     }
@@ -518,6 +513,16 @@ mod tests {
             read(br#""k-1""#, &[""]).unwrap().lookup(""),
             Pointed::Text("k-1")
         );
+    }
+
+    #[test]
+    fn two_spellings_of_one_pointer_both_find_it() {
+        agrees(
+            r#"{"items":[{"id":7},{"id":8}]}"#,
+            &["/items/1/id", "/items/+1/id"],
+        );
+        let body = read(br#"[5,6]"#, &["/1", "/+1"]).unwrap();
+        assert_eq!(body.lookup("/+1"), Pointed::Text("6"));
     }
 
     #[test]
