@@ -150,6 +150,7 @@ impl Scheme for Adyen {
     }
 }
 
+#[cfg_attr(not(feature = "sign"), allow(dead_code))] // used by `sign` alone
 fn member_mut<'v, 'a>(value: &'v mut Json<'a>, name: &str) -> Option<&'v mut Json<'a>> {
     match value {
         Json::Object(members) => members
