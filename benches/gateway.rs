@@ -10,7 +10,8 @@
 //! of the scaling curve (default 4,000); `BENCH_ONLY=drain`,
 //! `BENCH_ONLY=bodies`, `BENCH_ONLY=scaling` or `BENCH_ONLY=storms` (100 x
 //! 100 storms under the command, `STORM_REPEATS` of them, with their
-//! failures by kind) runs only that part.
+//! failures by kind) or `BENCH_ONLY=cpu` (the isolate CPU table alone,
+//! `CPU_ROUNDS` times) runs only that part.
 
 #[path = "support/bodies.rs"]
 mod bodies;
@@ -827,6 +828,27 @@ async fn storms_only() -> Value {
     Value::Array(storms)
 }
 
+/// The isolate's CPU per kind, idemgate's and the reference's under the
+/// command, `CPU_ROUNDS` times (default 1), each round with fresh gateways:
+/// the CPU table alone, for comparing two builds in minutes.
+async fn cpu_only(seconds: u64) -> Value {
+    let rounds = number_from_env("CPU_ROUNDS", 1);
+    let origin = TestOrigin::start().await;
+    let mut measured = Vec::new();
+    for round in 0..rounds {
+        eprintln!("bench: cpu round {round}: idemgate");
+        let gateway = command_gateway(&origin).await;
+        let ours = throughput(&gateway, seconds).await;
+        drop(gateway);
+        eprintln!("bench: cpu round {round}: the reference worker");
+        let reference = Gateway::start_reference(&origin.url(), true).await;
+        let theirs = throughput(&reference, seconds).await;
+        drop(reference);
+        measured.push(json!({ "throughput": ours, "reference": { "throughput": theirs } }));
+    }
+    Value::Array(measured)
+}
+
 /// Throughput and storms against one running gateway.
 async fn run_setup(origin: &TestOrigin, gateway: &Gateway, setup: &str, seconds: u64) -> Value {
     eprintln!("bench ({setup}): throughput, {seconds} s per kind");
@@ -865,10 +887,16 @@ fn main() {
             "bodies" => runtime.block_on(bodies::bodies()),
             "scaling" => runtime.block_on(scaling::scaling(scaling_keys)),
             "storms" => runtime.block_on(storms_only()),
-            other => panic!("BENCH_ONLY={other}: drain, bodies, scaling or storms"),
+            "cpu" => runtime.block_on(cpu_only(seconds)),
+            other => panic!("BENCH_ONLY={other}: drain, bodies, scaling, storms or cpu"),
         };
         match part.as_str() {
             "storms" => println!("{}", serde_json::to_string_pretty(&measured).unwrap()),
+            "cpu" => measured
+                .as_array()
+                .unwrap()
+                .iter()
+                .for_each(print_isolate_cpu),
             "drain" => drain::print(&measured),
             "scaling" => scaling::print(&measured),
             _ => bodies::print(&measured),
@@ -878,10 +906,10 @@ fn main() {
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_else(|| json!({}));
         // The repeated storms keep the full run's own storms.
-        let name = if part == "storms" {
-            "storm_repeats"
-        } else {
-            part.as_str()
+        let name = match part.as_str() {
+            "storms" => "storm_repeats",
+            "cpu" => "cpu_rounds",
+            _ => part.as_str(),
         };
         results[name] = measured;
         std::fs::create_dir_all(&folder).unwrap();
