@@ -145,8 +145,8 @@ async fn deduplicate(
         Ok(Authentication::Done(authenticated)) => authenticated,
         // Before any Durable Object is touched, like every other check.
         Ok(Authentication::Pending(pending)) => {
-            let verified = crate::public_key::any_verifies(pending.checks()).await;
-            match pending.complete(verified) {
+            let checked = crate::public_key::check_all(pending.checks()).await;
+            match pending.complete(checked) {
                 Ok(authenticated) => authenticated,
                 Err(problem) => return Ok(Err(problem)),
             }

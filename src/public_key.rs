@@ -11,6 +11,7 @@ use wasm_bindgen::prelude::*;
 use worker::js_sys::{self, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
 
+use idemgate_core::pipeline::PublicKeyChecked;
 use idemgate_core::signature::x509;
 use idemgate_core::signature::{PublicKey, PublicKeyAlgorithm, PublicKeyCheck};
 
@@ -56,22 +57,24 @@ thread_local! {
     static CERTIFICATES: RefCell<HashMap<String, (Vec<u8>, u64)>> = RefCell::new(HashMap::new());
 }
 
-/// Whether any of `checks` verifies.
-pub async fn any_verifies(checks: &[PublicKeyCheck]) -> bool {
+/// What `checks` come to, checked one after the other until one verifies.
+pub async fn check_all(checks: &[PublicKeyCheck]) -> PublicKeyChecked {
+    let mut all = PublicKeyChecked::Rejected;
     for check in checks {
-        if verifies(check).await {
-            return true;
+        all = all.max(check_one(check).await);
+        if all == PublicKeyChecked::Verified {
+            break;
         }
     }
-    false
+    all
 }
 
-async fn verifies(check: &PublicKeyCheck) -> bool {
+async fn check_one(check: &PublicKeyCheck) -> PublicKeyChecked {
     let key = match &check.key {
         PublicKey::Raw(bytes) => bytes.clone(),
         PublicKey::Certificate { url } => match certificate_key(url).await {
-            Some(spki) => spki,
-            None => return false,
+            Ok(spki) => spki,
+            Err(unusable) => return unusable,
         },
     };
     let algorithm = match check.algorithm {
@@ -85,19 +88,25 @@ async fn verifies(check: &PublicKeyCheck) -> bool {
         &Uint8Array::from(check.signature.as_slice()),
         &Uint8Array::from(check.message.as_slice()),
     );
-    match verdict {
+    let verified = match verdict {
         Ok(promise) => JsFuture::from(promise)
             .await
             .ok()
             .and_then(|value| value.as_bool())
             .unwrap_or(false),
         Err(_) => false,
+    };
+    match verified {
+        true => PublicKeyChecked::Verified,
+        false => PublicKeyChecked::Rejected,
     }
 }
 
 /// The public key of the certificate at `url` (an allowed host's, which
-/// the core checked), fetched once a day per isolate.
-async fn certificate_key(url: &str) -> Option<Vec<u8>> {
+/// the core checked), fetched once a day per isolate. A certificate that
+/// could not be fetched (no answer, or not 2xx) is `KeyUnavailable`; one
+/// that is not a certificate, `Rejected`.
+async fn certificate_key(url: &str) -> Result<Vec<u8>, PublicKeyChecked> {
     let now = worker::Date::now().as_millis();
     let cached = CERTIFICATES.with(|certificates| {
         certificates
@@ -106,13 +115,17 @@ async fn certificate_key(url: &str) -> Option<Vec<u8>> {
             .filter(|(_, at)| now.saturating_sub(*at) < CERTIFICATE_TTL_MS)
             .map(|(spki, _)| spki.clone())
     });
-    if cached.is_some() {
-        return cached;
+    if let Some(spki) = cached {
+        return Ok(spki);
     }
-    let fetched = JsFuture::from(fetch_certificate(url).ok()?).await.ok()?;
+    let unavailable = |_| PublicKeyChecked::KeyUnavailable;
+    let fetched = JsFuture::from(fetch_certificate(url).map_err(unavailable)?)
+        .await
+        .map_err(unavailable)?;
     let pem = Uint8Array::new(&fetched).to_vec();
-    let der = x509::der_of(&pem)?;
-    let spki = x509::subject_public_key_info(&der)?.to_vec();
+    let spki = x509::der_of(&pem)
+        .and_then(|der| x509::subject_public_key_info(&der).map(<[u8]>::to_vec))
+        .ok_or(PublicKeyChecked::Rejected)?;
     CERTIFICATES.with(|certificates| {
         let mut certificates = certificates.borrow_mut();
         if certificates.len() >= MAX_CERTIFICATES {
@@ -120,5 +133,5 @@ async fn certificate_key(url: &str) -> Option<Vec<u8>> {
         }
         certificates.insert(url.to_string(), (spki.clone(), now));
     });
-    Some(spki)
+    Ok(spki)
 }

@@ -269,6 +269,7 @@ fn main() {
         flow::forty_deliveries_at_ten_per_second_take_over_two_and_a_half_seconds,
         flow::a_sync_delivery_over_the_limit_is_429_and_a_retry_goes_through,
         providers::a_paypal_certificate_is_fetched_only_from_an_allowed_host,
+        providers::a_paypal_certificate_that_cannot_be_fetched_yet_is_retried,
         send::every_provider_is_sent_signed_forwarded_once_and_replayed,
         routes::an_unrouted_path_is_404_whatever_the_method,
         routes::a_path_that_cannot_be_normalised_is_400,

@@ -695,6 +695,41 @@ pub async fn a_paypal_certificate_is_fetched_only_from_an_allowed_host(world: &'
     );
 }
 
+/// A genuine PayPal delivery whose certificate cannot be fetched yet is
+/// answered 503, not refused as forged: nothing is forwarded or stored, and
+/// the sender's retry, once the host answers, is forwarded once.
+pub async fn a_paypal_certificate_that_cannot_be_fetched_yet_is_retried(world: &'static World) {
+    let gateway = world.gateway(Profile::Routes).await;
+    let origin = world.origin.url();
+    let run = now();
+    let body = format!(r#"{{"id":"WH-down-{run}","event_type":"PAYMENT.CAPTURE.COMPLETED"}}"#);
+    let mut delivery = signed(&origin, "paypal", PAYPAL_WEBHOOK_ID, &body, now());
+    let certificate = format!("/certs/fail-first/1/paypal-{run}.pem");
+    for (name, value) in &mut delivery.headers {
+        if name == "PAYPAL-CERT-URL" {
+            *value = format!("{origin}{certificate}");
+        }
+    }
+    let url = gateway.url("/p/paypal/certificate-down");
+    let first = send(&url, JSON, &delivery.headers, &body).await;
+    first.assert_problem(503, "signing-key-unavailable");
+    assert_eq!(world.origin.count(&certificate), 1, "the host was asked");
+    assert_eq!(
+        world.origin.count("/p/paypal/certificate-down"),
+        0,
+        "nothing forwarded"
+    );
+    let retry = send(&url, JSON, &delivery.headers, &body).await;
+    assert_eq!(
+        retry.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&retry.body)
+    );
+    assert!(!retry.replayed(), "nothing was stored the first time");
+    assert_eq!(world.origin.count("/p/paypal/certificate-down"), 1);
+}
+
 /// A signed delivery is one key per route (the path is not signed): the
 /// same genuine event sent to other spellings or sub-paths of the route is
 /// a replay, never a new forward.

@@ -262,15 +262,33 @@ impl<'a> PendingAuthentication<'a> {
         &self.checks
     }
 
-    /// The runtime's result: whether any check verified.
-    pub fn complete(self, verified: bool) -> Result<Authenticated<'a>, Problem> {
-        match verified {
-            true => Ok(self.authenticated),
-            false => Err(Problem::BadSignature {
+    /// The runtime's result of [`PendingAuthentication::checks`].
+    pub fn complete(self, checked: PublicKeyChecked) -> Result<Authenticated<'a>, Problem> {
+        match checked {
+            PublicKeyChecked::Verified => Ok(self.authenticated),
+            PublicKeyChecked::Rejected => Err(Problem::BadSignature {
                 reason: "mismatch: no signature matches the body".into(),
             }),
+            PublicKeyChecked::KeyUnavailable => Err(Problem::SigningKeyUnavailable),
         }
     }
+}
+
+/// What the runtime found of a delivery's public-key signatures, ordered
+/// so that the greatest of its checks' results is the delivery's: any one
+/// that verified passes it, and a key that could not be fetched leaves it
+/// undecided rather than forged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PublicKeyChecked {
+    /// None verified, with every key at hand: forged, or signed with
+    /// another key.
+    Rejected,
+    /// None verified, and a certificate could not be fetched: a genuine
+    /// delivery must not be refused as forged for its host's outage, so it
+    /// is answered 503 and its sender retries.
+    KeyUnavailable,
+    /// It verified.
+    Verified,
 }
 
 /// Steps 4 and 5: key, fingerprint and scope. The first failing check
@@ -718,6 +736,27 @@ mod tests {
             "bad-signature",
             "no body parsing before authentication"
         );
+    }
+
+    #[test]
+    fn a_certificate_that_could_not_be_fetched_is_retryable_not_forged() {
+        use PublicKeyChecked::{KeyUnavailable, Rejected, Verified};
+        for (checks, all) in [
+            (vec![], Rejected),
+            (vec![Rejected, Rejected], Rejected),
+            (vec![KeyUnavailable], KeyUnavailable),
+            (vec![Rejected, KeyUnavailable], KeyUnavailable),
+            (vec![KeyUnavailable, Verified], Verified),
+            (vec![Verified, Rejected], Verified),
+        ] {
+            let found = checks.iter().copied().max().unwrap_or(Rejected);
+            assert_eq!(found, all, "{checks:?}");
+        }
+        let unavailable = Problem::SigningKeyUnavailable;
+        assert_eq!(unavailable.status(), 503);
+        assert_eq!(unavailable.name(), "signing-key-unavailable");
+        assert_eq!(unavailable.retry_after_secs(), Some(1));
+        assert!(unavailable.detail().contains("retrying is safe"));
     }
 
     #[test]

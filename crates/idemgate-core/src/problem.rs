@@ -32,6 +32,9 @@ pub enum Problem {
     BadSignature {
         reason: String,
     },
+    /// A public-key signature names a certificate on an allowed host that
+    /// could not be fetched: nobody can tell yet whether it is genuine.
+    SigningKeyUnavailable,
     MissingKey {
         tried: String,
     },
@@ -127,6 +130,7 @@ impl Problem {
             Problem::MethodNotAllowed { .. } => 405,
             Problem::PayloadTooLarge { .. } => 413,
             Problem::BadSignature { .. } => 401,
+            Problem::SigningKeyUnavailable => 503,
             Problem::MissingKey { .. }
             | Problem::InvalidKey { .. }
             | Problem::InvalidJson { .. }
@@ -158,6 +162,7 @@ impl Problem {
             Problem::MethodNotAllowed { .. } => "method-not-allowed",
             Problem::PayloadTooLarge { .. } => "payload-too-large",
             Problem::BadSignature { .. } => "bad-signature",
+            Problem::SigningKeyUnavailable => "signing-key-unavailable",
             Problem::MissingKey { .. } => "missing-key",
             Problem::InvalidKey { .. } => "invalid-key",
             Problem::InvalidJson { .. } => "invalid-json",
@@ -187,6 +192,7 @@ impl Problem {
             Problem::MethodNotAllowed { .. } => "Method not allowed",
             Problem::PayloadTooLarge { .. } => "Payload too large",
             Problem::BadSignature { .. } => "Sender signature rejected",
+            Problem::SigningKeyUnavailable => "Sender's signing key unavailable",
             Problem::MissingKey { .. } => "No idempotency key",
             Problem::InvalidKey { .. } => "Invalid idempotency key",
             Problem::InvalidJson { .. } => "Body is not valid JSON",
@@ -233,6 +239,8 @@ impl Problem {
                 format!("the body is larger than MAX_BODY_BYTES ({limit} bytes)")
             }
             Problem::BadSignature { reason } => reason.clone(),
+            Problem::SigningKeyUnavailable => "its certificate could not be fetched; nothing was forwarded or stored, and retrying is safe"
+                .to_string(),
             Problem::MissingKey { tried } => {
                 format!("no idempotency key found; KEY_SOURCES tried: {tried}")
             }
@@ -276,6 +284,7 @@ impl Problem {
             }
             // Retrying is safe (nothing was forwarded) or required (with the same key).
             Problem::StorageUnavailable { .. }
+            | Problem::SigningKeyUnavailable
             | Problem::OutcomeUnknown { .. }
             | Problem::NotAcknowledged { .. }
             | Problem::IndexUnavailable { .. } => Some(1),
