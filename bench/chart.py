@@ -64,10 +64,12 @@ if scaling and bodies:
     figure, (by_keys, by_duplicates, by_size) = plt.subplots(1, 3, figsize=(17, 4.4))
     rows = scaling["by_keys"]
     by_keys.plot([row["live_objects"] for row in rows], [row["cpu_ms_per_request"] for row in rows], marker="o", color="#2f80ed")
-    by_keys.set_xlabel("distinct keys (Durable Objects alive)")
+    paced = rows[0].get("paced_per_second")
+    by_keys.set_xlabel("distinct keys (one Durable Object each)")
     by_keys.set_ylabel("workerd CPU ms per first delivery")
     by_keys.set_ylim(bottom=0)
-    by_keys.set_title("First deliveries as keys grow (steps of 1,000)", fontsize=9)
+    pace = f", {paced:g} a second" if paced else ", unpaced"
+    by_keys.set_title(f"First deliveries as keys grow (steps of {rows[0]['live_objects']:,}{pace})", fontsize=9)
 
     rows = scaling["by_duplicates"]
     counts = [row["duplicates_per_key"] for row in rows]

@@ -7,7 +7,8 @@
 //! `scripts/bench` is the one command (it builds, then runs this).
 //! `BENCH_SECONDS` sets each throughput run (default 5); `DRAIN_KEYS` the
 //! flow-control backlog (default 4,000); `SCALING_KEYS` the distinct keys
-//! of the scaling curve (default 4,000); `BENCH_ONLY=drain`,
+//! of the scaling curve (default 4,000), `SCALING_STEP` its keys a point
+//! and `SCALING_RATE` its pace (see `support/scaling.rs`); `BENCH_ONLY=drain`,
 //! `BENCH_ONLY=bodies`, `BENCH_ONLY=scaling` or `BENCH_ONLY=storms` (100 x
 //! 100 storms under the command, `STORM_REPEATS` of them, with their
 //! failures by kind) or `BENCH_ONLY=cpu` (the isolate CPU table alone,
@@ -801,6 +802,17 @@ async fn command_gateway(origin: &TestOrigin) -> Gateway {
     .await
 }
 
+/// `SCALING_STEP` (default 1,000 keys a point) and `SCALING_RATE` (first
+/// deliveries a second; unpaced when unset).
+fn scaling_pace() -> scaling::Pace {
+    scaling::Pace {
+        step: number_from_env("SCALING_STEP", scaling::Pace::default().step),
+        per_second: std::env::var("SCALING_RATE")
+            .ok()
+            .and_then(|rate| rate.parse().ok()),
+    }
+}
+
 /// A count the environment may set, else `default`.
 fn number_from_env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -885,7 +897,7 @@ fn main() {
         let measured = match part.as_str() {
             "drain" => runtime.block_on(drain::drain(drain_keys)),
             "bodies" => runtime.block_on(bodies::bodies()),
-            "scaling" => runtime.block_on(scaling::scaling(scaling_keys)),
+            "scaling" => runtime.block_on(scaling::scaling(scaling_keys, scaling_pace())),
             "storms" => runtime.block_on(storms_only()),
             "cpu" => runtime.block_on(cpu_only(seconds)),
             other => panic!("BENCH_ONLY={other}: drain, bodies, scaling, storms or cpu"),
@@ -943,7 +955,7 @@ fn main() {
         drop(reference);
         let bodies = bodies::bodies().await;
         let drained = drain::drain(drain_keys).await;
-        let scaled = scaling::scaling(scaling_keys).await;
+        let scaled = scaling::scaling(scaling_keys, scaling_pace()).await;
         json!({
             "reference": reference_results,
             "seconds": seconds,

@@ -5,7 +5,7 @@
 //! isolate's counters. The body-size curve is `bodies.rs`.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
@@ -17,6 +17,27 @@ use crate::{counter, stats, ADMIN_TOKEN, BODY, CONCURRENCY};
 
 /// Keys are created in steps of this many; each step is one point.
 const KEY_STEP: usize = 1_000;
+
+/// How keys are sent: in steps of `step`, at most `per_second` first
+/// deliveries a second (`None`: as fast as the connections go). Paced,
+/// local workerd evicts idle objects as fast as new ones come, so the
+/// curve can reach 100,000 keys (`SCALING_KEYS=100000 SCALING_STEP=10000
+/// SCALING_RATE=60`, about half an hour); unpaced, its SQLite heap holds
+/// about 4,300 live objects.
+#[derive(Clone, Copy)]
+pub struct Pace {
+    pub step: usize,
+    pub per_second: Option<f64>,
+}
+
+impl Default for Pace {
+    fn default() -> Pace {
+        Pace {
+            step: KEY_STEP,
+            per_second: None,
+        }
+    }
+}
 /// Duplicates per key measured.
 const DUPLICATES: [usize; 4] = [1, 10, 100, 1_000];
 
@@ -31,7 +52,7 @@ fn keys_for(duplicates: usize) -> usize {
 /// SQLite heap holds about 4,300 live objects: see docs/benchmarks.md),
 /// then the duplicates curve on a fresh gateway (its 1,140 keys would
 /// otherwise cross that line).
-pub async fn scaling(keys: usize) -> Value {
+pub async fn scaling(keys: usize, pace: Pace) -> Value {
     let origin = TestOrigin::start().await;
     let origin_url = origin.url();
     let vars = [
@@ -41,14 +62,16 @@ pub async fn scaling(keys: usize) -> Value {
     let gateway = Gateway::start_without_inspector(&vars).await;
     let cpu = machine::cpu_clock(gateway.process_group());
     let mut by_keys = Vec::new();
-    for step in 0..keys.div_ceil(KEY_STEP) {
-        let first = step * KEY_STEP;
-        let count = KEY_STEP.min(keys - first);
+    for step in 0..keys.div_ceil(pace.step) {
+        let first = step * pace.step;
+        let count = pace.step.min(keys - first);
         let sends: Vec<(String, usize)> = (first..first + count)
             .map(|index| (format!("scale-key-{index}"), 1))
             .collect();
-        let mut row = measure(&gateway, &cpu, "bench-scale-keys", sends).await;
+        let mut row = measure(&gateway, &cpu, "bench-scale-keys", sends, pace.per_second).await;
+        // Unpaced, every object is still alive; paced, the keys so far.
         row["live_objects"] = json!(first + count);
+        row["paced_per_second"] = json!(pace.per_second);
         by_keys.push(row);
     }
     drop(gateway);
@@ -59,7 +82,7 @@ pub async fn scaling(keys: usize) -> Value {
         let sends: Vec<(String, usize)> = (0..keys_for(duplicates))
             .map(|index| (format!("scale-dup-{duplicates}-{index}"), duplicates))
             .collect();
-        let mut row = measure(&gateway, &cpu, "bench-scale-duplicates", sends).await;
+        let mut row = measure(&gateway, &cpu, "bench-scale-duplicates", sends, None).await;
         row["duplicates_per_key"] = json!(duplicates);
         by_duplicates.push(row);
     }
@@ -68,13 +91,15 @@ pub async fn scaling(keys: usize) -> Value {
 
 /// Sends each key its number of identical deliveries over
 /// [`CONCURRENCY`] connections (a key's own deliveries one after the
-/// other, so the first completes before its duplicates arrive) and
-/// returns CPU and object requests per request.
+/// other, so the first completes before its duplicates arrive), keys
+/// started at most `per_second` a second, and returns CPU and object
+/// requests per request.
 async fn measure(
     gateway: &Gateway,
     cpu: &impl Fn() -> Option<f64>,
     route: &str,
     sends: Vec<(String, usize)>,
+    per_second: Option<f64>,
 ) -> Value {
     let requests: usize = sends.iter().map(|(_, count)| count).sum();
     let slots = Arc::new(Semaphore::new(CONCURRENCY));
@@ -83,7 +108,11 @@ async fn measure(
     let cpu_before = cpu();
     let started = Instant::now();
     let mut tasks = JoinSet::new();
-    for (key, count) in sends {
+    for (index, (key, count)) in sends.into_iter().enumerate() {
+        if let Some(rate) = per_second {
+            let due = started + Duration::from_secs_f64(index as f64 / rate);
+            tokio::time::sleep_until(due.into()).await;
+        }
         let (slots, url, client) = (slots.clone(), url.clone(), client());
         tasks.spawn(async move {
             let _slot = slots.acquire_owned().await.unwrap();
@@ -115,10 +144,10 @@ async fn measure(
 
 pub fn print(scaling: &Value) {
     let ms = |row: &Value, name: &str| row[name].as_f64().unwrap_or(f64::NAN);
-    println!("\nScaling: first deliveries as live objects grow (workerd CPU per request)");
+    println!("\nScaling: first deliveries as distinct keys grow (workerd CPU per request)");
     for row in scaling["by_keys"].as_array().into_iter().flatten() {
         println!(
-            "  {:>6} objects  {:>7.0} req/s  {:>6.2} ms  {} failed",
+            "  {:>6} keys  {:>7.0} req/s  {:>6.2} ms  {} failed",
             row["live_objects"],
             ms(row, "per_second"),
             ms(row, "cpu_ms_per_request"),
