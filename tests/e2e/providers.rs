@@ -222,6 +222,16 @@ fn sign_paypal(message: &mut Message, origin: &str, webhook_id: &str, t: u64) {
     ]);
 }
 
+/// Points a signed PayPal delivery at another certificate (the URL is not
+/// signed, so the signature still holds).
+fn name_certificate(delivery: &mut Message, url: &str) {
+    for (name, value) in &mut delivery.headers {
+        if name == "PAYPAL-CERT-URL" {
+            *value = url.to_string();
+        }
+    }
+}
+
 /// `t` (Unix seconds) as RFC 3339 UTC, as PayPal writes its times.
 fn rfc3339(t: u64) -> String {
     let (days, seconds) = ((t / 86_400) as i64, t % 86_400);
@@ -672,11 +682,7 @@ pub async fn a_paypal_certificate_is_fetched_only_from_an_allowed_host(world: &'
     let mut delivery = signed(&origin, "paypal", PAYPAL_WEBHOOK_ID, &body, now());
     // The same test origin under another name: not an allowed origin.
     let elsewhere = origin.replace("127.0.0.1", "localhost") + "/elsewhere/paypal-test.pem";
-    for (name, value) in &mut delivery.headers {
-        if name == "PAYPAL-CERT-URL" {
-            *value = elsewhere.clone();
-        }
-    }
+    name_certificate(&mut delivery, &elsewhere);
     let reply = send(
         &gateway.url("/p/paypal/elsewhere"),
         JSON,
@@ -705,11 +711,7 @@ pub async fn a_paypal_certificate_that_cannot_be_fetched_yet_is_retried(world: &
     let body = format!(r#"{{"id":"WH-down-{run}","event_type":"PAYMENT.CAPTURE.COMPLETED"}}"#);
     let mut delivery = signed(&origin, "paypal", PAYPAL_WEBHOOK_ID, &body, now());
     let certificate = format!("/certs/fail-first/1/paypal-{run}.pem");
-    for (name, value) in &mut delivery.headers {
-        if name == "PAYPAL-CERT-URL" {
-            *value = format!("{origin}{certificate}");
-        }
-    }
+    name_certificate(&mut delivery, &format!("{origin}{certificate}"));
     let url = gateway.url("/p/paypal/certificate-down");
     let first = send(&url, JSON, &delivery.headers, &body).await;
     first.assert_problem(503, "signing-key-unavailable");
