@@ -30,7 +30,6 @@ use crate::edge_http;
 use crate::env::config_from_env;
 use crate::events;
 use crate::flow_client;
-use crate::flow_coordinator::FlowCoordinator;
 use crate::receipt_index;
 
 /// The receipt and the stored response's body; `deletable_at` lets the
@@ -49,8 +48,6 @@ pub struct DedupObject {
     /// Shared with the first attempt of an accepted async delivery, which
     /// runs after the call that accepted it has answered.
     engine: Rc<Engine<DurableBackend>>,
-    /// The role of the object named for a route's flow coordinator.
-    flow: FlowCoordinator,
     state: State,
     env: Env,
 }
@@ -72,7 +69,6 @@ pub struct DurableBackend {
 impl DurableObject for DedupObject {
     fn new(state: State, env: Env) -> Self {
         DedupObject {
-            flow: FlowCoordinator::new(state.storage(), env.clone()),
             engine: Rc::new(Engine::new(DurableBackend {
                 storage: state.storage(),
                 env: env.clone(),
@@ -94,11 +90,10 @@ impl DurableObject for DedupObject {
     /// Retention and async deliveries. A storage failure is an error, so
     /// the runtime runs the alarm again (with backoff).
     async fn alarm(&self) -> worker::Result<Response> {
-        let woken = match self.flow.is_coordinator() {
-            true => self.flow.alarm().await,
-            false => self.engine.on_alarm().await,
-        };
-        woken.map_err(worker::Error::RustError)?;
+        self.engine
+            .on_alarm()
+            .await
+            .map_err(worker::Error::RustError)?;
         Response::empty()
     }
 }
@@ -141,22 +136,11 @@ impl DedupObject {
         };
         self.engine.absorb(call.absorbed);
         let object = call.object.clone();
-        let route = call.route.clone();
         match call.op {
             ObjectOp::ReadReceipt => reply(self.read_receipt()),
             ObjectOp::Purge { force } => reply(self.purge(&object, force).await),
             ObjectOp::Redrive => reply(self.redrive().await),
             ObjectOp::Wake => reply(self.wake(&object).await),
-            ObjectOp::Flow { call: flow_call } => {
-                reply(match self.flow.answer(&route, &flow_call).await {
-                    Ok(json) => HttpResponse {
-                        status: 200,
-                        headers: Vec::new(),
-                        body: json.into_bytes(),
-                    },
-                    Err(message) => render_problem(&Problem::StorageUnavailable { message }),
-                })
-            }
             ObjectOp::PermitReady => reply(match self.engine.permit_ready().await {
                 Ok(()) => empty(204),
                 Err(message) => render_problem(&Problem::StorageUnavailable { message }),

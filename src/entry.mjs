@@ -1,9 +1,13 @@
-// The worker's entry module. worker-build exports the Rust `DedupObject`
-// as a plain class, and workerd serves RPC only on classes that extend
-// `DurableObject`; this subclass hands each call to the Rust object, so the
-// gateway can reach it over RPC instead of the much slower `fetch` path.
+// The worker's entry module. worker-build exports the Rust Durable Objects
+// (`DedupObject`, one per key; `FlowCoordinator`, one per flow-limited
+// route) as plain classes, and workerd serves RPC only on classes that
+// extend `DurableObject`; these subclasses hand each call to the Rust
+// object, so it is reached over RPC instead of the much slower `fetch` path.
 import { DurableObject } from "cloudflare:workers";
-import gateway, { DedupObject as RustDedupObject } from "../build/index.js";
+import gateway, {
+  DedupObject as RustDedupObject,
+  FlowCoordinator as RustFlowCoordinator,
+} from "../build/index.js";
 
 export default gateway;
 
@@ -25,5 +29,26 @@ export class DedupObject extends DurableObject {
 
   dispatch(call, body) {
     return this.#object.dispatch(call, body);
+  }
+}
+
+export class FlowCoordinator extends DurableObject {
+  #object;
+
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.#object = new RustFlowCoordinator(ctx, env);
+  }
+
+  fetch(request) {
+    return this.#object.fetch(request);
+  }
+
+  alarm() {
+    return this.#object.alarm();
+  }
+
+  call(route, line) {
+    return this.#object.call(route, line);
   }
 }

@@ -1,22 +1,33 @@
-//! A route's flow coordinator (SPEC §2, v3): an instance of the key
-//! objects' class, named for the route ([`coordinator_name`]), so no
-//! second class, binding or migration is needed. A thin adapter around
+//! A route's flow coordinator (SPEC §2, v3): a Durable Object class of
+//! its own (`FlowCoordinator`, binding `FLOW_COORDINATOR`), one object per
+//! route, named for it ([`coordinator_name`]). A thin adapter around
 //! [`idemgate_core::flow::Coordinator`]: it keeps the coordinator's rows in
 //! the object's SQLite (written in the turn that changed them, so before
 //! any answer leaves), sets the object's alarm to the next lease end or
 //! token, and wakes each key's object whose permit it reserved.
+//!
+//! Wakes go out together and never hold an answer: a key's object answers
+//! a wake by moving its own alarm, so no call of the coordinator waits on
+//! another key's forward.
 
 use std::cell::{Cell, RefCell};
 
+use futures::future::join_all;
+use wasm_bindgen::prelude::*;
 use worker::js_sys::{Date as JsDate, Number};
-use worker::{Date, Env, ScheduledTime, SqlStorageValue, Storage};
+use worker::{
+    durable_object, Date, DurableObject, Env, Request, Response, ScheduledTime, SqlStorageValue,
+    State, Storage,
+};
 
+use idemgate_core::answer::render_problem;
 use idemgate_core::flow::{
     coordinator_name, Changes, Coordinator, FlowCall, FlowLimits, Meta, Permit, Waiter,
 };
 use idemgate_core::object_call::{ObjectCall, ObjectOp};
+use idemgate_core::problem::Problem;
 
-use crate::{object_client, stats};
+use crate::{edge_http, object_client, stats};
 
 /// Keyed tables are `WITHOUT ROWID`, and rows change in place (an upsert,
 /// not `INSERT OR REPLACE`'s delete and insert): SQLite counts, and
@@ -27,7 +38,9 @@ const TABLES: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS flow_meta (id INTEGER PRIMARY KEY CHECK (id = 1), route TEXT NOT NULL, tokens INTEGER NOT NULL, refilled_at INTEGER NOT NULL, next_grant INTEGER NOT NULL, max_in_flight INTEGER, rate_thousandths INTEGER)",
 ];
 
+#[durable_object]
 pub struct FlowCoordinator {
+    state: State,
     storage: Storage,
     env: Env,
     /// The coordinator as its rows say, once read; and its route's name.
@@ -36,41 +49,54 @@ pub struct FlowCoordinator {
     alarm_at: Cell<Option<u64>>,
 }
 
-impl FlowCoordinator {
-    pub fn new(storage: Storage, env: Env) -> FlowCoordinator {
+impl DurableObject for FlowCoordinator {
+    fn new(state: State, env: Env) -> Self {
         FlowCoordinator {
-            storage,
+            storage: state.storage(),
+            state,
             env,
             loaded: RefCell::new(None),
             alarm_at: Cell::new(None),
         }
     }
 
-    /// Whether this object is a route's coordinator: it has answered a
-    /// flow call since it started, or holds a coordinator's rows.
-    pub fn is_coordinator(&self) -> bool {
-        self.loaded.borrow().is_some()
-            || self
-                .exec(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'flow_meta'",
-                    Vec::new(),
-                )
-                .is_ok_and(|cursor| cursor.raw().next().is_some())
+    /// Flow calls come over RPC ([`FlowCoordinator::call`]).
+    async fn fetch(&self, _request: Request) -> worker::Result<Response> {
+        edge_http::response(&render_problem(&Problem::NotFound)).map(Response::from)
     }
 
-    /// The alarm: leases that ended come back; waiters get what is free.
-    pub async fn alarm(&self) -> Result<(), String> {
+    /// Leases that ended come back; waiters get what is free. A storage
+    /// failure is an error, so the runtime runs the alarm again.
+    async fn alarm(&self) -> worker::Result<Response> {
         self.alarm_at.set(None);
         let now = Date::now().as_millis();
-        let ((), route) =
-            self.with_coordinator(None, FlowLimits::default(), |flow| flow.on_alarm(now))?;
-        self.after_change(route).await;
-        Ok(())
+        let ((), route) = self
+            .with_coordinator(None, FlowLimits::default(), |flow| flow.on_alarm(now))
+            .map_err(worker::Error::RustError)?;
+        let wakes = self.after_change().await;
+        send_wakes(&self.env, &route, wakes).await;
+        Response::empty()
     }
+}
 
-    /// A call from a key's object or the operator API, as its line; the
-    /// answer as a line.
-    pub async fn answer(&self, route: &str, line: &str) -> Result<String, String> {
+#[wasm_bindgen(
+    wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
+    js_sys = ::worker::js_sys
+)]
+impl FlowCoordinator {
+    /// The object's RPC method: a flow call from a key's object or the
+    /// operator API, as its line ([`FlowCall::encode`]); answers the
+    /// reply's line, or an error the caller sees as an unreachable
+    /// coordinator.
+    #[wasm_bindgen(js_name = call)]
+    pub async fn call(&self, route: String, line: String) -> Result<String, JsValue> {
+        let answered = self.answer(&route, &line).await;
+        answered.map_err(|message| JsValue::from_str(&message))
+    }
+}
+
+impl FlowCoordinator {
+    async fn answer(&self, route: &str, line: &str) -> Result<String, String> {
         let call = FlowCall::decode(line)?;
         let call = &call;
         let now = Date::now().as_millis();
@@ -91,9 +117,34 @@ impl FlowCoordinator {
             }
             FlowCall::Status => flow.status(now).encode(),
         })?;
-        self.after_change(route).await;
+        let wakes = self.after_change().await;
+        if !wakes.is_empty() {
+            // The answer leaves now; the wakes follow it. A lost wake
+            // costs only time: the holder asks again on its own.
+            let env = self.env.clone();
+            let sent = worker::wasm_bindgen_futures::future_to_promise(async move {
+                send_wakes(&env, &route, wakes).await;
+                Ok(JsValue::UNDEFINED)
+            });
+            let _ = self.state.as_raw().wait_until(&sent);
+        }
         Ok(reply)
     }
+}
+
+/// Wakes each holder whose permit was reserved, all at once.
+async fn send_wakes(env: &Env, route: &str, holders: Vec<String>) {
+    let calls = holders.into_iter().map(|holder| {
+        let call = ObjectCall {
+            route: route.to_string(),
+            object: holder,
+            absorbed: 0,
+            op: ObjectOp::PermitReady,
+        };
+        debug_assert_ne!(call.object, coordinator_name(route));
+        object_client::call(env, call, Vec::new())
+    });
+    join_all(calls).await;
 }
 
 impl FlowCoordinator {
@@ -124,9 +175,9 @@ impl FlowCoordinator {
         Ok((done, name))
     }
 
-    /// Sets the alarm to the coordinator's next step and wakes the objects
-    /// whose permit was reserved.
-    async fn after_change(&self, route: String) {
+    /// Sets the alarm to the coordinator's next step; answers the holders
+    /// to wake, whose permit was reserved.
+    async fn after_change(&self) -> Vec<String> {
         let (next, wakes) = match self.loaded.borrow_mut().as_mut() {
             Some((flow, _)) => (flow.next_alarm(), flow.take_wakes()),
             None => (None, Vec::new()),
@@ -143,20 +194,7 @@ impl FlowCoordinator {
                 self.alarm_at.set(Some(at));
             }
         }
-        let calls = wakes.into_iter().map(|holder| {
-            let call = ObjectCall {
-                route: route.clone(),
-                object: holder,
-                absorbed: 0,
-                op: ObjectOp::PermitReady,
-            };
-            debug_assert_ne!(call.object, coordinator_name(&route));
-            object_client::call(&self.env, call, Vec::new())
-        });
-        // A lost wake costs only time: the holder asks again on its own.
-        for call in calls {
-            let _ = call.await;
-        }
+        wakes
     }
 
     fn load(

@@ -17,6 +17,7 @@ pub fn routes_json() -> String {
         "limited": {"path": "/flow/limited", "delivery": "async", "max_in_flight": 4},
         "rated": {"path": "/flow/rated", "delivery": "async", "rate_per_second": 10},
         "single": {"path": "/flow/single", "max_in_flight": 1},
+        "pair": {"path": "/flow/pair", "delivery": "async", "max_in_flight": 2},
     })
     .to_string()
 }
@@ -64,6 +65,56 @@ pub async fn sixty_deliveries_reach_the_origin_four_at_a_time_each_once(world: &
     let most = world.origin.max_concurrency("/flow/limited");
     assert!(most <= 4, "the origin saw {most} at once");
     println!("max_in_flight 4: at most {most} at once at the origin");
+}
+
+/// The review's case (round 4): 20 keys under `max_in_flight = 2` to an
+/// origin that takes 2 s. Never more than 2 at the origin; and since a
+/// wake only moves the woken key's alarm (it never waits on a forward),
+/// and wakes go out together, no key waits out a reservation's claim
+/// and falls back to asking again 30 s later: the last starts within
+/// 1.5x the ideal drain (20 s), where a lost or late wake alone costs 30.
+pub async fn twenty_deliveries_to_a_slow_origin_two_at_a_time_without_a_late_wake(
+    world: &'static World,
+) {
+    let gateway = world.gateway(Profile::Flow).await;
+    let mut sends = JoinSet::new();
+    for i in 0..20 {
+        let url = gateway.url(&format!("/flow/pair/slow/2000/k{i}"));
+        sends.spawn(
+            async move { post_json(&client(), &url, Some(&format!("pair-{i}")), BODY).await },
+        );
+    }
+    while let Some(ack) = sends.join_next().await {
+        assert_eq!(ack.unwrap().status, 202, "each is acknowledged at once");
+    }
+    eventually(90, "all 20 reach the origin", || async {
+        world.origin.count("/flow/pair/") >= 20
+    })
+    .await;
+    let received = world.origin.received("/flow/pair/");
+    let mut per_key: HashMap<String, usize> = HashMap::new();
+    for request in &received {
+        *per_key.entry(request.path.clone()).or_default() += 1;
+    }
+    assert_eq!(per_key.len(), 20);
+    assert!(per_key.values().all(|count| *count == 1), "{per_key:?}");
+    let most = world.origin.max_concurrency("/flow/pair");
+    assert!(
+        most <= 2,
+        "the origin saw {most} at once under max_in_flight 2"
+    );
+    let first = received.iter().map(|r| r.at).min().unwrap();
+    let last = received.iter().map(|r| r.at).max().unwrap();
+    let ideal = Duration::from_secs(20);
+    assert!(
+        last - first < ideal.mul_f64(1.5),
+        "the last of 20 started {:?} after the first (ideal drain {ideal:?}): a wake came late",
+        last - first
+    );
+    println!(
+        "max_in_flight 2, 2 s origin: at most {most} at once, last started after {:?}",
+        last - first
+    );
 }
 
 /// 40 keys at `rate_per_second = 10`: a bucket of 10 starts at once, the

@@ -266,6 +266,7 @@ fn main() {
         providers::a_signed_delivery_is_one_key_however_its_path_is_spelt,
         providers::a_rotating_route_takes_each_of_its_secrets,
         flow::sixty_deliveries_reach_the_origin_four_at_a_time_each_once,
+        flow::twenty_deliveries_to_a_slow_origin_two_at_a_time_without_a_late_wake,
         flow::forty_deliveries_at_ten_per_second_take_over_two_and_a_half_seconds,
         flow::a_sync_delivery_over_the_limit_is_429_and_a_retry_goes_through,
         providers::a_paypal_certificate_is_fetched_only_from_an_allowed_host,

@@ -99,7 +99,7 @@ fn flow(criterion: &mut Criterion) {
         let mut held = std::collections::VecDeque::new();
         for i in 0..50 + backlog {
             let holder = format!("key-{i:012}");
-            if let PermitReply::Granted { grant } = flow.acquire(&ask(holder.clone(), i), 0) {
+            if let PermitReply::Granted { grant, .. } = flow.acquire(&ask(holder.clone(), i), 0) {
                 held.push_back((holder, grant));
             }
         }
@@ -111,7 +111,7 @@ fn flow(criterion: &mut Criterion) {
                 flow.release(&holder, grant, limits, 1);
                 let woken = flow.take_wakes().pop().unwrap();
                 match flow.acquire(&ask(woken.clone(), 0), 1) {
-                    PermitReply::Granted { grant } => held.push_back((woken, grant)),
+                    PermitReply::Granted { grant, .. } => held.push_back((woken, grant)),
                     other => panic!("{other:?}"),
                 }
                 flow.acquire(&ask(format!("key-{next:012}"), next), 1);

@@ -60,10 +60,6 @@ pub enum ObjectOp {
     Wake,
     /// The route's flow coordinator reserved a permit for this object.
     PermitReady,
-    /// A call to the route's flow coordinator (the object named by
-    /// [`crate::flow::coordinator_name`]), as [`crate::flow::FlowCall`]
-    /// encodes it.
-    Flow { call: String },
 }
 
 /// What the caller is told when the call to the key's object fails.

@@ -242,9 +242,17 @@ compatibility_date = "{}"
 name = "DEDUP_OBJECT"
 class_name = "DedupObject"
 
+[[durable_objects.bindings]]
+name = "FLOW_COORDINATOR"
+class_name = "FlowCoordinator"
+
 [[migrations]]
 tag = "v1"
 new_sqlite_classes = ["DedupObject"]
+
+[[migrations]]
+tag = "v2"
+new_sqlite_classes = ["FlowCoordinator"]
 
 {}
 [triggers]

@@ -12,6 +12,7 @@ use super::{Backend, Delivery, Engine, Policy, StoredRequest};
 use crate::answer::{Ack, Answer};
 use crate::config::Delivery as DeliveryMode;
 use crate::decision_log::Trace;
+use crate::flow::LATE_GRANT_RETRY_MS;
 use crate::index::IndexUpdate;
 use crate::key::IdempotencyKey;
 use crate::mutation::{is_active, Mutation};
@@ -80,8 +81,9 @@ impl<B: Backend> Engine<B> {
                 if pending && !self.alarm_known.get() {
                     if let Err(message) = self.set_alarm(wake).await {
                         // Acknowledged, the sender would stop retrying a
-                        // delivery nothing is scheduled to make.
-                        return Answer::Rejected(Problem::StorageUnavailable { message });
+                        // delivery nothing is scheduled to make. Stored,
+                        // it may have been sent: never "nothing was".
+                        return Answer::Rejected(Problem::NotAcknowledged { message });
                     }
                 }
                 // Its index row may never have landed (its first
@@ -164,9 +166,10 @@ impl<B: Backend> Engine<B> {
                 };
                 let (alarm, indexed) = join(self.set_alarm(wake), self.write_index(index)).await;
                 if let Err(message) = alarm {
-                    // The receipt is stored: a retry of the sender finds it
-                    // and re-arms the alarm.
-                    return Answer::Rejected(Problem::StorageUnavailable { message });
+                    // The receipt is stored and its first attempt may be
+                    // on its way: a retry of the sender with the same key
+                    // finds it and re-arms the alarm (SPEC §6, v4).
+                    return Answer::Rejected(Problem::NotAcknowledged { message });
                 }
                 if !indexed {
                     return Answer::Rejected(Problem::NotAcknowledged {
@@ -269,10 +272,20 @@ impl<B: Backend> Engine<B> {
     }
 
     /// The alarm of an async receipt: attempt its delivery, wait for its
-    /// next step, announce a dead letter's coming expiry, or expire it.
+    /// next step, announce a dead letter's coming expiry, or expire it. A
+    /// delivery woken by its coordinator is attempted now, whenever its
+    /// wait for the permit would have ended.
     pub(super) async fn advance_async(&self, receipt: Receipt) -> Result<(), String> {
         let now = self.backend.now_ms();
-        match next_async_step(&receipt, now) {
+        let woken = receipt.waiting_for_permit_since.is_some() && self.woken.get();
+        let step = match next_async_step(&receipt, now) {
+            AsyncStep::WaitUntil(at) if woken => match next_async_step(&receipt, u64::MAX) {
+                attempt @ AsyncStep::Attempt { takeover: false } => attempt,
+                _ => AsyncStep::WaitUntil(at),
+            },
+            step => step,
+        };
+        match step {
             AsyncStep::Expire => self.expire(receipt).await,
             AsyncStep::WaitUntil(at) => self.set_alarm(at).await,
             AsyncStep::WarnExpiry => self.warn_expiry(receipt).await,
@@ -294,14 +307,19 @@ impl<B: Backend> Engine<B> {
 
     /// A dead letter expires within a day: logged and counted once, so an
     /// operator who missed its death hears of it before it is gone.
+    /// Its index row moves with it to the expiry: left at the warning, it
+    /// would be overdue, and every dead letter would be swept once a day
+    /// before its expiry (in a burst after an outage, ahead of real work).
     async fn warn_expiry(&self, mut receipt: Receipt) -> Result<(), String> {
         if let ReceiptState::Dead { expiry_warned, .. } = &mut receipt.state {
             *expiry_warned = true;
         }
         let expires_at = receipt.expires_at;
+        let index = self.plan_index(&mut receipt);
         self.store(receipt.clone())?;
         self.emit_change("dead_expiring", &receipt, Trace::default());
-        self.set_alarm(expires_at).await
+        let (alarm, _) = join(self.set_alarm(expires_at), self.write_index(index)).await;
+        alarm
     }
 
     /// One forward of the stored delivery (SPEC §2b): a new epoch, the
@@ -316,17 +334,6 @@ impl<B: Backend> Engine<B> {
         }
         let starting = Starting(&self.attempting);
         self.attempt_once(receipt, takeover, starting).await
-    }
-
-    /// The coordinator reserved a permit for the waiting delivery.
-    pub(super) async fn on_permit_ready(&self) -> Result<(), String> {
-        let Some(receipt) = self.with_receipt(|receipt| receipt.clone())? else {
-            return Ok(());
-        };
-        match next_async_step(&receipt, u64::MAX) {
-            AsyncStep::Attempt { takeover } => self.attempt(receipt, takeover).await,
-            _ => Ok(()),
-        }
     }
 
     async fn attempt_once(
@@ -373,10 +380,10 @@ impl<B: Backend> Engine<B> {
             AttemptPermit::WaitUntil(at) => {
                 let waited = self.wait_for_permit(receipt, at).await;
                 drop(starting);
-                if waited.is_ok() && self.woken.take() {
+                if waited.is_ok() && self.woken.get() {
                     // The wake came while the wait was being written, and
-                    // found this attempt under way: it is answered now.
-                    return Box::pin(self.on_permit_ready()).await;
+                    // found this attempt under way: its alarm is now.
+                    return self.set_alarm(self.backend.now_ms()).await;
                 }
                 return waited;
             }
@@ -395,6 +402,24 @@ impl<B: Backend> Engine<B> {
             return Ok(());
         }
         let now = self.backend.now_ms();
+        let timeout_ms = match permit
+            .as_ref()
+            .map(|held| held.timeout_ms(now, terms.origin_timeout_ms))
+        {
+            None => terms.origin_timeout_ms,
+            Some(Some(timeout_ms)) => timeout_ms,
+            Some(None) => {
+                // The grant came back after most of its lease had passed
+                // at the coordinator (which may have counted it back in
+                // and granted the slot again): it goes back unused.
+                self.release(permit).await;
+                let waited = self
+                    .wait_for_permit(receipt, now.saturating_add(LATE_GRANT_RETRY_MS))
+                    .await;
+                drop(starting);
+                return waited;
+            }
+        };
         self.note_wait(&receipt, now);
         let epoch = self.new_epoch(&receipt, now);
         receipt.begin_forward(epoch, now, terms.lease_ms, terms.retention_ms);
@@ -415,7 +440,7 @@ impl<B: Backend> Engine<B> {
             permit,
             index,
             started_at: now,
-            timeout_ms: terms.origin_timeout_ms,
+            timeout_ms,
             alarm_at_lease_end: false,
         };
         self.send_attempt(receipt, stored, terms, attempt).await

@@ -173,7 +173,11 @@ fn an_async_delivery_waits_for_its_permit_keeping_its_schedule_and_is_woken() {
     assert_eq!(poll_once(holding.as_mut()), Some(Ok(())));
     let wakes = flow.borrow_mut().as_mut().unwrap().take_wakes();
     assert_eq!(wakes, vec!["object-b".to_string()]);
+    // The wake is answered at once: it only moves the waiter's alarm.
     block_on(waiter.permit_ready()).unwrap();
+    assert!(waiter.backend().forwarded.borrow().is_empty());
+    assert_eq!(waiter.backend().alarm.get(), Some(NOW + 2_000));
+    block_on(waiter.on_alarm()).unwrap();
     assert_eq!(waiter.backend().forwarded.borrow().len(), 1);
     let delivered = waiter.receipt().unwrap().unwrap();
     assert_eq!(delivered.state_name(), "completed");
@@ -265,10 +269,12 @@ fn a_wake_while_the_wait_is_written_is_not_lost() {
     land_row.send(()).unwrap();
     assert_eq!(block_on(waiting), Ok(()));
     assert_eq!(
-        waiter.backend().forwarded.borrow().len(),
-        1,
-        "claimed at once"
+        waiter.backend().alarm.get(),
+        Some(NOW),
+        "its alarm is now, not when it would have asked again"
     );
+    block_on(waiter.on_alarm()).unwrap();
+    assert_eq!(waiter.backend().forwarded.borrow().len(), 1);
     assert_eq!(waiter.receipt().unwrap().unwrap().state_name(), "completed");
 }
 
@@ -281,4 +287,117 @@ fn a_late_wake_does_nothing_twice() {
     assert_eq!(engine.backend().forwarded.borrow().len(), 1);
     block_on(engine.permit_ready()).unwrap();
     assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+}
+
+/// The review's case: under `max_in_flight = 1`, a holder's grant is held
+/// on its way back until its lease has ended at the coordinator, which
+/// has meanwhile granted the slot to another key. The late holder gives
+/// the permit back unused and waits: never two forwards at once.
+#[test]
+fn an_async_grant_that_comes_back_after_its_lease_is_given_back_unused() {
+    let (flow, holder, waiter) = holder_and_waiter();
+    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
+    holder
+        .backend()
+        .flow_reply_gates
+        .borrow_mut()
+        .push_back(reply_gate);
+    let mut late = Box::pin(holder.on_alarm());
+    assert!(poll_once(late.as_mut()).is_none(), "granted, not yet told");
+    // The lease ends at the coordinator; the other key gets the slot.
+    let lease_ms = holder.receipt().unwrap().unwrap().terms.unwrap().lease_ms;
+    for engine in [&holder, &waiter] {
+        engine.backend().now.set(NOW + lease_ms + 1);
+    }
+    let origin = gated(waiter.backend());
+    let mut forwarding = Box::pin(waiter.on_alarm());
+    assert!(poll_once(forwarding.as_mut()).is_none(), "at the origin");
+    assert_eq!(waiter.backend().forwarded.borrow().len(), 1);
+    deliver_reply.send(()).unwrap();
+    assert_eq!(block_on(late), Ok(()));
+    assert!(
+        holder.backend().forwarded.borrow().is_empty(),
+        "a grant whose lease ended forwards nothing"
+    );
+    let waiting = holder.receipt().unwrap().unwrap();
+    assert!(waiting.waiting_for_permit_since.is_some());
+    assert_eq!(waiting.attempts.len(), 0, "no attempt of its schedule used");
+    assert_eq!(
+        flow.borrow().as_ref().unwrap().in_use(),
+        1,
+        "only the forward at the origin holds a permit"
+    );
+    origin.send(status(200)).unwrap();
+    assert_eq!(poll_once(forwarding.as_mut()), Some(Ok(())));
+}
+
+/// A grant that comes back a little late bounds the forward by what is
+/// left of its lease, so the forward ends before the coordinator counts
+/// the permit back in.
+#[test]
+fn a_grant_bounds_the_forward_by_what_is_left_of_its_lease() {
+    let (_flow, holder, _waiter) = holder_and_waiter();
+    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
+    holder
+        .backend()
+        .flow_reply_gates
+        .borrow_mut()
+        .push_back(reply_gate);
+    holder.backend().answer_with(status(200));
+    let mut asking = Box::pin(holder.on_alarm());
+    assert!(poll_once(asking.as_mut()).is_none());
+    holder.backend().now.set(NOW + 3_000);
+    deliver_reply.send(()).unwrap();
+    assert_eq!(block_on(asking), Ok(()));
+    let terms = holder.receipt().unwrap().unwrap().terms.unwrap();
+    assert_eq!(
+        *holder.backend().timeouts.borrow(),
+        vec![terms.origin_timeout_ms - 3_000]
+    );
+}
+
+/// The same for a sync delivery: a grant too late to use is given back,
+/// and the sender is told to retry (429), with nothing stored or sent.
+#[test]
+fn a_sync_grant_that_comes_back_after_its_lease_is_429_and_nothing_is_stored() {
+    let flow = Rc::default();
+    let (engine, delivery) = object("a", &flow);
+    let policy = limited(policy(InFlightPolicy::Wait));
+    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
+    engine
+        .backend()
+        .flow_reply_gates
+        .borrow_mut()
+        .push_back(reply_gate);
+    let mut late = Box::pin(engine.deliver(delivery, &policy));
+    assert!(poll_once(late.as_mut()).is_none(), "granted, not yet told");
+    engine.backend().now.set(NOW + policy.lease_ms + 1);
+    deliver_reply.send(()).unwrap();
+    let busy = block_on(late).render();
+    assert_eq!(busy.status, 429);
+    assert!(String::from_utf8_lossy(&busy.body).contains("origin-busy"));
+    assert_eq!(engine.receipt(), Ok(None), "nothing stored");
+    assert!(engine.backend().forwarded.borrow().is_empty());
+    assert_eq!(engine.backend().flow_in_use(), 0, "the permit is back");
+}
+
+/// A wake for an object that is not waiting for a permit changes nothing,
+/// and a wake is answered without running any attempt.
+#[test]
+fn a_wake_never_runs_an_attempt_in_its_own_call() {
+    let (flow, holder, waiter) = holder_and_waiter();
+    let origin = gated(holder.backend());
+    let mut holding = Box::pin(holder.on_alarm());
+    assert!(poll_once(holding.as_mut()).is_none(), "at the origin");
+    block_on(waiter.on_alarm()).unwrap();
+    let asked_again_at = waiter.backend().alarm.get();
+    origin.send(status(200)).unwrap();
+    assert_eq!(poll_once(holding.as_mut()), Some(Ok(())));
+    assert_eq!(flow.borrow_mut().as_mut().unwrap().take_wakes().len(), 1);
+    // The wake's own call holds no forward: a gated origin would hang it.
+    let _never = gated(waiter.backend());
+    let mut wake = Box::pin(waiter.permit_ready());
+    assert_eq!(poll_once(wake.as_mut()), Some(Ok(())));
+    assert!(waiter.backend().forwarded.borrow().is_empty());
+    assert_ne!(waiter.backend().alarm.get(), asked_again_at);
 }

@@ -9,7 +9,10 @@ use futures::channel::oneshot;
 use super::{Backend, Engine};
 use crate::answer::Answer;
 use crate::decision_log::Trace;
-use crate::flow::{FlowLimits, PermitReply, PermitRequest, LOGGED_WAIT_MS, UNREACHABLE_RETRY_MS};
+use crate::flow::{
+    forward_deadline, forward_timeout, FlowLimits, PermitReply, PermitRequest, LOGGED_WAIT_MS,
+    UNREACHABLE_RETRY_MS,
+};
 use crate::problem::Problem;
 use crate::receipt::{DeliveryKind, Receipt};
 
@@ -20,6 +23,17 @@ pub(super) struct HeldPermit {
     holder: String,
     grant: u64,
     limits: FlowLimits,
+    /// When the forward must have ended (this object's clock): within
+    /// the permit's lease at the coordinator.
+    deadline: u64,
+}
+
+impl HeldPermit {
+    /// The forward's timeout under this permit at `now`; `None` when too
+    /// little of its lease is left (see [`forward_timeout`]).
+    pub(super) fn timeout_ms(&self, now: u64, origin_timeout_ms: u64) -> Option<u64> {
+        forward_timeout(self.deadline, now, origin_timeout_ms)
+    }
 }
 
 /// What an async attempt may do.
@@ -71,12 +85,15 @@ impl<B: Backend> Engine<B> {
         holder: &str,
         limits: FlowLimits,
         lease_ms: u64,
+        origin_timeout_ms: u64,
     ) -> Result<(HeldPermit, ForwardClaim<'_, B>), Answer> {
         *self.forward_claim.borrow_mut() = Some(Vec::new());
         let claim = ForwardClaim { engine: self };
+        let asked_at = self.backend.now_ms();
+        let margin_ms = lease_ms.saturating_sub(origin_timeout_ms);
         let request = PermitRequest {
             holder: holder.to_string(),
-            accepted_at: self.backend.now_ms(),
+            accepted_at: asked_at,
             lease_ms,
             wait: false,
             limits,
@@ -87,12 +104,13 @@ impl<B: Backend> Engine<B> {
             })
         };
         match self.backend.acquire_permit(route, request).await {
-            Ok(PermitReply::Granted { grant }) => Ok((
+            Ok(PermitReply::Granted { grant, lease_ms }) => Ok((
                 HeldPermit {
                     route: route.to_string(),
                     holder: holder.to_string(),
                     grant,
                     limits,
+                    deadline: forward_deadline(asked_at, lease_ms, margin_ms),
                 },
                 claim,
             )),
@@ -114,20 +132,26 @@ impl<B: Backend> Engine<B> {
         else {
             return AttemptPermit::Unlimited;
         };
+        let terms = self.terms_of(receipt);
         let request = PermitRequest {
             holder: receipt.identity.object.clone(),
             accepted_at: receipt.first_seen_at,
-            lease_ms: self.terms_of(receipt).lease_ms,
+            lease_ms: terms.lease_ms,
             wait: true,
             limits,
         };
         let now = self.backend.now_ms();
         match self.backend.acquire_permit(route, request).await {
-            Ok(PermitReply::Granted { grant }) => AttemptPermit::Held(HeldPermit {
+            Ok(PermitReply::Granted { grant, lease_ms }) => AttemptPermit::Held(HeldPermit {
                 route: route.clone(),
                 holder: receipt.identity.object.clone(),
                 grant,
                 limits,
+                deadline: forward_deadline(
+                    now,
+                    lease_ms,
+                    terms.lease_ms.saturating_sub(terms.origin_timeout_ms),
+                ),
             }),
             Ok(PermitReply::Queued { retry_at }) => AttemptPermit::WaitUntil(retry_at),
             Ok(PermitReply::Busy { retry_after_ms }) => {
@@ -186,11 +210,19 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// The coordinator reserved this object's permit: an async delivery
-    /// waiting for one is attempted now. Anything else is left as it is
-    /// (a wake may come late, or twice).
+    /// The coordinator reserved this object's permit. The wake only
+    /// schedules the waiting delivery's attempt (its alarm, now) and is
+    /// answered at once: the coordinator never waits on a forward, and a
+    /// wake is never late because another is slow. An attempt asking for
+    /// its permit right now asks again instead. Anything else is left as
+    /// it is (a wake may come late, or twice). The wake itself lives only
+    /// in memory: an object that restarts before its alarm asks again
+    /// when its wait ends, as after a lost wake.
     pub async fn permit_ready(&self) -> Result<(), String> {
         self.woken.set(true);
+        if self.attempting.get() {
+            return Ok(());
+        }
         let waiting = self.with_receipt(|receipt| {
             receipt.as_ref().is_some_and(|receipt| {
                 receipt.delivery == DeliveryKind::Async
@@ -199,8 +231,11 @@ impl<B: Backend> Engine<B> {
             })
         })?;
         match waiting {
-            true => self.on_permit_ready().await,
-            false => Ok(()),
+            true => self.set_alarm(self.backend.now_ms()).await,
+            false => {
+                self.woken.set(false);
+                Ok(())
+            }
         }
     }
 }

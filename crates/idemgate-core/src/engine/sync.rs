@@ -84,7 +84,13 @@ impl<B: Backend> Engine<B> {
                     }
                     let identity = &delivery.identity;
                     match self
-                        .permit_for_sync(&identity.route, &identity.object, limits, policy.lease_ms)
+                        .permit_for_sync(
+                            &identity.route,
+                            &identity.object,
+                            limits,
+                            policy.lease_ms,
+                            policy.origin_timeout_ms,
+                        )
                         .await
                     {
                         Ok(permit) => held = Some(permit),
@@ -179,6 +185,22 @@ impl<B: Backend> Engine<B> {
             Some((permit, claim)) => (Some(permit), Some(claim)),
             None => (None, None),
         };
+        let timeout_ms = match permit
+            .as_ref()
+            .map(|held| held.timeout_ms(now, policy.origin_timeout_ms))
+        {
+            None => policy.origin_timeout_ms,
+            Some(Some(timeout_ms)) => timeout_ms,
+            Some(None) => {
+                // The grant came back after most of its lease had passed
+                // at the coordinator: given back unused, nothing stored.
+                drop(claim);
+                self.release(permit).await;
+                return Answer::Rejected(Problem::OriginBusy {
+                    retry_after_secs: 1,
+                });
+            }
+        };
         let previous = match self.with_receipt(Option::take) {
             Ok(previous) => previous,
             Err(message) => {
@@ -234,7 +256,7 @@ impl<B: Backend> Engine<B> {
         // never waits for (a later write's version wins over it).
         let send = join(
             self.ensure_retention_alarm(wake),
-            self.backend.forward(request, policy.origin_timeout_ms),
+            self.backend.forward(request, timeout_ms),
         );
         let index_write = std::pin::pin!(self.write_index(index));
         let ((_, result), unfinished_index_write) =

@@ -311,7 +311,7 @@ impl Coordinator {
             expires_at: now + lease_ms,
             reserved: false,
         });
-        PermitReply::Granted { grant }
+        PermitReply::Granted { grant, lease_ms }
     }
 
     fn put_permit(&mut self, permit: Permit) {

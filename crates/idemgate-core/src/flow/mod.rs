@@ -49,8 +49,10 @@ pub struct PermitRequest {
 /// The coordinator's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermitReply {
-    /// Forward now; give back `grant` when the origin has answered.
-    Granted { grant: u64 },
+    /// Forward now, within the permit's lease of `lease_ms` (counted at
+    /// the coordinator from when it answered); give back `grant` when the
+    /// origin has answered.
+    Granted { grant: u64, lease_ms: u64 },
     /// Queued: the coordinator wakes the holder when its permit is
     /// reserved; `retry_at` is when to ask again should that wake be lost.
     Queued { retry_at: u64 },
@@ -81,10 +83,30 @@ pub struct FlowStatus {
     pub oldest_wait_ms: Option<u64>,
 }
 
-/// The name of `route`'s coordinator: an object of the key objects' class,
-/// whose names are 64 hex digits, so the two never meet.
+/// The name of `route`'s coordinator object, in a class of its own.
 pub fn coordinator_name(route: &str) -> String {
     format!("idemgate/flow/v1|{route}")
+}
+
+/// The last moment, on the holder's clock, that a forward under a permit
+/// granted for `lease_ms` may still run. The lease began at the
+/// coordinator no earlier than the holder sent its call (`asked_at`),
+/// whatever the two clocks say and however long the answer took to come
+/// back, so a forward that ends by `asked_at + lease_ms` ends within it;
+/// `margin_ms` (the route's lease less its timeout) is kept for late
+/// timers.
+pub fn forward_deadline(asked_at: u64, lease_ms: u64, margin_ms: u64) -> u64 {
+    asked_at.saturating_add(lease_ms.saturating_sub(margin_ms))
+}
+
+/// The timeout of a forward that must end by `deadline`, at `now`: the
+/// route's own, or what is left of the permit's lease. `None` when less
+/// than half the route's timeout is left (an answer that came back late):
+/// the permit goes back unused and the delivery asks again, rather than
+/// forward with a timeout the origin cannot meet.
+pub fn forward_timeout(deadline: u64, now: u64, origin_timeout_ms: u64) -> Option<u64> {
+    let left = deadline.saturating_sub(now);
+    (left > 0 && left >= origin_timeout_ms / 2).then(|| left.min(origin_timeout_ms))
 }
 
 /// How long a reservation waits for its holder to claim it: the wake may
@@ -95,6 +117,8 @@ pub const REQUEUE_MS: u64 = 30_000;
 /// When a holder whose coordinator could not be reached asks again: a
 /// limit that cannot be checked delays, it never lets a burst through.
 pub const UNREACHABLE_RETRY_MS: u64 = 5_000;
+/// When an async holder whose grant came back too late to use asks again.
+pub const LATE_GRANT_RETRY_MS: u64 = 1_000;
 /// A delivery that waited for its permit longer than this is logged
 /// (`waited_for_permit`).
 pub const LOGGED_WAIT_MS: u64 = 1_000;

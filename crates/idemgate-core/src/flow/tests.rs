@@ -21,7 +21,7 @@ fn ask(holder: &str, accepted_at: u64, wait: bool, limits: FlowLimits) -> Permit
 
 fn granted(reply: PermitReply) -> u64 {
     match reply {
-        PermitReply::Granted { grant } => grant,
+        PermitReply::Granted { grant, .. } => grant,
         other => panic!("not granted: {other:?}"),
     }
 }
@@ -216,12 +216,20 @@ impl Rows {
 }
 
 /// Many holders on two gateways contend for one route's permits, with
-/// lost replies, lost releases and wakes, crashes of holders mid-forward
-/// and restarts of the coordinator from its rows. Forwards at the origin
-/// never outnumber `max_in_flight`, and every delivery is delivered.
+/// lost and held replies (a reply may come back long after the lease it
+/// granted has ended at the coordinator), lost releases, lost and slow
+/// wakes, crashes of holders mid-forward and restarts of the coordinator
+/// from its rows. Forwards at the origin never outnumber
+/// `max_in_flight`, and every delivery is delivered. `FLOW_SCHEDULES`
+/// sets how many schedules run (2,000 by default; a release run takes
+/// 20,000).
 #[test]
 fn simulation_the_limit_holds_and_every_waiter_is_served() {
-    for seed in 0..300 {
+    let schedules = std::env::var("FLOW_SCHEDULES")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(2_000);
+    for seed in 0..schedules {
         simulate(seed);
     }
 }
@@ -248,9 +256,16 @@ impl Random {
 
 #[derive(Debug, Clone, PartialEq)]
 enum Holder {
-    /// Asks at `at` (its alarm, or a wake).
+    /// Asks at `at` (its alarm; a wake brings it forward).
     Asking {
         at: u64,
+    },
+    /// Asked at `asked_at`; the coordinator's answer (`None`: the call
+    /// failed) comes back at `arrives_at`.
+    Awaiting {
+        asked_at: u64,
+        reply: Option<PermitReply>,
+        arrives_at: u64,
     },
     /// Forwarding under `grant` until `until`.
     Forwarding {
@@ -260,13 +275,17 @@ enum Holder {
     Delivered,
 }
 
+/// A route's timeout and lease in the simulation: the lease keeps the
+/// margin SPEC §8 asks for.
+const SIM_TIMEOUT: u64 = 4_000;
+const SIM_LEASE: u64 = 5_000;
+
 fn simulate(seed: u64) {
     let mut random = Random(seed * 2_654_435_761 + 1);
     let max = 1 + random.below(4) as u32;
     let rate = random.chance(40).then(|| 1.0 + random.below(20) as f64);
     let limits = limits(Some(max), rate);
     let keys = 5 + random.below(30) as usize;
-    let lease = 5_000;
     let mut rows = Rows::default();
     let mut flow = Coordinator::new(limits, 0);
     let mut holders: Vec<Holder> = (0..keys)
@@ -274,6 +293,11 @@ fn simulate(seed: u64) {
             at: random.below(2_000),
         })
         .collect();
+    // A wake that found its holder asking: it asks again at once when
+    // the coordinator's "queued" comes back.
+    let mut woken = vec![false; keys];
+    // Wakes on their way: (holder, when it arrives).
+    let mut wakes: Vec<(usize, u64)> = Vec::new();
     // The gateway (isolate) each key's object runs in; a crash takes all
     // of a gateway's objects, which start again from their alarm.
     let gateway_of: Vec<usize> = (0..keys).map(|_| random.below(2) as usize).collect();
@@ -289,12 +313,17 @@ fn simulate(seed: u64) {
         if flow.next_alarm().is_some_and(|at| at <= now) {
             flow.on_alarm(now);
         }
-        // A gateway crashes: its forwards stop, unreleased.
+        // A gateway crashes: its forwards stop, unreleased, and its
+        // objects forget the answers on their way.
         if random.chance(1) {
             let crashed = random.below(2) as usize;
             for (i, holder) in holders.iter_mut().enumerate() {
-                if gateway_of[i] == crashed && matches!(holder, Holder::Forwarding { .. }) {
-                    *holder = Holder::Asking { at: now + lease };
+                let stopped = matches!(holder, Holder::Forwarding { .. } | Holder::Awaiting { .. });
+                if gateway_of[i] == crashed && stopped {
+                    *holder = Holder::Asking {
+                        at: now + SIM_LEASE,
+                    };
+                    woken[i] = false;
                 }
             }
         }
@@ -304,26 +333,57 @@ fn simulate(seed: u64) {
                     let request = PermitRequest {
                         holder: name(i),
                         accepted_at: i as u64,
-                        lease_ms: lease,
+                        lease_ms: SIM_LEASE,
                         wait: true,
                         limits,
                     };
+                    woken[i] = false;
                     let reply = flow.acquire(&request, now);
-                    let lost = random.chance(5);
-                    *holder = match (reply, lost) {
-                        // A lost reply: the holder asks again later.
-                        (_, true) => Holder::Asking {
+                    // Most answers are back at once; some are held far
+                    // past the lease they grant; some are lost.
+                    let (reply, delay) = match random.below(100) {
+                        0..5 => (None, random.below(100)),
+                        5..15 => (Some(reply), random.below(3 * SIM_LEASE)),
+                        _ => (Some(reply), random.below(50)),
+                    };
+                    *holder = Holder::Awaiting {
+                        asked_at: now,
+                        reply,
+                        arrives_at: now + delay,
+                    };
+                }
+                Holder::Awaiting {
+                    asked_at,
+                    reply,
+                    arrives_at,
+                } if arrives_at <= now => {
+                    *holder = match reply {
+                        None => Holder::Asking {
                             at: now + UNREACHABLE_RETRY_MS,
                         },
-                        (PermitReply::Granted { grant }, false) => Holder::Forwarding {
-                            grant,
-                            // The origin answers within the timeout.
-                            until: now + random.below(lease - 1_000),
-                        },
-                        (PermitReply::Queued { retry_at }, false) => {
-                            Holder::Asking { at: retry_at }
+                        Some(PermitReply::Granted { grant, lease_ms }) => {
+                            let deadline =
+                                forward_deadline(asked_at, lease_ms, SIM_LEASE - SIM_TIMEOUT);
+                            match forward_timeout(deadline, now, SIM_TIMEOUT) {
+                                // The origin answers within the timeout,
+                                // or the timeout ends the forward.
+                                Some(timeout) => Holder::Forwarding {
+                                    grant,
+                                    until: now + random.below(timeout + 1),
+                                },
+                                None => {
+                                    if !random.chance(5) {
+                                        flow.release(&name(i), grant, limits, now);
+                                    }
+                                    Holder::Asking {
+                                        at: now + LATE_GRANT_RETRY_MS,
+                                    }
+                                }
+                            }
                         }
-                        (PermitReply::Busy { .. }, false) => unreachable!("async waits"),
+                        Some(PermitReply::Queued { .. }) if woken[i] => Holder::Asking { at: now },
+                        Some(PermitReply::Queued { retry_at }) => Holder::Asking { at: retry_at },
+                        Some(PermitReply::Busy { .. }) => unreachable!("async waits"),
                     };
                 }
                 Holder::Forwarding { grant, until } if until <= now => {
@@ -335,14 +395,27 @@ fn simulate(seed: u64) {
                 _ => {}
             }
         }
-        for woken in flow.take_wakes() {
-            let i: usize = woken["key-".len()..].parse().unwrap();
-            if !random.chance(10) {
-                if let Holder::Asking { at } = &mut holders[i] {
-                    *at = (*at).min(now + 1 + random.below(100));
-                }
+        for holder in flow.take_wakes() {
+            let i: usize = holder["key-".len()..].parse().unwrap();
+            // Lost, slow (past the reservation's claim) or prompt.
+            match random.below(100) {
+                0..10 => {}
+                10..20 => wakes.push((i, now + random.below(2 * CLAIM_MS))),
+                _ => wakes.push((i, now + random.below(100))),
             }
         }
+        wakes.retain(|&(i, arrives_at)| {
+            if arrives_at > now {
+                return true;
+            }
+            match &mut holders[i] {
+                // The wake sets the object's alarm to now.
+                Holder::Asking { at } => *at = (*at).min(now),
+                Holder::Awaiting { .. } => woken[i] = true,
+                _ => {}
+            }
+            false
+        });
         rows.apply(flow.take_changes());
         // The rows are the coordinator: a restart queues no one it would
         // not queue now (a holder long served would take a permit first).

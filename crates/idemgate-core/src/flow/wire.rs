@@ -6,7 +6,7 @@
 //! - `acquire <holder> <accepted_at> <lease_ms> <wait 0|1> <max|-> <rate|->`
 //! - `release <holder> <grant> <max|-> <rate|->`
 //! - `status`
-//! - answers: `granted <grant>`, `queued <retry_at>`, `busy <retry_after_ms>`;
+//! - answers: `granted <grant> <lease_ms>`, `queued <retry_at>`, `busy <retry_after_ms>`;
 //!   a status is `<permits_in_use> <waiting> <oldest_wait_ms|->`.
 
 use super::{FlowCall, FlowLimits, FlowStatus, PermitReply, PermitRequest};
@@ -57,7 +57,7 @@ impl FlowCall {
 impl PermitReply {
     pub fn encode(&self) -> String {
         match self {
-            PermitReply::Granted { grant } => format!("granted {grant}"),
+            PermitReply::Granted { grant, lease_ms } => format!("granted {grant} {lease_ms}"),
             PermitReply::Queued { retry_at } => format!("queued {retry_at}"),
             PermitReply::Busy { retry_after_ms } => format!("busy {retry_after_ms}"),
         }
@@ -68,6 +68,7 @@ impl PermitReply {
         let reply = match words.next()? {
             "granted" => PermitReply::Granted {
                 grant: words.number()?,
+                lease_ms: words.number()?,
             },
             "queued" => PermitReply::Queued {
                 retry_at: words.number()?,
@@ -186,7 +187,10 @@ mod tests {
             assert_eq!(FlowCall::decode(&call.encode()), Ok(call));
         }
         for reply in [
-            PermitReply::Granted { grant: 3 },
+            PermitReply::Granted {
+                grant: 3,
+                lease_ms: 15_000,
+            },
             PermitReply::Queued { retry_at: 9 },
             PermitReply::Busy {
                 retry_after_ms: 100,
