@@ -136,7 +136,7 @@ pub async fn crash_keeps_completed_keys_and_takes_over_in_flight_ones(world: &'s
     let vars = [
         ("ORIGIN_URL", origin.as_str()),
         ("ORIGIN_TIMEOUT_MS", "3000"),
-        ("LEASE_MS", "3500"),
+        ("LEASE_MS", "4000"),
     ];
     let gateway = Gateway::start(&vars).await;
     let client = client();

@@ -126,11 +126,14 @@ pub(super) fn route_config(
     let max_waiters = settings.number("MAX_WAITERS", 256, 0, 4_096)? as usize;
     let origin_timeout_ms = settings.number("ORIGIN_TIMEOUT_MS", 10_000, 100, 300_000)?;
     let lease_ms = settings.number("LEASE_MS", origin_timeout_ms + 5_000, 1, 3_600_000)?;
-    if lease_ms <= origin_timeout_ms {
+    // The margin covers timers that fire late and calls that come back
+    // late (a forward must end before another may take its key over).
+    let margin_ms = lease_margin_ms(origin_timeout_ms);
+    if lease_ms < origin_timeout_ms.saturating_add(margin_ms) {
         return Err(misconfigured(
             settings.label("LEASE_MS"),
             format!(
-                "must exceed ORIGIN_TIMEOUT_MS ({origin_timeout_ms}): a lease must outlive the forward it guards"
+                "must exceed ORIGIN_TIMEOUT_MS ({origin_timeout_ms}) by at least {margin_ms} ms (1000 ms and a tenth of the timeout): a lease must outlive the forward it guards"
             ),
         ));
     }
@@ -283,4 +286,10 @@ fn signature_scheme(settings: &Settings) -> Result<SignatureScheme, Problem> {
     };
     SignatureScheme::configure_rotating(&name, &scheme_settings, &secrets)
         .map_err(|error| misconfigured(settings.label(error.setting), error.reason))
+}
+
+/// The least a lease must exceed the forward's timeout by (SPEC §8, v4):
+/// a second, and a tenth of the timeout.
+pub fn lease_margin_ms(origin_timeout_ms: u64) -> u64 {
+    1_000_u64.max(origin_timeout_ms.div_ceil(10))
 }

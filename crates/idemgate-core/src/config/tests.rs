@@ -75,6 +75,9 @@ fn numbers_have_ranges_and_the_lease_outlives_the_timeout() {
         ("ORIGIN_TIMEOUT_MS", "2147483648"),
         ("LEASE_MS", "18446744073709551615"),
         ("LEASE_MS", "10000"),
+        // Not by a second: a late timer could let a takeover overlap.
+        ("LEASE_MS", "10001"),
+        ("LEASE_MS", "10999"),
         ("RETENTION_SECONDS", "59"),
         ("RETENTION_SECONDS", "31536001"),
         ("RETENTION_SECONDS", "18446744073709551615"),
@@ -95,7 +98,14 @@ fn numbers_have_ranges_and_the_lease_outlives_the_timeout() {
         route(&[("ORIGIN_TIMEOUT_MS", "2000")]).unwrap().lease_ms,
         7_000
     );
-    assert_eq!(route(&[("LEASE_MS", "10001")]).unwrap().lease_ms, 10_001);
+    assert_eq!(route(&[("LEASE_MS", "11000")]).unwrap().lease_ms, 11_000);
+    // Above 10 s of timeout, the margin is a tenth of it.
+    let long = [("ORIGIN_TIMEOUT_MS", "100000")];
+    assert!(route(&[long[0], ("LEASE_MS", "109999")]).is_err());
+    assert_eq!(
+        route(&[long[0], ("LEASE_MS", "110000")]).unwrap().lease_ms,
+        110_000
+    );
     let problem = route(&[
         ("ORIGIN_TIMEOUT_MS", "100"),
         ("LEASE_MS", "59000"),
