@@ -86,7 +86,7 @@ async fn check_one(check: &PublicKeyCheck) -> PublicKeyChecked {
         algorithm,
         &Uint8Array::from(key.as_slice()),
         &Uint8Array::from(check.signature.as_slice()),
-        &Uint8Array::from(check.message.as_slice()),
+        &Uint8Array::from(&check.message[..]),
     );
     let verified = match verdict {
         Ok(promise) => JsFuture::from(promise)

@@ -45,6 +45,10 @@ pub enum Problem {
     InvalidJson {
         message: String,
     },
+    /// A signed batch that cannot be taken as it is (an event repeated).
+    InvalidBatch {
+        reason: String,
+    },
     /// A `json:` key source was reached but the body is not declared as JSON.
     UnsupportedMediaType {
         source: String,
@@ -81,8 +85,11 @@ pub enum Problem {
     OutcomeUnknown {
         message: String,
     },
-    /// An async delivery is stored, but its index row could not be written:
-    /// it is not acknowledged, so its sender retries (SPEC §2b, v3).
+    /// An async delivery is stored, but its acknowledgement could not be
+    /// completed (its index row or its alarm could not be written): it is
+    /// not acknowledged, so its sender retries (SPEC §2b, v3). Its first
+    /// attempt may already be on its way: `outcome-unknown`, never
+    /// `storage-unavailable`'s "nothing was forwarded" (SPEC §6, v4).
     NotAcknowledged {
         message: String,
     },
@@ -134,6 +141,7 @@ impl Problem {
             Problem::MissingKey { .. }
             | Problem::InvalidKey { .. }
             | Problem::InvalidJson { .. }
+            | Problem::InvalidBatch { .. }
             | Problem::MissingTenant { .. } => 400,
             Problem::UnsupportedMediaType { .. } => 415,
             Problem::FingerprintMismatch => 422,
@@ -154,10 +162,8 @@ impl Problem {
             Problem::NoRoute => "no-route",
             Problem::InvalidPath { .. } => "invalid-path",
             Problem::NotRedrivable { .. } => "not-redrivable",
-            Problem::OutcomeUnknown { .. } => "outcome-unknown",
-            Problem::NotAcknowledged { .. } | Problem::IndexUnavailable { .. } => {
-                "storage-unavailable"
-            }
+            Problem::OutcomeUnknown { .. } | Problem::NotAcknowledged { .. } => "outcome-unknown",
+            Problem::IndexUnavailable { .. } => "storage-unavailable",
             Problem::PendingDelivery { .. } => "pending-delivery",
             Problem::MethodNotAllowed { .. } => "method-not-allowed",
             Problem::PayloadTooLarge { .. } => "payload-too-large",
@@ -166,6 +172,7 @@ impl Problem {
             Problem::MissingKey { .. } => "missing-key",
             Problem::InvalidKey { .. } => "invalid-key",
             Problem::InvalidJson { .. } => "invalid-json",
+            Problem::InvalidBatch { .. } => "invalid-batch",
             Problem::UnsupportedMediaType { .. } => "unsupported-media-type",
             Problem::MissingTenant { .. } => "missing-tenant",
             Problem::FingerprintMismatch => "fingerprint-mismatch",
@@ -196,6 +203,7 @@ impl Problem {
             Problem::MissingKey { .. } => "No idempotency key",
             Problem::InvalidKey { .. } => "Invalid idempotency key",
             Problem::InvalidJson { .. } => "Body is not valid JSON",
+            Problem::InvalidBatch { .. } => "Batch cannot be taken",
             Problem::UnsupportedMediaType { .. } => "Body is not JSON",
             Problem::MissingTenant { .. } => "No tenant",
             Problem::FingerprintMismatch => "Idempotency key reused with a different payload",
@@ -222,8 +230,9 @@ impl Problem {
                  retry with the same idempotency key, never a new one ({message})"
             ),
             Problem::NotAcknowledged { message } => format!(
-                "the delivery is stored and will be delivered, but the receipt index could not be \
-                 written, so it is not acknowledged: retry with the same idempotency key ({message})"
+                "the delivery is stored and will be delivered (it may already have been), but its \
+                 acknowledgement could not be completed: retry with the same idempotency key, \
+                 never a new one ({message})"
             ),
             Problem::IndexUnavailable { message } => {
                 format!("the receipt index (D1) could not be read or written: {message}")
@@ -246,6 +255,7 @@ impl Problem {
             }
             Problem::InvalidKey { source, reason } => format!("{source}: {reason}"),
             Problem::InvalidJson { message } => message.clone(),
+            Problem::InvalidBatch { reason } => format!("{reason}; nothing of it is stored"),
             Problem::UnsupportedMediaType {
                 source,
                 content_type,

@@ -1432,6 +1432,13 @@ fn a_dead_letter_is_kept_announced_then_expired() {
     block_on(engine.on_alarm()).unwrap();
     assert_eq!(backend.logged().last(), Some(&"dead_expiring"));
     assert_eq!(backend.alarm.get(), Some(NOW + 10 * day));
+    // The index row moves to the expiry with the warning: left at the
+    // warning's time it is overdue, and the sweep would wake it again.
+    let row_wake = |backend: &MemoryBackend| match backend.index.borrow().last() {
+        Some(crate::index::IndexUpdate::Upsert(row)) => row.next_wake_at,
+        other => panic!("no row written: {other:?}"),
+    };
+    assert_eq!(row_wake(backend), Some(NOW + 10 * day));
     block_on(engine.on_alarm()).unwrap();
     assert_eq!(
         backend
@@ -1457,11 +1464,11 @@ fn an_async_delivery_whose_index_row_fails_is_not_acknowledged_until_a_retry_wri
     let refused = block_on(engine.deliver(delivery("a"), &policy)).render();
     assert_eq!(refused.status, 503, "the sender retries");
     let problem: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
-    assert_eq!(problem["type"], "urn:idemgate:problem:storage-unavailable");
+    assert_eq!(problem["type"], "urn:idemgate:problem:outcome-unknown");
     assert!(problem["detail"]
         .as_str()
         .unwrap()
-        .contains("not acknowledged"));
+        .contains("same idempotency key, never a new one"));
     assert!(
         backend.stored.borrow().is_some(),
         "stored: delivered either way"
@@ -1964,4 +1971,23 @@ fn a_duplicate_is_acknowledged_only_while_its_receipt_is_held() {
         backend.index_rows(),
         [("object-1".into(), "in_flight".into())]
     );
+}
+
+/// The review's case (round 4, item 2): the receipt is durable and its
+/// first attempt set up when the alarm write fails. The attempt still
+/// goes out, so the sender must never hear "nothing was forwarded":
+/// 503 `outcome-unknown` (retry with the same key), not
+/// `storage-unavailable`.
+#[test]
+fn an_acceptance_whose_alarm_fails_after_the_receipt_is_durable_is_outcome_unknown() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.fail_alarms.set(true);
+    let refused = block_on(engine.deliver(delivery("a"), &async_policy(&[10_000]))).render();
+    assert_eq!(refused.status, 503);
+    let problem: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
+    assert_eq!(problem["type"], "urn:idemgate:problem:outcome-unknown");
+    assert!(engine.has_first_attempt(), "the first attempt is set up");
+    assert!(block_on(engine.after_answer()), "and it is sent");
+    assert_eq!(backend.forwarded.borrow().len(), 1);
 }

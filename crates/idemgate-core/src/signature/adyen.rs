@@ -93,8 +93,8 @@ impl Scheme for Adyen {
         let key = items
             .iter()
             .map(|item| {
-                ["pspReference", "eventCode", "success"]
-                    .map(|name| crate::key::encode_part(&field_text(item, name)))
+                key_parts(item)
+                    .map(|part| crate::key::encode_part(&part))
                     .join(":")
             })
             .collect::<Vec<_>>()
@@ -257,13 +257,29 @@ fn verify(key: &[u8], body: &[u8]) -> Result<(), Rejection> {
     if items.is_empty() {
         return Err(Rejection::malformed(BODY, "the notification has no items"));
     }
+    let mut seen = Vec::with_capacity(items.len());
     for entry in items {
         let item = entry.get("NotificationRequestItem").ok_or_else(|| {
             Rejection::malformed(BODY, "an item is not a NotificationRequestItem")
         })?;
         verify_item(key, item)?;
+        // A captured item verifies wherever it stands, so a notification
+        // that repeats one would be a new key made of an old event.
+        let event = key_parts(item);
+        if seen.contains(&event) {
+            return Err(Rejection::InvalidBatch(
+                "the notification holds the same item (pspReference, eventCode, success) twice",
+            ));
+        }
+        seen.push(event);
     }
     Ok(())
+}
+
+/// What identifies an item's event: its signed `pspReference`,
+/// `eventCode` and `success`.
+fn key_parts(item: &Json) -> [String; 3] {
+    ["pspReference", "eventCode", "success"].map(|name| field_text(item, name))
 }
 
 #[cfg(test)]
@@ -473,6 +489,21 @@ mod tests {
             verify(&other_key, notification(&[genuine()]).as_bytes()),
             Err(Rejection::Mismatch)
         );
+    }
+
+    /// The review's case: a captured item repeated makes a notification
+    /// that verifies; it is refused (400), not keyed as a new event.
+    #[test]
+    fn a_notification_that_repeats_an_item_is_refused() {
+        let once = notification(&[genuine()]);
+        assert_eq!(check(&once), Ok(()));
+        for times in [2, 3] {
+            let repeated = notification(&vec![genuine(); times]);
+            assert!(
+                matches!(check(&repeated), Err(Rejection::InvalidBatch(_))),
+                "{times} times"
+            );
+        }
     }
 
     #[test]

@@ -422,8 +422,9 @@ pub enum Verdict {
 pub struct PublicKeyCheck {
     pub algorithm: PublicKeyAlgorithm,
     pub key: PublicKey,
-    /// The bytes signed.
-    pub message: Vec<u8>,
+    /// The bytes signed: one copy however many signatures are checked
+    /// against it (a body may be a MiB).
+    pub message: std::rc::Rc<[u8]>,
     pub signature: Vec<u8>,
 }
 
@@ -481,8 +482,13 @@ impl Eq for SignatureScheme {}
 pub enum Rejection {
     MissingHeader(String),
     Malformed(String, &'static str),
-    Stale { skew_seconds: u64, tolerance: u64 },
+    Stale {
+        skew_seconds: u64,
+        tolerance: u64,
+    },
     Mismatch,
+    /// Genuine, but a batch that repeats an event: 400, nothing stored.
+    InvalidBatch(&'static str),
 }
 
 impl Rejection {
@@ -498,6 +504,11 @@ impl Rejection {
 impl From<Rejection> for Problem {
     fn from(rejection: Rejection) -> Problem {
         let reason = match rejection {
+            Rejection::InvalidBatch(reason) => {
+                return Problem::InvalidBatch {
+                    reason: reason.to_string(),
+                }
+            }
             Rejection::MissingHeader(header) => format!("missing header {header}"),
             Rejection::Malformed(header, what) => format!("malformed {header}: {what}"),
             Rejection::Stale {

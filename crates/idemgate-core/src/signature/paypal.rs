@@ -212,7 +212,7 @@ impl Scheme for PayPal {
             key: PublicKey::Certificate {
                 url: cert_url.to_string(),
             },
-            message: message.into_bytes(),
+            message: message.into_bytes().into(),
             signature,
         }]))
     }
@@ -379,7 +379,7 @@ mod tests {
             }
         );
         assert_eq!(
-            checks[0].message,
+            &checks[0].message[..],
             signed_string(
                 "dfb3be50-fd74-11e4-8bf3-77339302725b",
                 time,
@@ -468,12 +468,14 @@ mod tests {
         let check = PublicKeyCheck {
             algorithm: PublicKeyAlgorithm::RsaPkcs1Sha256,
             key: PublicKey::Raw(spki),
-            message: message.into_bytes(),
+            message: message.into_bytes().into(),
             signature,
         };
         assert!(public_key_verifies(&check));
         let mut tampered = check.clone();
-        tampered.message[0] ^= 1;
+        let mut message = check.message.to_vec();
+        message[0] ^= 1;
+        tampered.message = message.into();
         assert!(!public_key_verifies(&tampered));
     }
 }

@@ -3,8 +3,9 @@
 //! time in `X-Slack-Request-Timestamp`, refused outside the tolerance in
 //! either direction (as Slack's Python SDK does). Slack retries an event
 //! with the same `event_id`: the default key. A `url_verification`
-//! challenge has none, so it is keyed by its body and still reaches the
-//! origin, which answers it.
+//! challenge has none, nor has a slash command or an interactivity
+//! callback (a form, not JSON), so each is keyed by its body's hash and
+//! still reaches the origin, which answers it.
 
 use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of};
 use super::{
@@ -30,8 +31,22 @@ struct Slack {
 }
 
 impl Scheme for Slack {
+    /// The event's `event_id` (a JSON event), else the body's hash: a
+    /// slash command or an interactivity callback is a form, which a
+    /// `json:` source would refuse (415) before the hash is reached.
     fn default_key_sources(&self) -> &'static str {
-        "json:/event_id,body-sha256"
+        "scheme-key,body-sha256"
+    }
+
+    fn makes_scheme_key(&self) -> bool {
+        true
+    }
+
+    /// A JSON event's `event_id` (the key `json:/event_id` made, so
+    /// receipts stored under it are found); nothing for a form.
+    fn scheme_key(&self, request: &SignedRequest) -> Option<String> {
+        let event = crate::json::parse(request.body).ok()?;
+        event.get("event_id")?.as_str().map(str::to_string)
     }
 
     fn signed(&self) -> Signed {
@@ -123,6 +138,34 @@ mod tests {
             now,
             300,
         )
+    }
+
+    fn scheme_key_of(body: &[u8]) -> Option<String> {
+        let headers = Vec::new();
+        Slack {
+            secret: Secret::new(SECRET.into()),
+        }
+        .scheme_key(&SignedRequest {
+            headers: &headers,
+            body,
+            query: None,
+        })
+    }
+
+    /// The review's case (round 4, item 13): Slack's published example is
+    /// a slash command, a form. Its key comes from its body's hash; an
+    /// event's from its `event_id`, as `json:/event_id` made it.
+    #[test]
+    fn a_form_has_no_scheme_key_and_an_event_has_its_id() {
+        assert_eq!(scheme_key_of(BODY), None);
+        assert_eq!(
+            scheme_key_of(br#"{"type":"event_callback","event_id":"Ev08MFMKH6"}"#),
+            Some("Ev08MFMKH6".into())
+        );
+        assert_eq!(
+            scheme_key_of(br#"{"type":"url_verification","challenge":"x"}"#),
+            None
+        );
     }
 
     #[test]

@@ -136,10 +136,18 @@ pub fn signed_content(id: &str, timestamp: &str, body: &[u8]) -> Vec<u8> {
     [id.as_bytes(), b".", timestamp.as_bytes(), b".", body].concat()
 }
 
-/// The signatures of `version` in a signature header.
+/// How many entries of a signature header are read: a sender signs with
+/// one key, or two while it rotates, so a header of dozens is an attack
+/// (each `v1a` entry costs a WebCrypto check against the whole body).
+pub const MAX_SIGNATURE_ENTRIES: usize = 5;
+
+/// The signatures of `version` among the first [`MAX_SIGNATURE_ENTRIES`]
+/// entries of a signature header.
 fn entries<'a>(signatures: &'a str, version: &'a str) -> impl Iterator<Item = &'a str> + 'a {
     signatures
         .split(' ')
+        .filter(|entry| !entry.is_empty())
+        .take(MAX_SIGNATURE_ENTRIES)
         .filter_map(move |entry| entry.split_once(','))
         .filter(move |(found, _)| *found == version)
         .map(|(_, signature)| signature)
@@ -175,7 +183,8 @@ impl Scheme for StandardWebhooks {
             return Err(Rejection::malformed(sent.brand.signature, wanted));
         }
         check_freshness(sent.timestamp, now, tolerance)?;
-        let content = signed_content(sent.id, sent.timestamp_text, request.body);
+        let content: std::rc::Rc<[u8]> =
+            signed_content(sent.id, sent.timestamp_text, request.body).into();
         match &self.key {
             Key::Hmac(key) => any_matches(
                 &mac_of(key.expose(), &[&content]),
@@ -370,6 +379,30 @@ mod tests {
         assert_eq!(check(other, &valid, BODY, T), Err(Rejection::Mismatch));
     }
 
+    /// The review's case (round 4, item 9): a header of 100 `v1a`
+    /// entries made 100 WebCrypto checks, each with its own copy of the
+    /// message. Only the first few entries are read, and every check
+    /// shares one message.
+    #[test]
+    fn a_long_signature_header_makes_few_checks_over_one_message() {
+        let many = vec![SIGNATURE_V1A; 100].join(" ");
+        let list = headers(&SVIX, Some(MSG_ID), Some("1614265330"), Some(&many));
+        let Ok(Verdict::PublicKey(checks)) = check(PUBLIC_KEY, &list, BODY, T) else {
+            panic!("a public-key verdict");
+        };
+        assert_eq!(checks.len(), MAX_SIGNATURE_ENTRIES);
+        assert!(checks
+            .iter()
+            .all(|check| std::rc::Rc::ptr_eq(&check.message, &checks[0].message)));
+        // A genuine entry past the cap is not read.
+        let late = format!(
+            "{} {SIGNATURE_V1}",
+            ["v1,AAAA"; MAX_SIGNATURE_ENTRIES].join(" ")
+        );
+        let list = headers(&SVIX, Some(MSG_ID), Some("1614265330"), Some(&late));
+        assert_eq!(check(SECRET, &list, BODY, T), Err(Rejection::Mismatch));
+    }
+
     #[test]
     fn v1a_signatures_go_to_webcrypto_and_the_vector_verifies() {
         let both = format!("{SIGNATURE_V1} {SIGNATURE_V1A}");
@@ -380,12 +413,12 @@ mod tests {
             };
             assert_eq!(checks.len(), 1);
             assert_eq!(
-                checks[0].message,
+                &checks[0].message[..],
                 signed_content(MSG_ID, "1614265330", BODY)
             );
             assert!(public_key_verifies(&checks[0]), "Svix's vector verifies");
             let mut tampered = checks[0].clone();
-            tampered.message.push(b' ');
+            tampered.message = [&checks[0].message[..], b" "].concat().into();
             assert!(!public_key_verifies(&tampered));
         }
         // An HMAC route ignores v1a, and the reverse.
