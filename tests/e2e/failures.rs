@@ -180,7 +180,7 @@ pub async fn crash_keeps_completed_keys_and_takes_over_in_flight_ones(world: &'s
     let hung_url = gateway.url("/crash-hung/slow-first/60000/pay");
     let early = post_json(&client, &hung_url, Some("crash-hung"), r#"{"other":1}"#).await;
     early.assert_problem(422, "fingerprint-mismatch");
-    tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(crashed_at.elapsed())).await;
+    tokio::time::sleep(Duration::from_millis(4_000).saturating_sub(crashed_at.elapsed())).await;
     let taken_over = post_json(&client, &hung_url, Some("crash-hung"), BODY).await;
     assert_eq!(
         taken_over.status,
