@@ -45,6 +45,14 @@ pub async fn handle(
         authorization: headers::get(&edge_http::header_list(&request.headers()), "authorization")
             .map(str::to_string),
     };
+    if idemgate_core::operator::page::is_page(&call.path) {
+        // The page holds no data and needs no token: every call it makes
+        // carries the token (SPEC §10).
+        return match idemgate_core::operator::page::serve(&call.method, &call.path) {
+            Ok(file) => edge_http::response(&file),
+            Err(problem) => edge_http::response(&render_problem(&problem)),
+        };
+    }
     let answer = match (call.method.as_str(), call.path.as_str()) {
         ("GET", "/__idemgate/health") => return health(env).await,
         ("GET", "/__idemgate/stats") => stats_route(&call, env),
@@ -189,6 +197,7 @@ async fn receipts(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> 
         with_replays(|cache| cache.evict_object(&address.object_name));
         ObjectOp::Purge {
             force: flag(query, "force")?,
+            receipt_id: idemgate_core::operator::receipt_id(query)?,
         }
     } else {
         ObjectOp::ReadReceipt
@@ -222,7 +231,14 @@ async fn redrive(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
         return redrive_page(env, route, &call.query).await;
     }
     let address = receipt_address(route, &call.query)?;
-    ask_object(env, address.route, address.object_name, ObjectOp::Redrive).await
+    let receipt_id = idemgate_core::operator::receipt_id(&call.query)?;
+    ask_object(
+        env,
+        address.route,
+        address.object_name,
+        ObjectOp::Redrive { receipt_id },
+    )
+    .await
 }
 
 /// Re-drives one page of a route's dead letters (at most a listing's
@@ -239,7 +255,11 @@ async fn redrive_page(
             env,
             row.route.clone(),
             row.object.clone(),
-            ObjectOp::Redrive,
+            // Only the life the row names: a newer one is not this dead
+            // letter, and its schedule is left as it is.
+            ObjectOp::Redrive {
+                receipt_id: Some(row.receipt_id.clone()),
+            },
         )
     });
     let answers = futures::stream::iter(calls)

@@ -18,19 +18,28 @@ use idemgate_core::answer::{render_problem, Answer};
 use idemgate_core::decision_log::DecisionLog;
 use idemgate_core::engine::{Backend, Engine, Policy, StorageOps, StoredRequest};
 use idemgate_core::flow::{FlowCall, FlowLimits, PermitReply, PermitRequest};
-use idemgate_core::index::IndexUpdate;
+use idemgate_core::index::{IndexUpdate, IndexWrite};
 use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply, Reply};
 use idemgate_core::operator::view::ReceiptView;
 use idemgate_core::origin::OutboundRequest;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::{ForwardResult, HttpResponse, Receipt};
 use idemgate_core::signature::Secret;
+use idemgate_core::single_use::{decide_claim, Claim, ClaimDecision};
 
 use crate::edge_http;
 use crate::env::config_from_env;
 use crate::events;
 use crate::flow_client;
 use crate::receipt_index;
+
+/// A signed transmission's claim, in the object named for it (never a
+/// key's object): see `idemgate_core::single_use`.
+const CLAIM_TABLE: &str = "CREATE TABLE IF NOT EXISTS single_use (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    claimant TEXT NOT NULL,
+    until INTEGER NOT NULL
+)";
 
 /// The receipt and the stored response's body; `deletable_at` lets the
 /// alarm expire a receipt without parsing it.
@@ -94,6 +103,13 @@ impl DurableObject for DedupObject {
             .on_alarm()
             .await
             .map_err(worker::Error::RustError)?;
+        // An object with no receipt may hold a transmission's claim, which
+        // goes once it can no longer matter.
+        if let Ok(None) = self.engine.receipt() {
+            self.expire_claim()
+                .await
+                .map_err(worker::Error::RustError)?;
+        }
         Response::empty()
     }
 }
@@ -138,9 +154,14 @@ impl DedupObject {
         let object = call.object.clone();
         match call.op {
             ObjectOp::ReadReceipt => reply(self.read_receipt()),
-            ObjectOp::Purge { force } => reply(self.purge(&object, force).await),
-            ObjectOp::Redrive => reply(self.redrive().await),
+            ObjectOp::Purge { force, receipt_id } => {
+                reply(self.purge(&object, force, receipt_id.as_deref()).await)
+            }
+            ObjectOp::Redrive { receipt_id } => reply(self.redrive(receipt_id.as_deref()).await),
             ObjectOp::Wake => reply(self.wake(&object).await),
+            ObjectOp::ClaimOnce { claimant, until } => {
+                reply(self.claim_once(&claimant, until).await)
+            }
             ObjectOp::PermitReady => reply(match self.engine.permit_ready().await {
                 Ok(()) => empty(204),
                 Err(message) => render_problem(&Problem::StorageUnavailable { message }),
@@ -176,6 +197,95 @@ impl DedupObject {
         }
     }
 
+    /// A signed transmission claimed for `claimant` (a key's object) until
+    /// `until`: 204 when it is that key's, 409 when another key's (a
+    /// transmission replayed with another body).
+    async fn claim_once(&self, claimant: &str, until: u64) -> HttpResponse {
+        let now = Date::now().as_millis();
+        let decided = self.read_claim().and_then(|existing| {
+            let decision = decide_claim(existing.as_ref(), claimant, now);
+            if decision == ClaimDecision::Take {
+                self.claims()
+                    .exec(
+                        "INSERT INTO single_use (id, claimant, until) VALUES (1, ?, ?)
+                         ON CONFLICT (id) DO UPDATE SET claimant = excluded.claimant, until = excluded.until",
+                        Some(vec![claimant.to_string().into(), integer(until)]),
+                    )
+                    .map_err(storage_error)?;
+            }
+            Ok(decision)
+        });
+        match decided {
+            Ok(ClaimDecision::Take) => {
+                let at = JsDate::new(&Number::from(until as f64));
+                // Without its alarm the claim only stays longer (a row).
+                let _ = self.state.storage().set_alarm(ScheduledTime::new(at)).await;
+                empty(204)
+            }
+            Ok(ClaimDecision::Held) => empty(204),
+            Ok(ClaimDecision::Refused) => empty(409),
+            Err(message) => render_problem(&Problem::StorageUnavailable { message }),
+        }
+    }
+
+    fn claims(&self) -> worker::SqlStorage {
+        self.state.storage().sql()
+    }
+
+    fn read_claim(&self) -> Result<Option<Claim>, String> {
+        self.claims()
+            .exec(CLAIM_TABLE, None)
+            .map_err(storage_error)?;
+        let cursor = self
+            .claims()
+            .exec("SELECT claimant, until FROM single_use WHERE id = 1", None)
+            .map_err(storage_error)?;
+        let row = cursor.raw().next().transpose().map_err(storage_error)?;
+        Ok(match row.as_deref() {
+            Some([SqlStorageValue::String(claimant), SqlStorageValue::Integer(until)]) => {
+                Some(Claim {
+                    claimant: claimant.clone(),
+                    until: *until as u64,
+                })
+            }
+            _ => None,
+        })
+    }
+
+    /// Deletes a claim that ran out (and the object with it).
+    async fn expire_claim(&self) -> Result<(), String> {
+        let exists = self
+            .claims()
+            .exec(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'single_use'",
+                None,
+            )
+            .map_err(storage_error)?
+            .raw()
+            .next()
+            .is_some();
+        if !exists {
+            return Ok(());
+        }
+        let now = Date::now().as_millis();
+        match self.read_claim()? {
+            Some(claim) if claim.until > now => {
+                let at = JsDate::new(&Number::from(claim.until as f64));
+                self.state
+                    .storage()
+                    .set_alarm(ScheduledTime::new(at))
+                    .await
+                    .map_err(storage_error)
+            }
+            _ => self
+                .state
+                .storage()
+                .delete_all()
+                .await
+                .map_err(storage_error),
+        }
+    }
+
     /// The policy of a delivery's route, which must exist and be valid.
     fn route_policy(&self, route: &str) -> Result<Policy, Problem> {
         let config = config_from_env(&self.env)?;
@@ -188,7 +298,12 @@ impl DedupObject {
             })
     }
 
-    async fn purge(&self, object: &str, force: bool) -> HttpResponse {
+    /// Only the life `expected` names, if it names one: checked and acted
+    /// on in one turn, with no await between.
+    async fn purge(&self, object: &str, force: bool, expected: Option<&str>) -> HttpResponse {
+        if let Err(problem) = self.engine.check_life(expected) {
+            return render_problem(&problem);
+        }
         match self.engine.purge(object, force).await {
             Ok(true) => empty(204),
             Ok(false) => render_problem(&Problem::NotFound),
@@ -196,7 +311,10 @@ impl DedupObject {
         }
     }
 
-    async fn redrive(&self) -> HttpResponse {
+    async fn redrive(&self, expected: Option<&str>) -> HttpResponse {
+        if let Err(problem) = self.engine.check_life(expected) {
+            return render_problem(&problem);
+        }
         match self.engine.redrive().await {
             Ok(receipt) => self.receipt_view(202, &receipt),
             Err(problem) => render_problem(&problem),
@@ -225,7 +343,18 @@ impl DedupObject {
             true => self.engine.backend().load_request().ok().flatten(),
             false => None,
         };
-        let view = ReceiptView::of(receipt, request.as_ref(), self.engine.backend().ops.get());
+        let config = config_from_env(&self.env).ok();
+        let masked = config
+            .as_ref()
+            .and_then(|config| config.route(&receipt.identity.route))
+            .map(|route| route.masked_headers())
+            .unwrap_or_default();
+        let view = ReceiptView::of(
+            receipt,
+            request.as_ref(),
+            self.engine.backend().ops.get(),
+            &masked,
+        );
         HttpResponse {
             status,
             headers: vec![("content-type".into(), "application/json".into())],
@@ -523,7 +652,7 @@ impl Backend for DurableBackend {
         events::emit(&self.env, event, logged);
     }
 
-    async fn index(&self, update: IndexUpdate) -> Result<(), String> {
+    async fn index(&self, update: IndexUpdate) -> Result<IndexWrite, String> {
         StorageOps::bump(&self.ops, |ops| ops.index_writes += 1);
         receipt_index::write(&self.env, update).await
     }

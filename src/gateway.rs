@@ -9,8 +9,8 @@ use idemgate_core::answer::render_problem;
 use idemgate_core::config::RouteConfig;
 use idemgate_core::decision_log::DecisionLog;
 use idemgate_core::headers::{self, RECEIPT_ID};
-use idemgate_core::object_call::ObjectCall;
 use idemgate_core::object_call::Reply;
+use idemgate_core::object_call::{ObjectCall, ObjectOp};
 use idemgate_core::origin::target;
 use idemgate_core::pipeline::{
     admit, authenticate, body_framing, fast_replay_key, path_and_query, route_request,
@@ -170,6 +170,7 @@ async fn deduplicate(
         )
         .map(Ok);
     }
+    let single_use = authenticated.single_use();
     #[allow(unused_mut)] // the test hook below may change it
     let mut admitted = match admit(&authenticated) {
         Ok(admitted) => admitted,
@@ -197,6 +198,31 @@ async fn deduplicate(
             variable: crate::receipt_index::INDEX_BINDING.into(),
             reason: "async delivery needs the receipt index: bind a D1 database as IDEMGATE_INDEX (wrangler.toml [[d1_databases]])".into(),
         }));
+    }
+    // A transmission whose signature does not bind its body (PayPal's)
+    // goes to the first key it was delivered under, and to no other.
+    if let Some((id, until)) = single_use {
+        let call = ObjectCall {
+            route: route.name.clone(),
+            object: idemgate_core::single_use::object_name(&admitted.scope, &id),
+            absorbed: 0,
+            op: ObjectOp::ClaimOnce {
+                claimant: admitted.object_name.clone(),
+                until,
+            },
+        };
+        match object_client::call(env, call, Vec::new()).await {
+            Ok(reply) if reply.response.status == 204 => {}
+            Ok(reply) if reply.response.status == 409 => {
+                return Ok(Err(idemgate_core::single_use::replayed()));
+            }
+            Ok(_) => {
+                return Ok(Err(Problem::StorageUnavailable {
+                    message: "the transmission's claim could not be checked".into(),
+                }))
+            }
+            Err(problem) => return Ok(Err(problem)),
+        }
     }
     // After an upgrade, a retry whose key the second version derived
     // otherwise is answered where that version kept its receipt, if it did.

@@ -27,12 +27,34 @@ export async function verify_signature(algorithm, key, signature, message) {
     return false;
   }
 }
-export async function fetch_certificate(url) {
+export async function fetch_certificate(url, timeout_ms, max_bytes) {
   // Workers take no redirect: "error"; "manual" leaves a redirect
-  // unfollowed, and its 3xx is refused below.
-  const response = await fetch(url, { redirect: "manual" });
+  // unfollowed, and its 3xx is refused below. An unauthenticated request
+  // chose this URL (on an allowed host): the fetch is bounded in time and
+  // in bytes.
+  const response = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(timeout_ms) });
   if (!response.ok) throw new Error("status " + response.status);
-  return new Uint8Array(await response.arrayBuffer());
+  if (!response.body) return new Uint8Array(0);
+  const reader = response.body.getReader();
+  const chunks = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max_bytes) {
+      await reader.cancel();
+      throw new Error("over " + max_bytes + " bytes");
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return bytes;
 }
 "#)]
 extern "C" {
@@ -44,17 +66,33 @@ extern "C" {
         message: &Uint8Array,
     ) -> Result<js_sys::Promise, JsValue>;
     #[wasm_bindgen(catch)]
-    fn fetch_certificate(url: &str) -> Result<js_sys::Promise, JsValue>;
+    fn fetch_certificate(
+        url: &str,
+        timeout_ms: u32,
+        max_bytes: u32,
+    ) -> Result<js_sys::Promise, JsValue>;
 }
 
 /// How long a fetched certificate's key is kept.
 const CERTIFICATE_TTL_MS: u64 = 86_400_000;
-/// At most this many certificates are kept.
+/// At most this many certificates are kept; the least recently used goes.
 const MAX_CERTIFICATES: usize = 32;
+/// A certificate fetch gives up after this long (the delivery is then
+/// 503 `signing-key-unavailable`, and PayPal retries).
+const FETCH_TIMEOUT_MS: u32 = 5_000;
+/// A PayPal certificate is about 2 KiB; nothing near this is one.
+const MAX_CERTIFICATE_BYTES: u32 = 65_536;
+
+/// A certificate's key, as this isolate keeps it.
+struct Kept {
+    spki: Vec<u8>,
+    fetched_at: u64,
+    used_at: u64,
+}
 
 thread_local! {
-    /// Certificate URL -> (its SubjectPublicKeyInfo, fetched at).
-    static CERTIFICATES: RefCell<HashMap<String, (Vec<u8>, u64)>> = RefCell::new(HashMap::new());
+    /// Certificate URL -> its SubjectPublicKeyInfo.
+    static CERTIFICATES: RefCell<HashMap<String, Kept>> = RefCell::new(HashMap::new());
 }
 
 /// What `checks` come to, checked one after the other until one verifies.
@@ -109,17 +147,19 @@ async fn check_one(check: &PublicKeyCheck) -> PublicKeyChecked {
 async fn certificate_key(url: &str) -> Result<Vec<u8>, PublicKeyChecked> {
     let now = worker::Date::now().as_millis();
     let cached = CERTIFICATES.with(|certificates| {
-        certificates
-            .borrow()
-            .get(url)
-            .filter(|(_, at)| now.saturating_sub(*at) < CERTIFICATE_TTL_MS)
-            .map(|(spki, _)| spki.clone())
+        let mut certificates = certificates.borrow_mut();
+        let kept = certificates
+            .get_mut(url)
+            .filter(|kept| now.saturating_sub(kept.fetched_at) < CERTIFICATE_TTL_MS)?;
+        kept.used_at = now;
+        Some(kept.spki.clone())
     });
     if let Some(spki) = cached {
         return Ok(spki);
     }
     let unavailable = |_| PublicKeyChecked::KeyUnavailable;
-    let fetched = JsFuture::from(fetch_certificate(url).map_err(unavailable)?)
+    let fetching = fetch_certificate(url, FETCH_TIMEOUT_MS, MAX_CERTIFICATE_BYTES);
+    let fetched = JsFuture::from(fetching.map_err(unavailable)?)
         .await
         .map_err(unavailable)?;
     let pem = Uint8Array::new(&fetched).to_vec();
@@ -128,10 +168,25 @@ async fn certificate_key(url: &str) -> Result<Vec<u8>, PublicKeyChecked> {
         .ok_or(PublicKeyChecked::Rejected)?;
     CERTIFICATES.with(|certificates| {
         let mut certificates = certificates.borrow_mut();
-        if certificates.len() >= MAX_CERTIFICATES {
-            certificates.clear();
+        if certificates.len() >= MAX_CERTIFICATES && !certificates.contains_key(url) {
+            // The least recently used goes: clearing all would let a burst
+            // of URLs on an allowed host make every delivery fetch again.
+            let oldest = certificates
+                .iter()
+                .min_by_key(|(_, kept)| kept.used_at)
+                .map(|(url, _)| url.clone());
+            if let Some(oldest) = oldest {
+                certificates.remove(&oldest);
+            }
         }
-        certificates.insert(url.to_string(), (spki.clone(), now));
+        certificates.insert(
+            url.to_string(),
+            Kept {
+                spki: spki.clone(),
+                fetched_at: now,
+                used_at: now,
+            },
+        );
     });
     Ok(spki)
 }

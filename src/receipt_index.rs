@@ -10,7 +10,7 @@ use worker::wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Env};
 
 use idemgate_core::index::sql;
-use idemgate_core::index::{Cursor, IndexRow, IndexUpdate, PAGE_SIZE};
+use idemgate_core::index::{Cursor, IndexRow, IndexUpdate, IndexWrite, PAGE_SIZE};
 use idemgate_core::operator::Listing;
 use idemgate_core::problem::Problem;
 
@@ -64,8 +64,10 @@ async fn run_creating(
 }
 
 /// Applies one update; an error when there is no index to write (an async
-/// delivery is never acknowledged without its row).
-pub async fn write(env: &Env, update: IndexUpdate) -> Result<(), String> {
+/// delivery is never acknowledged without its row). A write that changed
+/// nothing (D1's `changes` is 0: the row holds the same or a higher
+/// version) says so, with the row's version.
+pub async fn write(env: &Env, update: IndexUpdate) -> Result<IndexWrite, String> {
     let database = database(env).ok_or(REMEDY)?;
     let statement = || {
         match &update {
@@ -98,7 +100,28 @@ pub async fn write(env: &Env, update: IndexUpdate) -> Result<(), String> {
         }
         .map_err(message)
     };
-    run_creating(&database, statement).await.map(|_| ())
+    let result = run_creating(&database, statement).await?;
+    let changes = result.meta().ok().flatten().and_then(|meta| meta.changes);
+    if changes != Some(0) {
+        return Ok(IndexWrite::Landed);
+    }
+    #[derive(Deserialize)]
+    struct Version {
+        version: u64,
+    }
+    let row: Option<Version> = database
+        .prepare(sql::VERSION_OF)
+        .bind(&[JsValue::from_str(update.object())])
+        .map_err(message)?
+        .first(None)
+        .await
+        .map_err(message)?;
+    match row {
+        Some(row) => Ok(IndexWrite::Outdated {
+            row_version: row.version,
+        }),
+        None => Err("the index wrote nothing and holds no row".into()),
+    }
 }
 
 /// A row as D1 returns it (integers as numbers).
@@ -189,13 +212,17 @@ pub async fn list(
 }
 
 /// Objects with work overdue before `before`, oldest first, at most `limit`.
-pub async fn overdue(env: &Env, before: u64, limit: u32) -> Result<Vec<(String, String)>, String> {
+/// A row the sweep found overdue.
+#[derive(Deserialize)]
+pub struct Due {
+    pub object: String,
+    pub route: String,
+    pub accepted_at: u64,
+    pub version: u64,
+}
+
+pub async fn overdue(env: &Env, before: u64, limit: u32) -> Result<Vec<Due>, String> {
     let database = database(env).ok_or(REMEDY)?;
-    #[derive(Deserialize)]
-    struct Due {
-        object: String,
-        route: String,
-    }
     let result = run_creating(&database, || {
         database
             .prepare(sql::OVERDUE)
@@ -203,8 +230,32 @@ pub async fn overdue(env: &Env, before: u64, limit: u32) -> Result<Vec<(String, 
             .map_err(message)
     })
     .await?;
-    let due: Vec<Due> = result.results().map_err(message)?;
-    Ok(due.into_iter().map(|due| (due.object, due.route)).collect())
+    result.results().map_err(message)
+}
+
+/// Moves each failed row's wake to its time (one batch), unless its
+/// object wrote the row since the sweep read it.
+pub async fn back_off(env: &Env, rows: &[(&Due, u64)]) -> Result<(), String> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let database = database(env).ok_or(REMEDY)?;
+    let statements = rows
+        .iter()
+        .map(|(due, at)| {
+            database.prepare(sql::BACK_OFF).bind(&[
+                JsValue::from_str(&due.object),
+                number(*at),
+                number(due.version),
+            ])
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(message)?;
+    database
+        .batch(statements)
+        .await
+        .map(|_| ())
+        .map_err(message)
 }
 
 /// Drops tombstones written before `before`.

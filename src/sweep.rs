@@ -7,7 +7,7 @@ use worker::Env;
 
 use idemgate_core::decision_log::DecisionLog;
 use idemgate_core::object_call::{ObjectCall, ObjectOp};
-use idemgate_core::sweep::{Sweep, SweepReport, WAKES_AT_ONCE};
+use idemgate_core::sweep::{retry_wake_at, Sweep, SweepReport, WAKES_AT_ONCE};
 
 use crate::env::config_from_env;
 use crate::events;
@@ -28,23 +28,34 @@ pub async fn run(env: &Env) -> SweepReport {
             return SweepReport::default();
         }
     };
-    let wakes = overdue.iter().map(|(object, route)| {
+    let wakes = overdue.iter().map(|due| async move {
         let call = ObjectCall {
-            route: route.clone(),
-            object: object.clone(),
+            route: due.route.clone(),
+            object: due.object.clone(),
             absorbed: 0,
             op: ObjectOp::Wake,
         };
-        object_client::call(env, call, Vec::new())
+        let answer = object_client::call(env, call, Vec::new()).await;
+        (
+            due,
+            matches!(answer, Ok(reply) if reply.response.status < 300),
+        )
     });
     let answers: Vec<_> = futures::stream::iter(wakes)
         .buffer_unordered(WAKES_AT_ONCE)
         .collect()
         .await;
-    let woken = answers
+    let woken = answers.iter().filter(|(_, woken)| *woken).count();
+    // A row whose wake failed goes behind the others, so rows that always
+    // fail never hold every run's page.
+    let failed: Vec<_> = answers
         .iter()
-        .filter(|answer| matches!(answer, Ok(reply) if reply.response.status < 300))
-        .count();
+        .filter(|(_, woken)| !*woken)
+        .map(|(due, _)| (*due, retry_wake_at(now, due.accepted_at)))
+        .collect();
+    if let Err(message) = receipt_index::back_off(env, &failed).await {
+        log_failure(env, &message);
+    }
     if let Err(message) =
         receipt_index::forget_tombstones(env, sweep.forget_tombstones_before).await
     {

@@ -47,7 +47,7 @@ static V1A_PUBLIC: LazyLock<String> = LazyLock::new(|| {
     )
 });
 /// The test certificate's key, as PayPal's signing key; the test origin
-/// serves the certificate under `/certs/`.
+/// serves the certificate under PayPal's path, `/v1/notifications/certs/`.
 static PAYPAL_SIGNER: LazyLock<rsa::RsaPrivateKey> = LazyLock::new(|| {
     use rsa::pkcs8::DecodePrivateKey;
     rsa::RsaPrivateKey::from_pkcs8_pem(include_str!(
@@ -198,9 +198,20 @@ fn sign_v1a(message: &mut Message, secret: &str, t: u64) {
 /// the certificate the test origin serves. `secret` is the webhook id
 /// signed.
 fn sign_paypal(message: &mut Message, origin: &str, webhook_id: &str, t: u64) {
+    let id = format!("tx-{}", &sha256_hex(&message.body)[..16]);
+    sign_paypal_transmission(message, origin, webhook_id, t, id);
+}
+
+/// [`sign_paypal`] under a transmission id the test chooses.
+fn sign_paypal_transmission(
+    message: &mut Message,
+    origin: &str,
+    webhook_id: &str,
+    t: u64,
+    id: String,
+) {
     use idemgate_core::signature::paypal::signed_string;
     use sha2::Digest;
-    let id = format!("tx-{}", &sha256_hex(&message.body)[..16]);
     let time = rfc3339(t);
     let signed = signed_string(&id, &time, webhook_id, &message.body);
     let signature = PAYPAL_SIGNER
@@ -209,7 +220,7 @@ fn sign_paypal(message: &mut Message, origin: &str, webhook_id: &str, t: u64) {
             &sha2::Sha256::digest(signed.as_bytes()),
         )
         .unwrap();
-    let certificate = format!("{origin}/certs/paypal-test.pem");
+    let certificate = format!("{origin}/v1/notifications/certs/paypal-test.pem");
     message.headers.extend([
         ("PAYPAL-TRANSMISSION-ID".to_string(), id),
         ("PAYPAL-TRANSMISSION-TIME".to_string(), time),
@@ -618,7 +629,11 @@ pub async fn every_provider_is_verified_forwarded_once_and_replayed(world: &'sta
         );
     }
     // PayPal's certificate was fetched once, then kept.
-    assert_eq!(world.origin.count("/certs/"), 1, "one certificate fetch");
+    assert_eq!(
+        world.origin.count("/v1/notifications/certs/"),
+        1,
+        "one certificate fetch"
+    );
 }
 
 /// `body` with a signed byte changed.
@@ -710,7 +725,7 @@ pub async fn a_paypal_certificate_that_cannot_be_fetched_yet_is_retried(world: &
     let run = now();
     let body = format!(r#"{{"id":"WH-down-{run}","event_type":"PAYMENT.CAPTURE.COMPLETED"}}"#);
     let mut delivery = signed(&origin, "paypal", PAYPAL_WEBHOOK_ID, &body, now());
-    let certificate = format!("/certs/fail-first/1/paypal-{run}.pem");
+    let certificate = format!("/v1/notifications/certs/fail-first-1-paypal-{run}.pem");
     name_certificate(&mut delivery, &format!("{origin}{certificate}"));
     let url = gateway.url("/p/paypal/certificate-down");
     let first = send(&url, JSON, &delivery.headers, &body).await;
@@ -783,4 +798,54 @@ pub async fn a_signed_delivery_is_one_key_however_its_path_is_spelt(world: &'sta
     );
     assert_eq!(receipt.json()["state"], "completed");
     assert_eq!(receipt.json()["duplicates"], 5);
+}
+
+/// The review's case (round 4, item 12): PayPal signs only a CRC32 of the
+/// body, so within the time window a captured transmission verifies with
+/// any body of the same CRC32, and so under any event id a forger writes.
+/// Each transmission id is forwarded under one key at most: the same
+/// transmission with another body is 401 and forwarded nowhere, and the
+/// same body again is its own event's replay. (The test signs the second
+/// body itself, which is what a matching CRC32 gives a forger.)
+pub async fn a_paypal_transmission_is_forwarded_under_one_event_at_most(world: &'static World) {
+    let gateway = world.gateway(Profile::Routes).await;
+    let origin = world.origin.url();
+    let run = now();
+    let transmission = format!("tx-once-{run}");
+    let url = gateway.url("/p/paypal/once");
+    let delivery = |event: &str| {
+        let body = format!(r#"{{"id":"{event}","event_type":"PAYMENT.CAPTURE.COMPLETED"}}"#);
+        let mut message = Message {
+            headers: Vec::new(),
+            body: body.clone().into_bytes(),
+        };
+        sign_paypal_transmission(
+            &mut message,
+            &origin,
+            PAYPAL_WEBHOOK_ID,
+            now(),
+            transmission.clone(),
+        );
+        (message, body)
+    };
+    let (genuine, genuine_body) = delivery(&format!("WH-once-{run}"));
+    let first = send(&url, JSON, &genuine.headers, &genuine_body).await;
+    assert_eq!(
+        first.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let (forged, forged_body) = delivery(&format!("WH-forged-{run}"));
+    let refused = send(&url, JSON, &forged.headers, &forged_body).await;
+    refused.assert_problem(401, "bad-signature");
+    let detail = refused.json()["detail"].as_str().unwrap().to_string();
+    assert!(detail.contains("replayed"), "{detail}");
+    let again = send(&url, JSON, &genuine.headers, &genuine_body).await;
+    assert!(again.replayed(), "the same event again is its replay");
+    assert_eq!(
+        world.origin.count("/p/paypal/once"),
+        1,
+        "one forward for the one transmission"
+    );
 }

@@ -87,7 +87,7 @@ pub async fn every_provider_is_sent_signed_forwarded_once_and_replayed(world: &'
     let run_id = now();
     // (provider, route, extra arguments): a provider finds the route named
     // after it; the others are named with --route.
-    let cert_url = format!("{origin}/certs/idemgate-send-test.pem");
+    let cert_url = format!("{origin}/v1/notifications/certs/idemgate-send-test.pem");
     let v1a = v1a_secret_key();
     let cases: Vec<(&str, &str, Vec<&str>)> = vec![
         ("stripe", "stripe", vec![]),

@@ -1,5 +1,5 @@
-//! The operator's page (`/__idemgate/ui`, docs/operator-page.md): static
-//! assets beside the worker, and a real browser (Debian's chromium, driven
+//! The operator's page (`/__idemgate/ui`, docs/operator-page.md): its files
+//! as the worker serves them, and a real browser (Debian's chromium, driven
 //! by Playwright: `tests/ui/operator-page.mjs`) using it against real dead
 //! letters of a real failing origin, which the browser script fixes
 //! half-way through a control socket served here.
@@ -97,9 +97,9 @@ async fn control(world: &'static World) -> String {
     format!("http://{address}")
 }
 
-/// The page and its files are static assets with their security headers;
-/// the worker keeps every other path, whatever the method.
-async fn assets_are_served_beside_the_worker(world: &'static World, gateway: &Gateway) {
+/// The worker serves the page and its files with their security headers,
+/// and keeps every other path as its own, whatever the method.
+async fn the_page_is_served_with_its_security_headers(world: &'static World, gateway: &Gateway) {
     let client = client();
     let page = Reply::read(
         client
@@ -142,8 +142,8 @@ async fn assets_are_served_beside_the_worker(world: &'static World, gateway: &Ga
         );
         assert!(file.header("content-security-policy").is_some(), "{path}");
     }
-    // Not the assets': the worker answers (an unrouted path is its 404
-    // problem), and nothing of the assets' directory leaks.
+    // Nothing of ui/ but the page's four files is served: an unrouted
+    // path is the worker's 404 problem.
     let headers_file =
         Reply::read(client.get(gateway.url("/_headers")).send().await.unwrap()).await;
     headers_file.assert_problem(404, "no-route");
@@ -200,7 +200,7 @@ pub async fn the_operator_page_drives_the_operator_api_in_a_browser(world: &'sta
         ("ADMIN_TOKEN", ADMIN_TOKEN),
     ])
     .await;
-    assets_are_served_beside_the_worker(world, &gateway).await;
+    the_page_is_served_with_its_security_headers(world, &gateway).await;
 
     // Dead letters of a failing origin: one to open and re-drive, 30 for
     // the bulk re-drive, one to purge, one for the keyboard; and a pending

@@ -17,7 +17,9 @@
 //! | [`flow`] | §2 | flow control: a route's permits, leases, waiters and rate |
 //! | [`answer`] | §2, §6 | what each decision renders to: status, headers, body |
 //! | [`signature`] | §4 | sender authentication, one file per scheme |
+//! | [`single_use`] | §4 | signed transmission ids forwarded under one key at most (PayPal) |
 //! | [`origin`] | §5 | target URL, idempotency headers and their signature |
+//! | [`api_origin`] | §4 | the origins a route may name for a sender's API or certificates |
 //! | [`headers`] | §5 | hop-by-hop and `Idempotency-*` filtering |
 //! | [`problem`] | §6 | every edge error, rendered to problem+json once |
 //! | [`operator`] | §7 | operator authorization, receipt addressing, listings |
@@ -31,6 +33,7 @@
 //! | `simulation` | §2 | deterministic simulation of the engine (tests only) |
 
 pub mod answer;
+pub mod api_origin;
 pub mod canonical;
 pub mod config;
 pub mod decision_log;
@@ -55,6 +58,7 @@ pub mod routes;
 pub mod signature;
 #[cfg(test)]
 mod simulation;
+pub mod single_use;
 mod small_sort;
 pub mod sweep;
 pub mod upgrade;

@@ -14,7 +14,7 @@ use futures::channel::oneshot;
 use crate::decision_log::DecisionLog;
 use crate::engine::{Backend, Policy, StorageOps, StoredRequest};
 use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest};
-use crate::index::IndexUpdate;
+use crate::index::{IndexUpdate, IndexWrite};
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt};
 use crate::signature::Secret;
@@ -44,6 +44,10 @@ pub struct MemoryBackend {
     /// Events emitted, and whether each was a log line.
     pub events: RefCell<Vec<(DecisionLog, bool)>>,
     pub index: RefCell<Vec<IndexUpdate>>,
+    /// A version every row of the index already holds, as one written
+    /// before the clock stepped back would: a write at or below it, or
+    /// below a write that landed, changes nothing, as in D1.
+    pub index_row_version: Cell<u64>,
     /// The receipt as stored when each forward was sent.
     pub stored_at_send: RefCell<Vec<Option<Receipt>>>,
     /// Forwards that wait for the test to answer them, in order.
@@ -280,7 +284,7 @@ impl Backend for MemoryBackend {
         self.events.borrow_mut().push((event.clone(), logged));
     }
 
-    async fn index(&self, update: IndexUpdate) -> Result<(), String> {
+    async fn index(&self, update: IndexUpdate) -> Result<IndexWrite, String> {
         self.count(|ops| ops.index_writes += 1);
         let gate = self.index_gates.borrow_mut().pop_front();
         if let Some(gate) = gate {
@@ -289,8 +293,20 @@ impl Backend for MemoryBackend {
         if self.fail_index.get() {
             return Err("injected index failure".into());
         }
+        let row_version = self
+            .index
+            .borrow()
+            .iter()
+            .filter(|landed| landed.object() == update.object())
+            .map(IndexUpdate::version)
+            .max()
+            .unwrap_or(0)
+            .max(self.index_row_version.get());
+        if update.version() <= row_version {
+            return Ok(IndexWrite::Outdated { row_version });
+        }
         self.index.borrow_mut().push(update);
-        Ok(())
+        Ok(IndexWrite::Landed)
     }
 
     fn secret(&self, name: &str) -> Option<Secret> {

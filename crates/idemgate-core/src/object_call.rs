@@ -52,14 +52,25 @@ pub enum ObjectOp {
     /// The operator reads the receipt.
     ReadReceipt,
     /// The operator deletes the receipt; a pending async one only with
-    /// `force`.
-    Purge { force: bool },
-    /// The operator queues a dead, failed or queued async receipt again.
-    Redrive,
+    /// `force`; only the life `receipt_id` names, when it names one.
+    Purge {
+        force: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receipt_id: Option<String>,
+    },
+    /// The operator queues a dead, failed or queued async receipt again;
+    /// only the life `receipt_id` names, when it names one.
+    Redrive {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receipt_id: Option<String>,
+    },
     /// The scheduled sweep wakes an object whose index row is overdue.
     Wake,
     /// The route's flow coordinator reserved a permit for this object.
     PermitReady,
+    /// A signed transmission id's object ([`crate::single_use`]): is the
+    /// transmission `claimant`'s (the key's object), until `until`?
+    ClaimOnce { claimant: String, until: u64 },
 }
 
 /// What the caller is told when the call to the key's object fails.
@@ -269,8 +280,14 @@ mod tests {
         assert_eq!(unsent.name(), "storage-unavailable");
         for op in [
             ObjectOp::ReadReceipt,
-            ObjectOp::Purge { force: false },
-            ObjectOp::Redrive,
+            ObjectOp::Purge {
+                force: false,
+                receipt_id: None,
+            },
+            ObjectOp::Redrive { receipt_id: None },
+            ObjectOp::Redrive {
+                receipt_id: Some("0190b4c2-7e00-7000-8000-000000000000".into()),
+            },
             ObjectOp::Wake,
         ] {
             let failure = call_failure(op.is_delivery(), true, "reset".into());
@@ -326,8 +343,14 @@ mod tests {
     fn operator_calls_round_trip() {
         for op in [
             ObjectOp::ReadReceipt,
-            ObjectOp::Purge { force: false },
-            ObjectOp::Redrive,
+            ObjectOp::Purge {
+                force: false,
+                receipt_id: None,
+            },
+            ObjectOp::Redrive { receipt_id: None },
+            ObjectOp::Redrive {
+                receipt_id: Some("0190b4c2-7e00-7000-8000-000000000000".into()),
+            },
             ObjectOp::Wake,
         ] {
             let call = ObjectCall {
@@ -348,7 +371,10 @@ mod tests {
             route: "r".into(),
             object: "o".into(),
             absorbed: 0,
-            op: ObjectOp::Purge { force: true },
+            op: ObjectOp::Purge {
+                force: true,
+                receipt_id: None,
+            },
         };
         assert_eq!(purge.into_delivery(Vec::new()).unwrap_err().status(), 500);
         let mut call = ObjectCall::deliver(admitted(), 0);

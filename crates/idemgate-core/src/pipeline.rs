@@ -191,6 +191,19 @@ impl<'a> Authenticated<'a> {
             .get_or_init(|| sha256_hex(self.inbound.body))
     }
 
+    /// The signed transmission id this delivery may be forwarded under
+    /// once, and until when (ms) a replay of it could still verify
+    /// ([`crate::single_use`]); `None` for a scheme that binds the body.
+    pub fn single_use(&self) -> Option<(String, u64)> {
+        let request = self.signed_request();
+        let (id, signed_at) = self.route.signature_scheme.single_use_id(&request)?;
+        let until = signed_at
+            .saturating_add(self.route.signature_tolerance_seconds)
+            .saturating_mul(1_000)
+            .saturating_add(crate::single_use::CLAIM_MARGIN_MS);
+        Some((id.to_string(), until))
+    }
+
     fn signed_request(&self) -> signature::SignedRequest<'a> {
         signature::SignedRequest {
             headers: self.inbound.headers,

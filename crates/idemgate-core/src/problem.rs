@@ -67,6 +67,9 @@ pub enum Problem {
         retry_after_secs: u64,
     },
     /// A redrive of a receipt that is not a dead or failed async one.
+    /// An operator act named a life of the key (`receipt_id=`) that is
+    /// no longer its receipt: nothing was done (SPEC §7, v4).
+    ReceiptChanged,
     NotRedrivable {
         state: String,
     },
@@ -131,6 +134,7 @@ impl Problem {
             Problem::NoRoute => 404,
             Problem::InvalidPath { .. } => 400,
             Problem::NotRedrivable { .. } => 409,
+            Problem::ReceiptChanged => 409,
             Problem::OutcomeUnknown { .. } => 503,
             Problem::NotAcknowledged { .. } | Problem::IndexUnavailable { .. } => 503,
             Problem::PendingDelivery { .. } => 409,
@@ -162,6 +166,7 @@ impl Problem {
             Problem::NoRoute => "no-route",
             Problem::InvalidPath { .. } => "invalid-path",
             Problem::NotRedrivable { .. } => "not-redrivable",
+            Problem::ReceiptChanged => "receipt-changed",
             Problem::OutcomeUnknown { .. } | Problem::NotAcknowledged { .. } => "outcome-unknown",
             Problem::IndexUnavailable { .. } => "storage-unavailable",
             Problem::PendingDelivery { .. } => "pending-delivery",
@@ -192,6 +197,7 @@ impl Problem {
             Problem::NoRoute => "No route for this path",
             Problem::InvalidPath { .. } => "Invalid request path",
             Problem::NotRedrivable { .. } => "Receipt cannot be re-driven",
+            Problem::ReceiptChanged => "Receipt changed",
             Problem::OutcomeUnknown { .. } => "Outcome unknown",
             Problem::NotAcknowledged { .. } => "Delivery not acknowledged",
             Problem::IndexUnavailable { .. } => "Receipt index unavailable",
@@ -222,6 +228,10 @@ impl Problem {
             Problem::Misconfigured { variable, reason } => format!("{variable}: {reason}"),
             Problem::NoRoute => "no route of ROUTES covers this path; nothing was forwarded".to_string(),
             Problem::InvalidPath { reason } => reason.clone(),
+            Problem::ReceiptChanged => "the key's receipt is no longer the one named by receipt_id= \
+                 (it expired or was purged, and a new delivery began a new life): nothing was done; \
+                 read the receipt again"
+                .to_string(),
             Problem::NotRedrivable { state } => format!(
                 "only a dead, failed or queued receipt of an async route can be re-driven; this one is {state}"
             ),

@@ -27,6 +27,23 @@ pub const MAX_LIMIT: u32 = 900;
 /// timeout, and a run has minutes, not hours.
 pub const WAKES_AT_ONCE: usize = 8;
 
+/// How long a row whose wake failed waits before the sweep tries it
+/// again: at least a minute (the next run), at most a day.
+pub const MIN_RETRY_MS: u64 = 60_000;
+pub const MAX_RETRY_MS: u64 = 86_400_000;
+
+/// When the sweep next tries a row whose wake failed at `now`: a quarter
+/// of the delivery's age later, between a minute and a day. The sweep
+/// takes the oldest rows first, so a row that fails every time (a
+/// receipt nothing can read) would otherwise take a place in every run's
+/// page for ever, and `SWEEP_LIMIT` of them would starve every other lost
+/// alarm; backed off, a failing row goes behind the rest, and one that
+/// recovers soon is tried again soon.
+pub fn retry_wake_at(now: u64, accepted_at: u64) -> u64 {
+    let age = now.saturating_sub(accepted_at);
+    now.saturating_add((age / 4).clamp(MIN_RETRY_MS, MAX_RETRY_MS))
+}
+
 /// One run's plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sweep {
@@ -84,6 +101,25 @@ mod tests {
         assert_eq!(sweep.forget_tombstones_before, 1_000_000_000 - 3_600_000);
         assert_eq!(sweep.limit, 40);
         assert_eq!(Sweep::at(5, 1).overdue_before, 0, "no underflow");
+    }
+
+    /// The review's case (round 4, item 4): a row that always fails to
+    /// wake moves back, further each time, so it never holds a place in
+    /// every run's page.
+    #[test]
+    fn a_row_that_fails_to_wake_is_tried_later_the_older_it_is() {
+        let now = 10 * 86_400_000;
+        assert_eq!(retry_wake_at(now, now - 1_000), now + MIN_RETRY_MS);
+        assert_eq!(retry_wake_at(now, now - 3_600_000), now + 900_000);
+        assert_eq!(retry_wake_at(now, 0), now + MAX_RETRY_MS);
+        // Each failure pushes it past every row due before it: retried at
+        // a later time than the run that failed it would look at again.
+        let mut due = now;
+        for _ in 0..5 {
+            let next = retry_wake_at(due, 0);
+            assert!(next > due + GRACE_MS);
+            due = next;
+        }
     }
 
     #[test]

@@ -126,7 +126,10 @@ fn delivery(name: &str, secret: &str, event: &str, text: &str, t: u64) -> Messag
                 ("PAYPAL-TRANSMISSION-ID".into(), event.to_string()),
                 ("PAYPAL-TRANSMISSION-TIME".into(), time.to_string()),
                 ("PAYPAL-TRANSMISSION-SIG".into(), STANDARD.encode(signature)),
-                ("PAYPAL-CERT-URL".into(), format!("{CERT_HOST}/cert.pem")),
+                (
+                    "PAYPAL-CERT-URL".into(),
+                    format!("{CERT_HOST}/v1/notifications/certs/cert.pem"),
+                ),
                 ("PAYPAL-AUTH-ALGO".into(), "SHA256withRSA".into()),
             ]);
         }

@@ -113,9 +113,9 @@ fn snapshot_dir() -> PathBuf {
     std::env::temp_dir().join(format!("idemgate-worker-{}", std::process::id()))
 }
 
-/// This run's copy of a built worker: `src/entry.mjs` and its `build/`,
-/// and the operator's page (`ui/`, its static assets), in a directory no
-/// build writes to.
+/// This run's copy of a built worker: `src/entry.mjs` and its `build/`
+/// (the operator's page is built into it), in a directory no build writes
+/// to.
 fn snapshot(worker: Worker) -> &'static Path {
     static SNAPSHOTS: OnceLock<std::sync::Mutex<Vec<(Worker, &'static Path)>>> = OnceLock::new();
     let mut snapshots = SNAPSHOTS
@@ -149,7 +149,6 @@ fn snapshot(worker: Worker) -> &'static Path {
     copy_dir(&worker.built(), &dir.join("build"));
     fs::create_dir_all(dir.join("src")).unwrap();
     fs::copy(root().join("src/entry.mjs"), dir.join("src/entry.mjs")).unwrap();
-    copy_dir(&root().join("ui"), &dir.join("ui"));
     let dir: &'static Path = Box::leak(dir.into_boxed_path());
     snapshots.push((worker, dir));
     dir
@@ -195,49 +194,23 @@ pub enum Index {
     Unbound,
 }
 
-/// Whether a gateway serves the operator's page (`ui/`) as the repository
-/// does: as static assets, with only the page's paths routed to them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Page {
-    /// Every end-to-end gateway: so every test also shows that the assets'
-    /// routing leaves the worker's requests alone.
-    Served,
-    /// The benchmark's gateways: under `wrangler dev` the assets' router is
-    /// one more JavaScript worker in front of every request (measured: about
-    /// 0.35 ms each, a fifth of a cheap request's throughput), a cost of
-    /// the local runtime; the benchmark measures the gateway alone, as its
-    /// published figures did.
-    #[allow(dead_code)] // the benchmark's alone
-    Left,
-}
-
 /// The config the tests run with: the snapshot's entry module, the
-/// repository's compatibility date, bindings and D1 migrations, the
-/// operator's page as `page` says, no build step (the test command builds
+/// repository's compatibility date, bindings and D1 migrations, no build
+/// step (the test command builds
 /// once), and the variables of the test. `extra` is appended as it is (a
 /// `[vars.ROUTES.x]` table, say).
 fn write_config(
     dir: &Path,
     worker: Worker,
     index: Index,
-    page: Page,
     vars: &[(&str, &str)],
     extra: &str,
 ) -> PathBuf {
-    let assets = match page {
-        Page::Served => format!(
-            "[assets]\ndirectory = \"{}\"\nrun_worker_first = {}\n",
-            snapshot(worker).join("ui").display(),
-            repository_setting("run_worker_first"),
-        ),
-        Page::Left => String::new(),
-    };
     let mut config = format!(
         r#"name = "idemgate-test"
 main = "{}"
 compatibility_date = "{}"
 
-{}
 [[durable_objects.bindings]]
 name = "DEDUP_OBJECT"
 class_name = "DedupObject"
@@ -266,7 +239,6 @@ dataset = "idemgate_test"
 "#,
         snapshot(worker).join("src/entry.mjs").display(),
         repository_setting("compatibility_date"),
-        assets,
         match index {
             Index::Unbound => String::new(),
             Index::Migrated | Index::Unmigrated => format!(
@@ -378,7 +350,7 @@ impl Gateway {
         vars: &[(&str, &str)],
         extra: &str,
     ) -> Gateway {
-        let config = write_config(dir.path(), worker, index, Page::Served, vars, extra);
+        let config = write_config(dir.path(), worker, index, vars, extra);
         if index == Index::Migrated {
             migrate(&config, &dir.path().join("state"));
         }
@@ -407,16 +379,19 @@ impl Gateway {
         vars: &[(&str, &str)],
         level: &str,
     ) -> Gateway {
-        let config = write_config(
-            dir.path(),
-            Worker::Release,
-            Index::Migrated,
-            Page::Left,
-            vars,
-            "",
-        );
+        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
         migrate(&config, &dir.path().join("state"));
         Gateway::start_command(dir, config, level).await
+    }
+
+    /// Starts with the plain `wrangler dev` command (no `--test-scheduled`),
+    /// addressed through its proxy: what a developer runs, and where they
+    /// curl the Cron trigger wrangler prints.
+    pub async fn start_as_a_developer_would(vars: &[(&str, &str)]) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
+        migrate(&config, &dir.path().join("state"));
+        Gateway::start_command(dir, config, "info").await
     }
 
     /// `wrangler dev --config <config> --log-level <level>` on `dir/state`.
@@ -441,14 +416,7 @@ impl Gateway {
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_without_inspector(vars: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        let config = write_config(
-            dir.path(),
-            Worker::Release,
-            Index::Migrated,
-            Page::Left,
-            vars,
-            "",
-        );
+        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
         migrate(&config, &dir.path().join("state"));
         Gateway::start_plain(dir, config).await
     }

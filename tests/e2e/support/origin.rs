@@ -6,8 +6,10 @@
 //! - `/fail-first/<n>/<code>/...` answers `<code>` to the first n requests to the path;
 //! - `/big/<bytes>/...` answers a text body of that many bytes;
 //! - `/cookie/...` adds a `Set-Cookie` unique to the request;
-//! - `/certs/...` answers the test certificate (PayPal's signing key's),
-//!   and `/certs/fail-first/<n>/...` answers 503 to the first n requests;
+//! - `/v1/notifications/certs/...` (PayPal's path) answers the test
+//!   certificate (PayPal's signing key's), and
+//!   `/v1/notifications/certs/fail-first-<n>-...` answers 503 to the first
+//!   n requests;
 //! - a path under a prefix passed to [`TestOrigin::fail`] answers 503;
 //! - otherwise 201 with a JSON body and headers unique to the request, which
 //!   name the epoch the request carried.
@@ -198,8 +200,9 @@ async fn respond(log: &Log, request: Request) -> Response {
         });
         (log.len(), earlier_to_path)
     };
-    if let Some(certificate) = path.strip_prefix("/certs/") {
-        if let ["fail-first", n, ..] = certificate.split('/').collect::<Vec<_>>()[..] {
+    if let Some(certificate) = path.strip_prefix("/v1/notifications/certs/") {
+        if let Some(rest) = certificate.strip_prefix("fail-first-") {
+            let n = rest.split('-').next().unwrap();
             if (earlier_to_path as u64) < n.parse::<u64>().unwrap() {
                 return StatusCode::SERVICE_UNAVAILABLE.into_response();
             }

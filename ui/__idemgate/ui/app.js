@@ -738,11 +738,14 @@
 
   function receiptView(receipt, address, crumbs) {
     const actions = h("div", { class: "actions" });
+    // The acts name the life of the key shown here: if the key has begun
+    // another since, the answer is 409 receipt-changed and nothing is done.
+    const life = { ...address, receipt_id: receipt.receipt_id };
     if (receipt.state !== "completed") {
-      actions.append(h("button", { type: "button", class: "primary", onclick: () => redriveOne(address) }, "Re-drive"));
+      actions.append(h("button", { type: "button", class: "primary", onclick: () => redriveOne(life) }, "Re-drive"));
     }
     actions.append(
-      h("button", { type: "button", class: "danger", onclick: () => purge(address, receipt.state) }, "Purge"),
+      h("button", { type: "button", class: "danger", onclick: () => purge(life, receipt.state) }, "Purge"),
       refreshButton(),
     );
     const facts = definitions([

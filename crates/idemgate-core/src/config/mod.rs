@@ -300,4 +300,19 @@ impl RouteConfig {
     pub fn is_async(&self) -> bool {
         matches!(self.delivery, Delivery::Async(_))
     }
+
+    /// Headers of this route whose values are never shown, besides the
+    /// well-known credential and signature names: its own signature
+    /// header and its tenant header.
+    pub fn masked_headers(&self) -> Vec<&str> {
+        let tenant = match &self.tenant {
+            Tenant::Header { name, .. } => Some(name.as_str()),
+            Tenant::Shared => None,
+        };
+        self.signature_scheme
+            .signature_header()
+            .into_iter()
+            .chain(tenant)
+            .collect()
+    }
 }

@@ -336,6 +336,28 @@ impl<B: Backend> Engine<B> {
         self.attempt_once(receipt, takeover, starting).await
     }
 
+    /// A delivery that can never be sent as stored: dead at once, kept for
+    /// the operator (`DEAD_RETENTION_SECONDS`) and listed as dead.
+    async fn dead_for_good(
+        &self,
+        mut receipt: Receipt,
+        now: u64,
+        terms: &AsyncTerms,
+    ) -> Result<(), String> {
+        receipt.state = ReceiptState::Dead {
+            dead_at: now,
+            expiry_warned: false,
+        };
+        receipt.expires_at = now.saturating_add(terms.dead_retention_ms);
+        let index = self.plan_index(&mut receipt);
+        let wake = receipt.next_wake();
+        self.store(receipt.clone())?;
+        self.set_alarm(wake).await?;
+        self.write_index(index).await;
+        self.emit_change("dead", &receipt, Trace::default());
+        Ok(())
+    }
+
     async fn attempt_once(
         &self,
         mut receipt: Receipt,
@@ -348,23 +370,14 @@ impl<B: Backend> Engine<B> {
         let Some(stored) = self.backend.load_request()? else {
             // Cannot happen while the receipt is pending; if storage lost
             // the request, the delivery is dead rather than retried forever.
-            receipt.state = ReceiptState::Dead {
-                dead_at: now,
-                expiry_warned: false,
-            };
-            receipt.expires_at = now.saturating_add(terms.dead_retention_ms);
-            let index = self.plan_index(&mut receipt);
-            let wake = receipt.next_wake();
-            self.store(receipt.clone())?;
-            self.set_alarm(wake).await?;
-            self.write_index(index).await;
-            self.emit_change("dead", &receipt, Trace::default());
-            return Ok(());
+            return self.dead_for_good(receipt, now, &terms).await;
         };
-        // A stored key that no longer parses is refused before a permit
-        // is asked for.
-        IdempotencyKey::parse(&receipt.identity.key, "receipt")
-            .map_err(|problem| problem.detail())?;
+        // A stored key that no longer parses (a later version's rule) can
+        // never be sent: a dead letter the operator sees, not an error that
+        // every alarm and every sweep meets again.
+        if IdempotencyKey::parse(&receipt.identity.key, "receipt").is_err() {
+            return self.dead_for_good(receipt, now, &terms).await;
+        }
         self.woken.set(false);
         let mut asked = self.permit_for_attempt(&receipt).await;
         if matches!(asked, AttemptPermit::WaitUntil(_)) && self.woken.take() {

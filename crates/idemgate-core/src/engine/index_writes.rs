@@ -6,7 +6,7 @@
 
 use super::{Backend, Engine};
 use crate::decision_log::DecisionLog;
-use crate::index::{update_for, IndexUpdate, Indexed};
+use crate::index::{update_for, IndexUpdate, IndexWrite, Indexed};
 use crate::receipt::Receipt;
 
 impl<B: Backend> Engine<B> {
@@ -45,8 +45,29 @@ impl<B: Backend> Engine<B> {
     /// Writes the index; whether it landed. A failure is logged; the row is
     /// written again later (the receipt says it is unconfirmed).
     pub(super) async fn write_index(&self, update: Option<IndexUpdate>) -> bool {
-        let Some(update) = update else { return true };
-        let landed = self.backend.index(update.clone()).await.is_ok();
+        let Some(mut update) = update else {
+            return true;
+        };
+        let mut written = self.backend.index(update.clone()).await;
+        if let Ok(IndexWrite::Outdated { row_version }) = written {
+            // The row holds a version this object never planned after this
+            // write (one from before a restart or an earlier life, ahead of
+            // a clock that stepped back): while this is still the last
+            // write planned, it goes again above that version. A write
+            // overtaken by this object's own later one is left lost.
+            if update.version() == self.index_floor.get() {
+                self.index_floor
+                    .set(self.index_floor.get().max(row_version));
+                update = update.at_version(self.next_index_version(self.backend.now_ms()));
+                written = self.backend.index(update.clone()).await;
+            }
+        }
+        let landed = match written {
+            Ok(IndexWrite::Landed) => true,
+            // Lost to a later write of this object: that one says more.
+            Ok(IndexWrite::Outdated { .. }) => update.version() != self.index_floor.get(),
+            Err(_) => false,
+        };
         // Only the write last planned confirms the receipt's row: an older
         // one (of an earlier life, say) may show the same state and wake,
         // and a later write may yet land over it, or have landed already.

@@ -35,7 +35,7 @@ use crate::config::{Delivery as DeliveryMode, InFlightPolicy, RouteConfig};
 use crate::decision_log::{DecisionLog, Trace};
 use crate::flow::{FlowLimits, PermitReply, PermitRequest};
 use crate::headers::HeaderList;
-use crate::index::IndexUpdate;
+use crate::index::{IndexUpdate, IndexWrite};
 use crate::key::IdempotencyKey;
 use crate::mutation::{is_active, Mutation};
 use crate::origin::OutboundRequest;
@@ -74,8 +74,9 @@ pub trait Backend {
     fn new_receipt_id(&self, now_ms: u64) -> String;
     /// One event per decision: counted, and logged when `logged`.
     fn emit(&self, event: &DecisionLog, logged: bool);
-    /// Writes the receipt index (D1).
-    async fn index(&self, update: IndexUpdate) -> Result<(), String>;
+    /// Writes the receipt index (D1): whether the row changed, or had a
+    /// write of the same or a higher version already.
+    async fn index(&self, update: IndexUpdate) -> Result<IndexWrite, String>;
     /// A Worker secret by its name (an async receipt signs each attempt
     /// with the secret its terms name, as it is now).
     fn secret(&self, name: &str) -> Option<Secret>;
@@ -418,6 +419,27 @@ impl<B: Backend> Engine<B> {
     /// delivery was acknowledged to its sender: purging it discards it, so
     /// it takes `force` (SPEC §7, v3), as does a receipt that cannot be
     /// read and may be one. `object` names the index row to remove.
+    /// Whether the key's receipt is the life `expected` names (when it
+    /// names one): an operator act read from an older page, or from an
+    /// index row, must not touch a newer life of the key (SPEC §7, v4).
+    /// No receipt at all is left to the act itself (404).
+    pub fn check_life(&self, expected: Option<&str>) -> Result<(), Problem> {
+        let Some(expected) = expected else {
+            return Ok(());
+        };
+        let current = self
+            .with_receipt(|receipt| {
+                receipt
+                    .as_ref()
+                    .map(|receipt| receipt.identity.receipt_id.clone())
+            })
+            .map_err(|message| Problem::StorageUnavailable { message })?;
+        match current {
+            Some(current) if current != expected => Err(Problem::ReceiptChanged),
+            _ => Ok(()),
+        }
+    }
+
     pub async fn purge(&self, object: &str, force: bool) -> Result<bool, Problem> {
         let storage = |message| Problem::StorageUnavailable { message };
         // The state of a pending delivery, if the object holds one.

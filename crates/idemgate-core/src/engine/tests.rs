@@ -1991,3 +1991,61 @@ fn an_acceptance_whose_alarm_fails_after_the_receipt_is_durable_is_outcome_unkno
     assert!(block_on(engine.after_answer()), "and it is sent");
     assert_eq!(backend.forwarded.borrow().len(), 1);
 }
+
+/// The review's case (round 4, item 6): an operator read a dead letter,
+/// the key then began a new life (purged, delivered again), and the
+/// operator's act, named for the old life, must not touch the new one.
+#[test]
+fn an_act_named_for_another_life_of_the_key_is_receipt_changed() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[]);
+    backend.answer_with(status(503));
+    block_on(engine.deliver(delivery("a"), &policy));
+    block_on(engine.after_answer());
+    let old = engine.receipt().unwrap().unwrap();
+    assert_eq!(old.state_name(), "dead");
+    let old_life = old.identity.receipt_id.clone();
+    assert_eq!(engine.check_life(Some(&old_life)), Ok(()));
+    // Purged, and delivered again: a new life of the same key, pending.
+    assert_eq!(block_on(engine.purge("object-1", true)), Ok(true));
+    backend.now.set(NOW + 1_000);
+    backend.answer_with(status(503));
+    block_on(engine.deliver(delivery("a"), &policy));
+    let new = engine.receipt().unwrap().unwrap();
+    assert_ne!(new.identity.receipt_id, old_life);
+    assert_eq!(
+        engine.check_life(Some(&old_life)),
+        Err(Problem::ReceiptChanged)
+    );
+    assert_eq!(Problem::ReceiptChanged.status(), 409);
+    assert_eq!(Problem::ReceiptChanged.name(), "receipt-changed");
+    assert_eq!(engine.check_life(Some(&new.identity.receipt_id)), Ok(()));
+    assert_eq!(
+        engine.check_life(None),
+        Ok(()),
+        "without receipt_id, as before"
+    );
+}
+
+/// The review's case (round 4, item 7): index versions come from the
+/// clock. After it steps back, the object's new row would lose to the row
+/// an earlier life left (a tombstone, say) and the acknowledgement would
+/// rest on a row that still says gone. The losing write is seen (D1's
+/// `changes` is 0) and written again above the row's version.
+#[test]
+fn an_index_write_that_loses_to_a_row_from_ahead_of_the_clock_goes_again_above_it() {
+    let engine = engine();
+    let backend = engine.backend();
+    let ahead = NOW + 3_600_000;
+    backend.index_row_version.set(ahead);
+    let answer = block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    assert_eq!(answer.render().status, 202, "acknowledged: its row landed");
+    let versions: Vec<u64> = backend.index.borrow().iter().map(|u| u.version()).collect();
+    assert_eq!(versions.len(), 1);
+    assert!(versions[0] > ahead, "{versions:?} above {ahead}");
+    assert_eq!(
+        backend.index_rows(),
+        [("object-1".into(), "in_flight".into())]
+    );
+}

@@ -76,6 +76,33 @@ impl IndexUpdate {
             IndexUpdate::Remove { version, .. } => *version,
         }
     }
+
+    /// The row's object.
+    pub fn object(&self) -> &str {
+        match self {
+            IndexUpdate::Upsert(row) => &row.object,
+            IndexUpdate::Remove { object, .. } => object,
+        }
+    }
+
+    /// The same write at another version.
+    pub fn at_version(mut self, new: u64) -> IndexUpdate {
+        match &mut self {
+            IndexUpdate::Upsert(row) => row.version = new,
+            IndexUpdate::Remove { version, .. } => *version = new,
+        }
+        self
+    }
+}
+
+/// What a write of the index did: its row changed, or a write of the same
+/// or a higher version had landed before, so it changed nothing (the
+/// versions come from the clock, which may step back; or this write was
+/// overtaken by a later one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexWrite {
+    Landed,
+    Outdated { row_version: u64 },
 }
 
 /// What the index shows of a receipt, as its receipt remembers it: the

@@ -55,6 +55,16 @@ pub const REMOVE: &str = "INSERT INTO receipt_index \
      updated_at = excluded.updated_at, version = excluded.version \
      WHERE excluded.version > receipt_index.version";
 
+/// The sweep backs off a row whose wake failed, unless the object wrote
+/// it since (its version moved on). Parameters: object, the new wake
+/// time, the version the sweep read.
+pub const BACK_OFF: &str = "UPDATE receipt_index SET next_wake_at = ?2 \
+     WHERE object = ?1 AND version = ?3 AND next_wake_at IS NOT NULL";
+
+/// The version an object's row holds (a write that changed nothing lost
+/// to it). Parameter: the object.
+pub const VERSION_OF: &str = "SELECT version FROM receipt_index WHERE object = ?1";
+
 /// The listing: rows of a route in a state, newest first, after a
 /// cursor. Parameters: route, state, then the cursor's two.
 pub fn list(cursor: Option<&Cursor>) -> String {
@@ -75,7 +85,7 @@ pub const COLUMNS: &str = "object, route, scope, key, path, tenant_sha256, recei
 
 /// Rows whose object has work overdue, oldest first: what the sweep wakes.
 /// Parameters: the time before which work is overdue, the page's size.
-pub const OVERDUE: &str = "SELECT object, route FROM receipt_index \
+pub const OVERDUE: &str = "SELECT object, route, accepted_at, version FROM receipt_index \
      WHERE next_wake_at IS NOT NULL AND next_wake_at <= ?1 AND state != 'gone' \
      ORDER BY next_wake_at LIMIT ?2";
 

@@ -326,6 +326,28 @@ fn the_sweep_finds_overdue_rows_but_no_tombstone_and_forgets_old_tombstones() {
     assert!(shown(&db).is_none());
 }
 
+/// The sweep backs off a row whose wake failed, unless its object wrote
+/// the row since (a higher version): then the object's row stands.
+#[test]
+fn the_sweep_backs_off_a_failed_row_only_as_it_read_it() {
+    let db = database();
+    apply(&db, &row("queued", 1));
+    let wake_of = || -> Option<i64> {
+        db.query_row(
+            "SELECT next_wake_at FROM receipt_index WHERE object = 'obj'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(wake_of(), Some(10));
+    db.execute(sql::BACK_OFF, params!["obj", 500, 1]).unwrap();
+    assert_eq!(wake_of(), Some(500), "backed off as read at version 1");
+    apply(&db, &row("queued", 2));
+    db.execute(sql::BACK_OFF, params!["obj", 900, 1]).unwrap();
+    assert_eq!(wake_of(), Some(10), "the object wrote it since: kept");
+}
+
 #[test]
 fn the_schema_runs_twice_and_keeps_second_version_rows() {
     let db = database();

@@ -1,6 +1,7 @@
 //! The operator API's pure decisions (SPEC §7): who may call it, which
 //! receipt a query names, and what a listing asks for.
 
+pub mod page;
 pub mod view;
 
 use sha2::{Digest, Sha256};
@@ -76,6 +77,25 @@ pub fn route_of<'a>(
 pub struct ReceiptAddress {
     pub route: String,
     pub object_name: String,
+}
+
+/// `receipt_id=`, when given: the life of the key an act is meant for
+/// (SPEC §7, v4). A receipt id is a UUID, in its hyphenated form.
+pub fn receipt_id(query: &[(String, String)]) -> Result<Option<String>, Problem> {
+    let Some(id) = param(query, "receipt_id") else {
+        return Ok(None);
+    };
+    let uuid_shaped = id.len() == 36
+        && id.char_indices().all(|(at, c)| match at {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        });
+    match uuid_shaped {
+        true => Ok(Some(id.to_ascii_lowercase())),
+        false => Err(bad_query(
+            "receipt_id= is a receipt's id (a hyphenated UUID)",
+        )),
+    }
 }
 
 pub fn receipt_address(
@@ -222,6 +242,24 @@ mod tests {
     use super::*;
     use crate::canonical::sha256_hex;
     use std::collections::HashMap;
+
+    #[test]
+    fn receipt_id_is_a_hyphenated_uuid_or_absent() {
+        let query = |value: &str| vec![("receipt_id".to_string(), value.to_string())];
+        assert_eq!(receipt_id(&[]), Ok(None));
+        assert_eq!(
+            receipt_id(&query("0190B4C2-7E00-7000-8000-00000000000A")),
+            Ok(Some("0190b4c2-7e00-7000-8000-00000000000a".into()))
+        );
+        for bad in [
+            "",
+            "x",
+            "0190b4c27e0070008000000000000000",
+            "0190b4c2-7e00-7000-8000-00000000000g",
+        ] {
+            assert_eq!(receipt_id(&query(bad)).unwrap_err().status(), 400, "{bad}");
+        }
+    }
 
     fn secret(value: &str) -> Secret {
         Secret::new(value.into())

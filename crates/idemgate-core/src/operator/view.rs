@@ -79,10 +79,14 @@ pub struct RequestView {
 }
 
 impl<'a> ReceiptView<'a> {
+    /// `also_masked`: the route's own header names whose values are
+    /// masked besides the well-known ones (its `SIGNATURE_HEADER`, its
+    /// `TENANT_HEADER`).
     pub fn of(
         receipt: &'a Receipt,
         request: Option<&StoredRequest>,
         ops: StorageOps,
+        also_masked: &[&str],
     ) -> ReceiptView<'a> {
         let identity = &receipt.identity;
         let (mut lease_expires_at, mut completed_at, mut failed_at, mut dead_at) =
@@ -130,7 +134,7 @@ impl<'a> ReceiptView<'a> {
             expires_at: receipt.expires_at,
             duplicates: receipt.duplicates,
             attempts: &receipt.attempts,
-            request: request.map(RequestView::of),
+            request: request.map(|request| RequestView::of(request, also_masked)),
             object_storage_ops: ops,
         }
     }
@@ -158,11 +162,11 @@ impl<'a> ResponseView<'a> {
 }
 
 impl RequestView {
-    fn of(request: &StoredRequest) -> RequestView {
+    fn of(request: &StoredRequest, also_masked: &[&str]) -> RequestView {
         RequestView {
             method: request.method.clone(),
             url: request.url.clone(),
-            headers: mask(&request.headers),
+            headers: mask(&request.headers, also_masked),
             body_bytes: request.body.len(),
         }
     }
@@ -194,11 +198,14 @@ pub fn is_masked(name: &str) -> bool {
         || name == "paypal-cert-url"
 }
 
-pub fn mask(headers: &[(String, String)]) -> HeaderList {
+pub fn mask(headers: &[(String, String)], also_masked: &[&str]) -> HeaderList {
     headers
         .iter()
         .map(|(name, value)| {
-            let shown = if is_masked(name) {
+            let route_masks = also_masked
+                .iter()
+                .any(|masked| masked.eq_ignore_ascii_case(name));
+            let shown = if route_masks || is_masked(name) {
                 MASKED.to_string()
             } else {
                 value.clone()
@@ -223,22 +230,41 @@ mod tests {
 
     #[test]
     fn credentials_and_signatures_are_masked_and_the_rest_shown() {
-        let shown = mask(&headers(&[
-            ("Authorization", "Bearer secret"),
-            ("cookie", "session=1"),
-            ("Stripe-Signature", "t=1,v1=ab"),
-            ("webhook-signature", "v1,xyz"),
-            ("X-Hub-Signature-256", "sha256=ab"),
-            ("X-Shopify-Hmac-Sha256", "ab=="),
-            ("HmacSignature", "ab=="),
-            ("X-Api-Key", "k"),
-            ("PAYPAL-TRANSMISSION-SIG", "sig"),
-            ("content-type", "application/json"),
-            ("webhook-id", "msg_1"),
-        ]));
+        let shown = mask(
+            &headers(&[
+                ("Authorization", "Bearer secret"),
+                ("cookie", "session=1"),
+                ("Stripe-Signature", "t=1,v1=ab"),
+                ("webhook-signature", "v1,xyz"),
+                ("X-Hub-Signature-256", "sha256=ab"),
+                ("X-Shopify-Hmac-Sha256", "ab=="),
+                ("HmacSignature", "ab=="),
+                ("X-Api-Key", "k"),
+                ("PAYPAL-TRANSMISSION-SIG", "sig"),
+                ("content-type", "application/json"),
+                ("webhook-id", "msg_1"),
+            ]),
+            &[],
+        );
         let values: Vec<&str> = shown.iter().map(|(_, value)| value.as_str()).collect();
         assert_eq!(&values[..9], [MASKED; 9]);
         assert_eq!(&values[9..], ["application/json", "msg_1"]);
+    }
+
+    /// The review's case (round 4, item 14): a generic route's signature
+    /// header and its tenant header carry no well-known name, and are
+    /// masked all the same.
+    #[test]
+    fn a_routes_own_signature_and_tenant_headers_are_masked() {
+        let list = headers(&[
+            ("X-Acme-Mac", "deadbeef"),
+            ("X-Customer", "acme-42"),
+            ("x-trace", "1"),
+        ]);
+        let shown = mask(&list, &["x-acme-mac", "X-CUSTOMER"]);
+        let values: Vec<&str> = shown.iter().map(|(_, value)| value.as_str()).collect();
+        assert_eq!(values, [MASKED, MASKED, "1"]);
+        assert_eq!(mask(&list, &[])[0].1, "deadbeef", "not a well-known name");
     }
 
     #[test]
@@ -282,6 +308,7 @@ mod tests {
             &receipt,
             Some(&request),
             StorageOps::default(),
+            &[],
         ))
         .unwrap();
         assert_eq!(view["view_version"], VIEW_VERSION);

@@ -78,6 +78,10 @@ impl Scheme for BodyHmac {
         self.default_key_sources
     }
 
+    fn signature_header(&self) -> Option<&str> {
+        Some(&self.header)
+    }
+
     fn verify(
         &self,
         request: &SignedRequest,

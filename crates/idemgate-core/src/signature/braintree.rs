@@ -5,7 +5,8 @@
 //! Braintree's libraries do, the payload is also tried with the newline a
 //! proxy may have trimmed, and refused if it holds anything but base64 and
 //! newlines. The secret is `<public key>:<private key>`. No time is
-//! signed; only `bt_payload` is, so the key hashes it.
+//! signed; only `bt_payload` is, so the key hashes it, with its trailing
+//! newline (trimmed or not, it verifies: one delivery, one key).
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -95,10 +96,17 @@ impl Scheme for Braintree {
         name == PAYLOAD
     }
 
+    /// The payload with its trailing newline: since a payload verifies
+    /// with or without it, the two are one delivery, and one key. It is
+    /// the form Braintree signs (its payloads end with a newline), so the
+    /// key of a payload that arrives whole is what it always was.
     fn signed_content(&self, request: &SignedRequest) -> Option<Vec<u8>> {
-        fields(request.body)
-            .ok()
-            .map(|(_, payload)| payload.into_bytes())
+        fields(request.body).ok().map(|(_, mut payload)| {
+            if !payload.ends_with('\n') {
+                payload.push('\n');
+            }
+            payload.into_bytes()
+        })
     }
 
     fn verify(
@@ -247,6 +255,17 @@ mod tests {
         // The payload with its newline trimmed (as a proxy might).
         let trimmed = b"bt_signature=pub_key%7C10147039574f99347c31d0b26d312d3972520fa0&bt_payload=PHg%2BPC94Pg%3D%3D";
         assert_eq!(verify(&scheme, trimmed), Ok(Verdict::Verified));
+        // The review's case (round 4, item 10): trimmed, it is still the
+        // same delivery, so the same key; it was a new one.
+        let content = |body: &[u8]| {
+            scheme.signed_content(&SignedRequest {
+                headers: &[],
+                body,
+                query: None,
+            })
+        };
+        assert_eq!(content(trimmed), content(body));
+        assert_eq!(content(body), Some(b"PHg+PC94Pg==\n".to_vec()));
     }
 
     #[test]

@@ -151,6 +151,21 @@ pub trait Scheme: fmt::Debug + Send + Sync {
         &[]
     }
 
+    /// The id the sender signs for this one transmission, and the signed
+    /// time (Unix seconds), for a sender whose signature does not bind
+    /// the body: each such id is forwarded under one key at most
+    /// ([`crate::single_use`]).
+    fn single_use_id<'r>(&self, _request: &SignedRequest<'r>) -> Option<(&'r str, u64)> {
+        None
+    }
+
+    /// The header a route names for its signature (the generic `hmac`'s
+    /// `SIGNATURE_HEADER`): masked wherever a request is shown, as the
+    /// well-known signature headers are.
+    fn signature_header(&self) -> Option<&str> {
+        None
+    }
+
     /// Signs `message` at `now` (Unix seconds) as the sender does.
     #[cfg(feature = "sign")]
     fn sign(&self, message: &mut Message, now: u64);
@@ -403,6 +418,18 @@ impl SignatureScheme {
     }
 
     /// The origins a certificate may be fetched from (PayPal's scheme).
+    /// The signed transmission id of a verified delivery, and its signed
+    /// time, where the scheme forwards each id once.
+    pub fn single_use_id<'r>(&self, request: &SignedRequest<'r>) -> Option<(&'r str, u64)> {
+        self.first()
+            .and_then(|scheme| scheme.single_use_id(request))
+    }
+
+    /// The route's own signature header, if it names one.
+    pub fn signature_header(&self) -> Option<&str> {
+        self.first().and_then(|scheme| scheme.signature_header())
+    }
+
     pub fn cert_hosts(&self) -> &[String] {
         self.first().map_or(&[], |scheme| scheme.cert_hosts())
     }

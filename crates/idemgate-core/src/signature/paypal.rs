@@ -37,8 +37,13 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
     },
 };
 
-/// PayPal's live and sandbox API origins.
-pub const DEFAULT_CERT_HOSTS: &str = "https://api.paypal.com,https://api.sandbox.paypal.com";
+/// PayPal's live API origins: a route takes one environment's
+/// certificates, and the live one unless it names the sandbox's.
+pub const DEFAULT_CERT_HOSTS: &str = "https://api.paypal.com,https://api-m.paypal.com";
+
+/// PayPal's sandbox API origins, which a sandbox route names.
+pub const SANDBOX_CERT_HOSTS: &str =
+    "https://api.sandbox.paypal.com,https://api-m.sandbox.paypal.com";
 
 const ID: &str = "PAYPAL-TRANSMISSION-ID";
 const TIME: &str = "PAYPAL-TRANSMISSION-TIME";
@@ -53,40 +58,60 @@ struct PayPal {
 }
 
 /// `https://host[:port]` origins, comma-separated (`http://` only for a
-/// local test host on 127.0.0.1 or localhost).
+/// loopback host, exactly `127.0.0.1`, `[::1]` or `localhost`, so tests
+/// can serve a certificate).
 fn parse_cert_hosts(text: &str) -> Result<Vec<String>, String> {
-    text.split(',')
+    let origins = text
+        .split(',')
         .map(|origin| {
             let origin = origin.trim().trim_end_matches('/');
-            let rest = origin
-                .strip_prefix("https://")
-                .or_else(|| {
-                    origin.strip_prefix("http://").filter(|rest| {
-                        rest.starts_with("127.0.0.1") || rest.starts_with("localhost")
-                    })
-                })
-                .ok_or_else(|| format!("{origin:?} is not an https://host[:port] origin"))?;
-            let valid = !rest.is_empty()
-                && rest
-                    .bytes()
-                    .all(|byte| byte.is_ascii_alphanumeric() || b".-:".contains(&byte));
-            match valid {
-                true => Ok(origin.to_ascii_lowercase()),
-                false => Err(format!("{origin:?} is not an https://host[:port] origin")),
-            }
+            crate::api_origin::parse_api_origin(origin)
+                .ok_or_else(|| format!("{origin:?} is not an https://host[:port] origin"))
         })
-        .collect()
+        .collect::<Result<Vec<String>, String>>()?;
+    // One environment per route: a live route that took a sandbox
+    // certificate would take events anyone can make in a sandbox.
+    let of = |list: &str| -> Vec<String> { list.split(',').map(str::to_string).collect() };
+    let (live, sandbox) = (of(DEFAULT_CERT_HOSTS), of(SANDBOX_CERT_HOSTS));
+    if origins.iter().any(|origin| live.contains(origin))
+        && origins.iter().any(|origin| sandbox.contains(origin))
+    {
+        return Err(
+            "names both PayPal's live and sandbox origins: a route takes one environment's certificates"
+                .into(),
+        );
+    }
+    Ok(origins)
 }
 
-/// Whether `url` is on one of `origins`: the origin, then its path.
+/// Where PayPal serves its certificates, on an allowed origin.
+const CERT_PATH: &str = "/v1/notifications/certs/";
+
+/// Whether `url` is a certificate on one of `origins`: the origin exactly,
+/// then PayPal's certificate path, a name of plain characters and no
+/// query or fragment. The URL comes from an unauthenticated header, and
+/// each one makes a fetch.
 fn on_allowed_origin(url: &str, origins: &[String]) -> bool {
     // Bytes, not a str slice: a header may hold any character, and a
     // slice inside one would panic.
     let url = url.as_bytes();
     origins.iter().any(|origin| {
-        url.len() > origin.len()
-            && url[..origin.len()].eq_ignore_ascii_case(origin.as_bytes())
-            && url[origin.len()] == b'/'
+        let Some(rest) = url
+            .get(..origin.len())
+            .filter(|head| head.eq_ignore_ascii_case(origin.as_bytes()))
+            .map(|_| &url[origin.len()..])
+        else {
+            return false;
+        };
+        let Some(name) = rest.strip_prefix(CERT_PATH.as_bytes()) else {
+            return false;
+        };
+        !name.is_empty()
+            && name.len() <= 128
+            && name
+                .iter()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"-_.".contains(byte))
+            && !name.starts_with(b".")
     })
 }
 
@@ -222,6 +247,14 @@ impl Scheme for PayPal {
     #[cfg(feature = "sign")]
     fn sign(&self, _message: &mut Message, _now: u64) {}
 
+    /// The transmission id, which PayPal signs: its signature binds the
+    /// body only through a CRC32, so each transmission goes to one key.
+    fn single_use_id<'r>(&self, request: &SignedRequest<'r>) -> Option<(&'r str, u64)> {
+        let id = headers::get(request.headers, ID)?.trim();
+        let time = unix_seconds(headers::get(request.headers, TIME)?.trim())?;
+        (!id.is_empty()).then_some((id, time))
+    }
+
     fn cert_hosts(&self) -> &[String] {
         &self.cert_hosts
     }
@@ -348,12 +381,19 @@ mod tests {
     }
 
     /// The gateway fetches certificates only from the origins the scheme
-    /// names: the default pair, or the route's own list.
+    /// names: PayPal's live ones, or the route's own list.
     #[test]
     fn the_scheme_names_the_origins_certificates_come_from() {
         assert_eq!(
             paypal(DEFAULT_CERT_HOSTS).cert_hosts(),
-            ["https://api.paypal.com", "https://api.sandbox.paypal.com"]
+            ["https://api.paypal.com", "https://api-m.paypal.com"]
+        );
+        assert_eq!(
+            paypal(SANDBOX_CERT_HOSTS).cert_hosts(),
+            [
+                "https://api.sandbox.paypal.com",
+                "https://api-m.sandbox.paypal.com"
+            ]
         );
         assert_eq!(
             paypal("http://127.0.0.1:8787").cert_hosts(),
@@ -361,9 +401,29 @@ mod tests {
         );
     }
 
+    /// The review's case (round 4, item 12): one environment per route. A
+    /// live route (the default) refuses a sandbox certificate, and a list
+    /// that names both environments is refused.
+    #[test]
+    fn a_route_takes_one_paypal_environments_certificates() {
+        let now = 1_431_963_913;
+        let time = "2015-05-18T15:45:13Z";
+        let sandbox = "https://api.sandbox.paypal.com/v1/notifications/certs/CERT-360caa42";
+        assert!(matches!(
+            check(
+                &paypal(DEFAULT_CERT_HOSTS),
+                &headers(time, sandbox, "SHA256withRSA"),
+                now
+            ),
+            Err(Rejection::Malformed(..))
+        ));
+        assert!(parse_cert_hosts("https://api.paypal.com,https://api.sandbox.paypal.com").is_err());
+        assert!(parse_cert_hosts(SANDBOX_CERT_HOSTS).is_ok());
+    }
+
     #[test]
     fn a_certificate_comes_only_from_an_allowed_origin() {
-        let scheme = paypal(DEFAULT_CERT_HOSTS);
+        let scheme = paypal(SANDBOX_CERT_HOSTS);
         let now = 1_431_963_913;
         let time = "2015-05-18T15:45:13Z";
         let allowed = "https://api.sandbox.paypal.com/v1/notifications/certs/CERT-360caa42";
@@ -409,7 +469,11 @@ mod tests {
         let local = paypal("http://127.0.0.1:9999");
         assert!(check(
             &local,
-            &headers(time, "http://127.0.0.1:9999/cert.pem", "SHA256withRSA"),
+            &headers(
+                time,
+                "http://127.0.0.1:9999/v1/notifications/certs/cert.pem",
+                "SHA256withRSA"
+            ),
             now
         )
         .is_ok());
@@ -418,6 +482,25 @@ mod tests {
             "http only for a local test host"
         );
         assert!(parse_cert_hosts("https://a.example/path").is_err());
+        // The review's case (round 4, item 14): exact hosts, and only
+        // PayPal's certificate path, without a query or fragment.
+        assert!(parse_cert_hosts("http://localhost.attacker.example").is_err());
+        for refused in [
+            "http://127.0.0.1:9999/cert.pem",
+            "http://127.0.0.1:9999/v1/notifications/certs/",
+            "http://127.0.0.1:9999/v1/notifications/certs/cert.pem?x=1",
+            "http://127.0.0.1:9999/v1/notifications/certs/cert.pem#x",
+            "http://127.0.0.1:9999/v1/notifications/certs/../admin",
+            "http://127.0.0.1:99990/v1/notifications/certs/cert.pem",
+        ] {
+            assert!(
+                matches!(
+                    check(&local, &headers(time, refused, "SHA256withRSA"), now),
+                    Err(Rejection::Malformed(..))
+                ),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

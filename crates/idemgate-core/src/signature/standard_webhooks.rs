@@ -119,6 +119,17 @@ fn read<'a>(headers: &'a [(String, String)]) -> Result<Sent<'a>, Rejection> {
         }
     }
     let timestamp_text = header(brand.timestamp)?.trim();
+    // Both brands' timestamps count as signed: the other's must be this one.
+    for other in [&WEBHOOK, &SVIX] {
+        if headers::get(headers, other.timestamp)
+            .is_some_and(|other_timestamp| other_timestamp.trim() != timestamp_text)
+        {
+            return Err(Rejection::malformed(
+                other.timestamp,
+                "a second timestamp that is not the signed one",
+            ));
+        }
+    }
     let timestamp = timestamp_text
         .parse::<u64>()
         .map_err(|_| Rejection::malformed(brand.timestamp, "not a Unix time"))?;
@@ -377,6 +388,22 @@ mod tests {
         ));
         let other = "whsec_c2VjcmV0LW9mLWFub3RoZXItZW5kcG9pbnQ=";
         assert_eq!(check(other, &valid, BODY, T), Err(Rejection::Mismatch));
+    }
+
+    /// The review's case (round 4, item 14): both brands' timestamps are
+    /// declared signed, so the one not signed must be the signed one.
+    #[test]
+    fn a_second_brands_timestamp_must_be_the_signed_one() {
+        let mut list = headers(&SVIX, Some(MSG_ID), Some("1614265330"), Some(SIGNATURE_V1));
+        assert_eq!(check(SECRET, &list, BODY, T), Ok(Verdict::Verified));
+        list.push(("webhook-timestamp".into(), "1614265330".into()));
+        assert_eq!(check(SECRET, &list, BODY, T), Ok(Verdict::Verified));
+        list.pop();
+        list.push(("webhook-timestamp".into(), "1614265999".into()));
+        assert!(matches!(
+            check(SECRET, &list, BODY, T),
+            Err(Rejection::Malformed(..))
+        ));
     }
 
     /// The review's case (round 4, item 9): a header of 100 `v1a`

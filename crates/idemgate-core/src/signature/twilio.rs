@@ -17,7 +17,8 @@ use sha1::Sha1;
 
 use super::mac::set_header;
 use super::{
-    setting_error, Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest, Verdict,
+    setting_error, Message, Rejection, Scheme, SchemeEntry, Secret, Signed, SignedBody,
+    SignedRequest, Verdict,
 };
 use crate::canonical::sha256_hex;
 use crate::form;
@@ -152,6 +153,19 @@ impl Scheme for Twilio {
         "body-sha256"
     }
 
+    /// Twilio signs each parameter's name and value run together, with
+    /// nothing between them or between pairs, so a pair's boundary can
+    /// move (`a=bc` and `ab=c` sign alike) without breaking the signature:
+    /// no one field is signed. Only the hash of the sorted signed
+    /// parameters ([`Scheme::signed_content`], `body-sha256`) is a key
+    /// source; `form:` and `json:` are refused as unsigned.
+    fn signed(&self) -> Signed {
+        Signed {
+            headers: &[],
+            body: SignedBody::Fields,
+        }
+    }
+
     /// The sorted parameters a form's signature covers (a JSON body is
     /// covered whole, through the URL's hash).
     fn signed_content(&self, request: &SignedRequest) -> Option<Vec<u8>> {
@@ -209,6 +223,26 @@ mod tests {
     const URL: &str = "https://mycompany.com/myapp.php";
     const QUERY: &str = "foo=1&bar=2";
     const FORM: &str = "CallSid=CA1234567890ABCDE&Caller=%2B14158675309&Digits=1234&From=%2B14158675309&To=%2B18005551212";
+
+    /// The review's case (round 4, item 11): the same signature covers
+    /// `a=bc` and `ab=c`, so no form field may be a key.
+    #[test]
+    fn no_form_field_or_pointer_is_a_signed_key_source() {
+        let scheme = twilio();
+        for field in ["CallSid", "MessageSid", "Body"] {
+            assert!(!scheme.signs_form_field(field), "{field}");
+        }
+        assert!(!scheme.signs_pointer("/id"));
+        let joined = |body: &str| {
+            let mut signed = Vec::new();
+            for (name, value) in crate::form::pairs(body) {
+                signed.extend_from_slice(name.as_bytes());
+                signed.extend_from_slice(value.as_bytes());
+            }
+            signed
+        };
+        assert_eq!(joined("a=bc"), joined("ab=c"), "what Twilio signs");
+    }
 
     fn twilio() -> Twilio {
         Twilio {

@@ -103,7 +103,12 @@ impl D1 {
     /// `sql::UPSERT` or `sql::REMOVE`: an insert, or on conflict an update
     /// `WHERE excluded.version > receipt_index.version`. A removal is a
     /// tombstone (`gone`, never woken) that keeps the row's other columns.
-    pub fn apply(&mut self, update: &IndexUpdate) {
+    /// Answers the row's version when the write changed nothing.
+    pub fn apply(&mut self, update: &IndexUpdate) -> Option<u64> {
+        let before = self.rows.get(update.object()).map(|row| row.version);
+        if before.is_some_and(|version| update.version() <= version) {
+            return before;
+        }
         match update {
             IndexUpdate::Upsert(row) => match self.rows.get_mut(&row.object) {
                 Some(stored) if row.version > stored.version => *stored = row.clone(),
@@ -147,6 +152,7 @@ impl D1 {
                 }
             },
         }
+        None
     }
 
     /// `sql::OVERDUE`: objects with work due at or before `before`, oldest
@@ -861,8 +867,9 @@ impl Backend for SimBackend {
     /// D1, over the network: the write fails at once, or is sent and
     /// lands now, later (after writes sent after it), or never; its reply
     /// may be lost. A crash may fall before it is sent or after.
-    async fn index(&self, update: IndexUpdate) -> Result<(), String> {
+    async fn index(&self, update: IndexUpdate) -> Result<crate::index::IndexWrite, String> {
         self.end_turn();
+        let mut outdated = None;
         if !self.alive() || self.crash_point() {
             return never().await;
         }
@@ -904,13 +911,18 @@ impl Backend for SimBackend {
             world.count(|counts| counts.index_late += 1);
             sent(true, Err("the index's reply was lost".into()))
         } else {
-            world.d1.borrow_mut().apply(&update);
+            if let Some(row_version) = world.d1.borrow_mut().apply(&update) {
+                outdated = Some(row_version);
+            }
             Rc::new(RefCell::new(Some(Ok(()))))
         };
         if self.crash_point() {
             return never().await;
         }
-        IndexReply { done }.await
+        IndexReply { done }.await.map(|()| match outdated {
+            Some(row_version) => crate::index::IndexWrite::Outdated { row_version },
+            None => crate::index::IndexWrite::Landed,
+        })
     }
 
     fn secret(&self, name: &str) -> Option<Secret> {
