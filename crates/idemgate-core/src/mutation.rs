@@ -39,6 +39,9 @@ pub enum Mutation {
     /// The sweep's wake runs the object's step but leaves its index row
     /// as it is, so a row that lags its receipt stays (breaks invariant 10).
     WakeWithoutReconcile,
+    /// A holder forwards for its whole timeout whenever its grant comes
+    /// back, as before round 4 (breaks invariant 11).
+    ForwardPastItsPermit,
 }
 
 #[cfg(test)]

@@ -387,6 +387,23 @@ impl<B: Backend> Engine<B> {
             // claim now, rather than when the queued answer said to ask.
             asked = self.permit_for_attempt(&receipt).await;
         }
+        // The receipt may have moved on while the coordinator answered (a
+        // purge and a new delivery's life, a re-drive): this attempt then
+        // writes nothing, its wait included (it would store the old life
+        // over the new one), and a permit goes back unused.
+        let unchanged = self.with_receipt(|stored| {
+            stored.as_ref().is_some_and(|stored| {
+                stored.identity.receipt_id == receipt.identity.receipt_id
+                    && stored.state == receipt.state
+                    && stored.epoch == receipt.epoch
+            })
+        });
+        if unchanged != Ok(true) {
+            if let AttemptPermit::Held(permit) = asked {
+                self.release(Some(permit)).await;
+            }
+            return Ok(());
+        }
         let permit = match asked {
             AttemptPermit::Unlimited => None,
             AttemptPermit::Held(permit) => Some(permit),
@@ -401,19 +418,6 @@ impl<B: Backend> Engine<B> {
                 return waited;
             }
         };
-        // The receipt may have moved on while the coordinator answered (a
-        // purge, a re-drive): the permit then goes back unused.
-        let unchanged = self.with_receipt(|stored| {
-            stored.as_ref().is_some_and(|stored| {
-                stored.identity.receipt_id == receipt.identity.receipt_id
-                    && stored.state == receipt.state
-                    && stored.epoch == receipt.epoch
-            })
-        });
-        if unchanged != Ok(true) {
-            self.release(permit).await;
-            return Ok(());
-        }
         let now = self.backend.now_ms();
         let timeout_ms = match permit
             .as_ref()

@@ -401,3 +401,46 @@ fn a_wake_never_runs_an_attempt_in_its_own_call() {
     assert!(waiter.backend().forwarded.borrow().is_empty());
     assert_ne!(waiter.backend().alarm.get(), asked_again_at);
 }
+
+/// Found by the main simulation once it ran flow control: an attempt asks
+/// for its permit; while the coordinator's "queued" is on its way back,
+/// the operator force-purges the key and a new delivery of it is
+/// accepted (a new life). The old attempt's wait must write nothing: it
+/// stored the old life over the new one, losing an acknowledged delivery.
+#[test]
+fn a_wait_answered_after_the_key_began_a_new_life_writes_nothing() {
+    let (_flow, holder, waiter) = holder_and_waiter();
+    let origin = gated(holder.backend());
+    let mut holding = Box::pin(holder.on_alarm());
+    assert!(poll_once(holding.as_mut()).is_none(), "at the origin");
+    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
+    waiter
+        .backend()
+        .flow_reply_gates
+        .borrow_mut()
+        .push_back(reply_gate);
+    let mut asking = Box::pin(waiter.on_alarm());
+    assert!(poll_once(asking.as_mut()).is_none(), "queued, not yet told");
+    let old = waiter.receipt().unwrap().unwrap().identity.receipt_id;
+    assert_eq!(block_on(waiter.purge("object-b", true)), Ok(true));
+    waiter.backend().now.set(NOW + 1_000);
+    let mut again = delivery("b");
+    again.identity.object = "object-b".into();
+    again.identity.key = "b".into();
+    let policy = limited(async_policy(&[1_000, 2_000]));
+    assert_eq!(
+        block_on(waiter.deliver(again, &policy)).render().status,
+        202
+    );
+    let new = waiter.receipt().unwrap().unwrap().identity.receipt_id;
+    assert_ne!(new, old);
+    deliver_reply.send(()).unwrap();
+    assert_eq!(block_on(asking), Ok(()));
+    assert_eq!(
+        waiter.receipt().unwrap().unwrap().identity.receipt_id,
+        new,
+        "the new life stands"
+    );
+    origin.send(status(200)).unwrap();
+    assert_eq!(poll_once(holding.as_mut()), Some(Ok(())));
+}

@@ -32,6 +32,9 @@ impl HeldPermit {
     /// The forward's timeout under this permit at `now`; `None` when too
     /// little of its lease is left (see [`forward_timeout`]).
     pub(super) fn timeout_ms(&self, now: u64, origin_timeout_ms: u64) -> Option<u64> {
+        if crate::mutation::is_active(crate::mutation::Mutation::ForwardPastItsPermit) {
+            return Some(origin_timeout_ms);
+        }
         forward_timeout(self.deadline, now, origin_timeout_ms)
     }
 }

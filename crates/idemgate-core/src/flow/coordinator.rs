@@ -120,13 +120,31 @@ impl Coordinator {
     /// A holder asks for a permit.
     pub fn acquire(&mut self, request: &PermitRequest, now: u64) -> PermitReply {
         self.settle(request.limits, now);
+        if let Some(held) = self
+            .permit_of(&request.holder)
+            .filter(|permit| !permit.reserved)
+        {
+            // Granted and not given back: a forward under it may still be
+            // at the origin (its holder restarted, its answer or release
+            // was lost, or its key began a new life), so the holder waits
+            // for that lease to end; granting it again would be a second
+            // forward under one permit.
+            let expires_at = held.expires_at;
+            return match request.wait {
+                true => PermitReply::Queued {
+                    retry_at: expires_at,
+                },
+                false => PermitReply::Busy {
+                    retry_after_ms: expires_at.saturating_sub(now).max(1),
+                },
+            };
+        }
         if request.wait && self.permit_of(&request.holder).is_none() {
             self.enqueue(request, now);
             self.dispatch(now);
         }
         if let Some(grant) = self.permit_of(&request.holder).map(|permit| permit.grant) {
-            // Its own (a reservation, or a grant it asks for again after a
-            // restart): claimed for the forward's lease.
+            // Its reservation: claimed for the forward's lease.
             self.wakes.retain(|holder| *holder != request.holder);
             return self.grant(&request.holder, grant, request.lease_ms, now);
         }

@@ -77,6 +77,12 @@
 //!     will touch again (its sender is done, its alarm lost): no row means
 //!     nothing for the sweep to find. Such receipts are counted, not
 //!     failed.
+//! 11. A third of the schedules set `max_in_flight` (1 or 2) on the
+//!     route, with a coordinator whose answers may come back far past the
+//!     lease they grant and whose wakes may be late or lost: the forwards
+//!     at the origin at once (sent, not answered, not timed out) never
+//!     outnumber the limit. (Invariant 6 is then the coordinator's: a
+//!     delivery over the limit is refused 429, as SPEC §2 says.)
 //!
 //! `SIM_SEEDS=100000 cargo test --release --lib simulation::tests::seeds`
 //! explores more schedules; `SIM_STEPS` sets the steps per schedule.
@@ -149,6 +155,8 @@ enum Kind {
         force: bool,
     },
     Redrive,
+    /// The flow coordinator's wake of a key waiting for its permit.
+    PermitWake,
 }
 
 struct Task {
@@ -208,6 +216,8 @@ pub struct Explored {
     pub index_late: u64,
     pub index_lost: u64,
     pub orphans: u64,
+    /// Schedules whose route set `max_in_flight` (invariant 11).
+    pub limited: u64,
 }
 
 impl Explored {
@@ -225,6 +235,7 @@ impl Explored {
         self.index_late += other.index_late;
         self.index_lost += other.index_lost;
         self.orphans += other.orphans;
+        self.limited += other.limited;
     }
 }
 
@@ -334,6 +345,21 @@ impl Simulation {
             faults.index_delay_ms.set(rng.pick(&[500, 5_000, 20_000]));
         }
         faults.crash_percent.set(rng.pick(&[0, 0, 1, 3]));
+        // A third of the schedules limit the route's forwards (SPEC §2):
+        // the coordinator's answers may come back long after the lease
+        // they grant, its wakes late or never (see `world`).
+        // Such a route's lease exceeds its timeout by SPEC §8's margin, as
+        // the configuration requires (a grant's forward is bounded by it).
+        let mut policy = policy;
+        if rng.chance(35) && lease_ms >= 3_000 {
+            // 1,000 ms is the margin at these timeouts (2 and 5 s).
+            policy.origin_timeout_ms = policy.origin_timeout_ms.min(lease_ms - 1_000);
+            policy.flow = Some(crate::flow::FlowLimits {
+                max_in_flight: Some(rng.pick(&[1, 2])),
+                rate_thousandths: None,
+            });
+            *world.route_policy.borrow_mut() = Some(policy.clone());
+        }
         let engines = (0..KEYS)
             .map(|key| {
                 Rc::new(Engine::new(SimBackend {
@@ -395,6 +421,7 @@ impl Simulation {
         self.explored.index_late = counts.index_late;
         self.explored.index_lost = counts.index_lost;
         self.explored.orphans = self.orphans.get();
+        self.explored.limited = u64::from(self.policy.flow.is_some());
         self.world
             .violations
             .borrow()
@@ -481,6 +508,18 @@ impl Simulation {
     /// it is due, alarms fire, and every task runs until it waits.
     fn run_events(&mut self) {
         self.world.land_index_writes();
+        self.world.flow_alarm();
+        for key in self.world.arrived_wakes() {
+            let engine = self.engines[key].clone();
+            self.spawn(
+                key,
+                Kind::PermitWake,
+                Box::pin(async move {
+                    let _ = engine.permit_ready().await;
+                    None
+                }),
+            );
+        }
         if self.world.now.get() >= self.next_sweep_at {
             self.sweep();
         }
@@ -797,11 +836,16 @@ impl Simulation {
             .filter_map(|key| key.alarm.filter(|alarm| !alarm.dropped))
             .map(|alarm| alarm.at)
             .min();
-        let next = [next_alarm, self.world.next_landing(), Some(sweep)]
-            .into_iter()
-            .flatten()
-            .min()
-            .expect("a sweep is always next");
+        let next = [
+            next_alarm,
+            self.world.next_landing(),
+            self.world.next_flow_event(),
+            Some(sweep),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("a sweep is always next");
         self.next_sweep_at = self.next_sweep_at.max(sweep.min(next));
         self.world.now.set(next.max(now + 1));
     }
@@ -822,7 +866,11 @@ impl Simulation {
             .rows
             .values()
             .any(|row| row.state != crate::index::GONE && row.next_wake_at.is_some());
-        !alarms && !rows && self.tasks.is_empty() && self.world.index_writes.borrow().is_empty()
+        !alarms
+            && !rows
+            && self.tasks.is_empty()
+            && self.world.index_writes.borrow().is_empty()
+            && self.world.next_flow_event().is_none()
     }
 
     /// Nothing running, in flight, or waiting to be retried, and no
@@ -1092,7 +1140,11 @@ impl Simulation {
         self.world.force_purging.set(false);
         self.world.polling.set(None);
         let crashed = self.world.crashed.borrow().contains(&key);
-        if expect_forward && !crashed && !self.world.task_forwarded(task.id) {
+        // Under flow control a delivery asks for its permit first (a call
+        // that yields), and may be refused 429: invariant 6 is the
+        // coordinator's to keep there (`flow::tests`), and 11 is checked.
+        let limited = self.policy.flow.is_some();
+        if expect_forward && !crashed && !limited && !self.world.task_forwarded(task.id) {
             self.world.violate(format!(
                 "I6 key {key}: a delivery after the lease of a failed or expired forward was not forwarded",
             ));
@@ -1423,7 +1475,7 @@ mod tests {
         println!(
             "simulation: {count} schedules in {:.1} s, {} steps, {} deliveries ({} acknowledged), \
              {} forwards ({} first attempts after an acknowledgement), {} sweep wakes; faults: {} crashes, {} alarms refused, {} alarms \
-             dropped, {} index writes failed, {} late, {} lost; {} sync receipts orphaned",
+             dropped, {} index writes failed, {} late, {} lost; {} sync receipts orphaned; {} schedules flow-limited",
             started.elapsed().as_secs_f64(),
             explored.steps,
             explored.deliveries,
@@ -1438,6 +1490,7 @@ mod tests {
             explored.index_late,
             explored.index_lost,
             explored.orphans,
+            explored.limited,
         );
         assert!(violations.is_empty(), "{}", violations.join("\n"));
     }
@@ -1468,6 +1521,11 @@ mod tests {
 
     fn caught(defect: Mutation, invariant: &str) {
         caught_saying(defect, invariant, "");
+    }
+
+    #[test]
+    fn catches_a_forward_past_its_permit() {
+        caught(Mutation::ForwardPastItsPermit, "I11");
     }
 
     #[test]

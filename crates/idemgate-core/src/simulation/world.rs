@@ -24,7 +24,7 @@ use super::Rng;
 use crate::canonical::Fingerprint;
 use crate::decision_log::DecisionLog;
 use crate::engine::{Backend, Policy, StoredRequest};
-use crate::flow::{FlowLimits, PermitReply, PermitRequest};
+use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest, CLAIM_MS};
 use crate::headers;
 use crate::index::{IndexRow, IndexUpdate, GONE};
 use crate::origin::OutboundRequest;
@@ -286,6 +286,14 @@ pub struct World {
     pub violations: RefCell<Vec<String>>,
     /// `SIM_TRACE=1`: every event is printed.
     pub trace: bool,
+    /// The route's policy, when the schedule sets flow-control limits
+    /// (the engine reads them as the route's current ones).
+    pub route_policy: RefCell<Option<Policy>>,
+    /// The route's flow coordinator (its own object, which never
+    /// restarts here: `flow::tests` restarts it from its rows).
+    pub flow: RefCell<Option<Coordinator>>,
+    /// Wakes on their way to keys' objects: (key, when it arrives).
+    pub wakes: RefCell<Vec<(usize, u64)>>,
 }
 
 impl World {
@@ -318,7 +326,88 @@ impl World {
             receipt_ids: Cell::new(0),
             violations: RefCell::new(Vec::new()),
             trace: std::env::var_os("SIM_TRACE").is_some(),
+            route_policy: RefCell::new(None),
+            flow: RefCell::new(None),
+            wakes: RefCell::new(Vec::new()),
         }
+    }
+
+    /// A call to the route's coordinator at `now`; the wakes it makes go
+    /// out: most arrive at once, some late (past the reservation's claim),
+    /// some never.
+    pub fn flow_call<T>(&self, limits: FlowLimits, call: impl FnOnce(&mut Coordinator) -> T) -> T {
+        let now = self.now.get();
+        let (answer, wakes) = {
+            let mut flow = self.flow.borrow_mut();
+            let flow = flow.get_or_insert_with(|| Coordinator::new(limits, now));
+            let answer = call(flow);
+            (answer, flow.take_wakes())
+        };
+        for holder in wakes {
+            let key: usize = holder["object-".len()..].parse().expect("an object's name");
+            let arrives = match self.faults.below(100) {
+                0..10 => None,
+                10..20 => Some(now + self.faults.below(2 * CLAIM_MS)),
+                _ => Some(now + self.faults.below(100)),
+            };
+            self.note(|| format!("coordinator wakes key {key}: {arrives:?}"));
+            if let Some(at) = arrives {
+                self.wakes.borrow_mut().push((key, at));
+            }
+        }
+        answer
+    }
+
+    /// The coordinator's alarm, when due: leases that ended come back.
+    pub fn flow_alarm(&self) {
+        let now = self.now.get();
+        let due = self
+            .flow
+            .borrow()
+            .as_ref()
+            .and_then(Coordinator::next_alarm)
+            .is_some_and(|at| at <= now);
+        if due {
+            let limits = self.flow_limits().expect("a coordinator has limits");
+            self.flow_call(limits, |flow| flow.on_alarm(now));
+        }
+    }
+
+    pub fn flow_limits(&self) -> Option<FlowLimits> {
+        self.route_policy
+            .borrow()
+            .as_ref()
+            .and_then(|policy| policy.flow)
+    }
+
+    /// The next time the coordinator or a wake on its way has work.
+    pub fn next_flow_event(&self) -> Option<u64> {
+        let alarm = self
+            .flow
+            .borrow()
+            .as_ref()
+            .and_then(Coordinator::next_alarm);
+        let wake = self.wakes.borrow().iter().map(|(_, at)| *at).min();
+        [alarm, wake].into_iter().flatten().min()
+    }
+
+    /// The wakes that arrived by now, taken.
+    pub fn arrived_wakes(&self) -> Vec<usize> {
+        let now = self.now.get();
+        let mut arrived = Vec::new();
+        self.wakes.borrow_mut().retain(|&(key, at)| {
+            if at <= now {
+                arrived.push(key);
+            }
+            at > now
+        });
+        arrived
+    }
+
+    /// Forwards at the origin now, of every key: sent, not answered, and
+    /// not given up (their timeout ended).
+    pub fn forwards_at_origin(&self) -> usize {
+        self.open_calls().len()
     }
 
     pub fn note(&self, what: impl FnOnce() -> String) {
@@ -807,6 +896,19 @@ impl Backend for SimBackend {
                     self.key
                 ));
             }
+            if let Some(max) = self
+                .world
+                .flow_limits()
+                .and_then(|limits| limits.max_in_flight)
+            {
+                let at_origin = self.world.forwards_at_origin() + 1;
+                if at_origin > max as usize {
+                    problems.push(format!(
+                        "I11 key {}: {at_origin} forwards at the origin at once under max_in_flight {max}",
+                        self.key
+                    ));
+                }
+            }
             drop(keys);
             for problem in problems {
                 self.world.violate(problem);
@@ -930,18 +1032,59 @@ impl Backend for SimBackend {
     }
 
     fn route_policy(&self, _route: &str) -> Option<Policy> {
-        None
+        self.world.route_policy.borrow().clone()
     }
 
-    // The simulated routes set no flow-control limits, so no permit is
-    // asked for (flow::tests simulates the coordinator itself).
+    /// The route's coordinator, over the network: the call may fail, and
+    /// its answer may come back at once or far later, past the lease it
+    /// granted (the coordinator meanwhile counts the permit back in and
+    /// grants the slot again).
     async fn acquire_permit(
         &self,
         _route: &str,
-        _request: PermitRequest,
+        request: PermitRequest,
     ) -> Result<PermitReply, String> {
-        Err("no flow control in this simulation".into())
+        self.end_turn();
+        if !self.alive() || self.crash_point() {
+            return never().await;
+        }
+        let world = &self.world;
+        if world.faults.chance(3) {
+            return Err("the coordinator could not be reached".into());
+        }
+        let now = world.now.get();
+        let reply = world.flow_call(request.limits, |flow| flow.acquire(&request, now));
+        let held = match world.faults.below(100) {
+            0..10 => world.faults.below(2 * request.lease_ms + 1),
+            _ => 0,
+        };
+        world.note(|| {
+            format!(
+                "key {}: coordinator answers {reply:?}, back in {held} ms",
+                self.key
+            )
+        });
+        if held > 0 {
+            Sleep {
+                world: world.clone(),
+                until: now + held,
+            }
+            .await;
+        }
+        if !self.alive() {
+            return never().await;
+        }
+        Ok(reply)
     }
 
-    async fn release_permit(&self, _route: &str, _holder: &str, _grant: u64, _limits: FlowLimits) {}
+    /// A release may be lost: the permit then waits out its lease.
+    async fn release_permit(&self, _route: &str, holder: &str, grant: u64, limits: FlowLimits) {
+        self.end_turn();
+        if !self.alive() || self.world.faults.chance(5) {
+            return;
+        }
+        let now = self.world.now.get();
+        self.world
+            .flow_call(limits, |flow| flow.release(holder, grant, limits, now));
+    }
 }
