@@ -163,6 +163,8 @@ impl FlowCoordinator {
         let mut loaded = self.loaded.borrow_mut();
         let (flow, name) = loaded.as_mut().expect("loaded");
         let done = step(flow);
+        let expired = flow.take_claims_expired();
+        stats::record(|stats| stats.coordinator_claims_expired += expired);
         let changes = flow.take_changes();
         let written = self.write(name, changes);
         let name = name.clone();

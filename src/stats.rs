@@ -28,6 +28,9 @@ pub struct GatewayStats {
     pub coordinator_rows_written: u64,
     /// Alarms flow coordinators set.
     pub coordinator_alarm_writes: u64,
+    /// Reservations that ran out unclaimed (a lost or late wake): a
+    /// permit idle for `CLAIM_MS`.
+    pub coordinator_claims_expired: u64,
 }
 
 thread_local! {

@@ -36,7 +36,13 @@ const QUICK_KEYS: usize = 2_000;
 /// margin): a run is over when nothing arrived for this long.
 const QUIET: Duration = Duration::from_secs(20);
 /// Limited routes, whose coordinators each summary call asks.
-const LIMITED_ROUTES: f64 = 2.0;
+const LIMITED_ROUTES: f64 = 5.0;
+/// The slow origin of the review's case (round 4): each forward takes this
+/// long, under these limits, with a backlog of this many forwards per
+/// permit (an ideal drain of 8 x 2 s = 16 s at every limit).
+const SLOW_ORIGIN_MS: u64 = 2_000;
+const SLOW_LIMITS: [u64; 3] = [1, 4, 50];
+const SLOW_ROUNDS: u64 = 8;
 /// Receipts read per route for their own storage counts.
 const SAMPLED_RECEIPTS: usize = 20;
 
@@ -45,6 +51,9 @@ fn routes() -> String {
         "drain": {"path": "/drain/limited", "delivery": "async", "max_in_flight": LIMIT},
         "quick": {"path": "/drain/quick", "delivery": "async", "max_in_flight": LIMIT},
         "free": {"path": "/drain/free", "delivery": "async"},
+        "slow1": {"path": "/drain/slow1", "delivery": "async", "max_in_flight": SLOW_LIMITS[0]},
+        "slow4": {"path": "/drain/slow4", "delivery": "async", "max_in_flight": SLOW_LIMITS[1]},
+        "slow50": {"path": "/drain/slow50", "delivery": "async", "max_in_flight": SLOW_LIMITS[2]},
     })
     .to_string()
 }
@@ -313,6 +322,7 @@ async fn run(
         "most_permits_in_use": watched.most_in_use,
         "oldest_wait_ms": watched.oldest_wait_ms,
         "waited_for_permit": waited(&after) - waited(&before),
+        "claims_expired": delta("coordinator_claims_expired"),
         "per_delivery": {
             "object_requests": per_key(object_requests),
             "coordinator_rows_written": per_key(delta("coordinator_rows_written")),
@@ -358,6 +368,24 @@ pub async fn drain(keys: usize) -> Value {
     )
     .await;
     let free = run(&gateway, &origin, "free", "/drain/free/", "", QUICK_KEYS, 0).await;
+    let mut slow = Vec::new();
+    for limit in SLOW_LIMITS {
+        let keys = (limit * SLOW_ROUNDS) as usize;
+        eprintln!("bench: {keys} keys under max_in_flight {limit}, {SLOW_ORIGIN_MS} ms origin");
+        let route = format!("slow{limit}");
+        let measured = run(
+            &gateway,
+            &origin,
+            &route,
+            &format!("/drain/{route}/"),
+            &format!("slow/{SLOW_ORIGIN_MS}/"),
+            keys,
+            SLOW_ORIGIN_MS,
+        )
+        .await;
+        let ideal = (SLOW_ROUNDS * SLOW_ORIGIN_MS) as f64 / 1000.0;
+        slow.push(json!({"limit": limit, "ideal_seconds": ideal, "run": measured}));
+    }
     // Kept for reading what went wrong in a run: storage failures near the
     // local SQLite heap limit show there as `SQLITE_NOMEM`.
     let log = gateway.log();
@@ -372,6 +400,7 @@ pub async fn drain(keys: usize) -> Value {
         "backlog": backlog,
         "quick_limited": quick,
         "quick_unlimited": free,
+        "slow_origin": slow,
     })
 }
 
@@ -411,6 +440,27 @@ pub fn print(drain: &Value) {
         rate(free),
         rate(limited) / rate(free),
     );
+    if let Some(slow) = drain["slow_origin"].as_array() {
+        println!(
+            "  a {SLOW_ORIGIN_MS} ms origin, {SLOW_ROUNDS} forwards per permit:\n  max_in_flight  keys  peak at origin  drained (s)  ideal (s)  ratio  claims expired  forwarded twice"
+        );
+        for row in slow {
+            let run = &row["run"];
+            let drained = run["drain_seconds"].as_f64().unwrap_or(0.0);
+            let ideal = row["ideal_seconds"].as_f64().unwrap_or(1.0);
+            println!(
+                "  {:>13}  {:>4}  {:>14}  {:>11.1}  {:>9.1}  {:>5.2}  {:>14}  {:>15}",
+                row["limit"].as_u64().unwrap_or(0),
+                run["keys"].as_u64().unwrap_or(0),
+                run["origin_max_concurrency"].as_u64().unwrap_or(0),
+                drained,
+                ideal,
+                drained / ideal,
+                run["claims_expired"].as_f64().unwrap_or(0.0),
+                run["forwarded_twice"].as_u64().unwrap_or(0),
+            );
+        }
+    }
     println!("  per delivery            limited (backlog)  limited (quick)  unlimited");
     for (label, pointer) in [
         ("object requests", "/per_delivery/object_requests"),

@@ -444,3 +444,43 @@ fn a_wait_answered_after_the_key_began_a_new_life_writes_nothing() {
     origin.send(status(200)).unwrap();
     assert_eq!(poll_once(holding.as_mut()), Some(Ok(())));
 }
+
+/// Tests that catch, round 4 (break 4): the coordinator grants a permit,
+/// but the receipt moved on while its answer was on its way (the operator
+/// purged it): the permit goes back at once, not at its lease's end.
+#[test]
+fn a_permit_granted_for_a_receipt_that_moved_on_goes_back_at_once() {
+    let (flow, holder, _waiter) = holder_and_waiter();
+    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
+    holder
+        .backend()
+        .flow_reply_gates
+        .borrow_mut()
+        .push_back(reply_gate);
+    let mut asking = Box::pin(holder.on_alarm());
+    assert!(
+        poll_once(asking.as_mut()).is_none(),
+        "granted, not yet told"
+    );
+    assert_eq!(flow.borrow().as_ref().unwrap().in_use(), 1);
+    assert_eq!(block_on(holder.purge("object-a", true)), Ok(true));
+    deliver_reply.send(()).unwrap();
+    assert_eq!(block_on(asking), Ok(()));
+    assert!(holder.backend().forwarded.borrow().is_empty());
+    assert_eq!(flow.borrow().as_ref().unwrap().in_use(), 0, "given back");
+}
+
+/// Tests that catch, round 4 (break 5): a sync delivery holds its permit,
+/// and its receipt cannot be written: 503, nothing sent, and the permit
+/// goes back at once.
+#[test]
+fn a_sync_permit_goes_back_when_the_receipt_cannot_be_written() {
+    let flow = Rc::default();
+    let (engine, delivery) = object("a", &flow);
+    let policy = limited(policy(InFlightPolicy::Wait));
+    engine.backend().fail_writes.set(true);
+    let refused = block_on(engine.deliver(delivery, &policy)).render();
+    assert_eq!(refused.status, 503);
+    assert!(engine.backend().forwarded.borrow().is_empty());
+    assert_eq!(engine.backend().flow_in_use(), 0, "the permit is back");
+}

@@ -2049,3 +2049,30 @@ fn an_index_write_that_loses_to_a_row_from_ahead_of_the_clock_goes_again_above_i
         [("object-1".into(), "in_flight".into())]
     );
 }
+
+/// Tests that catch, round 4 (break 6): a completed async receipt's row
+/// removal failed (unconfirmed); when the receipt expires, the removal is
+/// written again, so no row outlives its receipt until the sweep finds it.
+#[test]
+fn an_expiry_writes_again_a_removal_that_was_never_confirmed() {
+    let engine = engine();
+    let backend = engine.backend();
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    backend.fail_index.set(true);
+    assert!(block_on(engine.after_answer()));
+    let completed = engine.receipt().unwrap().unwrap();
+    assert_eq!(completed.state_name(), "completed");
+    assert!(!completed.indexed.confirmed, "its row's removal failed");
+    backend.fail_index.set(false);
+    backend.now.set(completed.expires_at);
+    block_on(engine.on_alarm()).unwrap();
+    assert_eq!(engine.receipt(), Ok(None), "expired");
+    assert!(
+        matches!(
+            backend.index.borrow().last(),
+            Some(crate::index::IndexUpdate::Remove { .. })
+        ),
+        "the removal was written at the expiry"
+    );
+    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
+}

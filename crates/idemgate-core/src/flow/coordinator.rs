@@ -74,6 +74,10 @@ pub struct Coordinator {
     meta: Meta,
     changes: Changes,
     wakes: Vec<String>,
+    /// Reservations whose holder never claimed them before their claim
+    /// ran out (a lost or late wake), since last taken: the benchmark's
+    /// count of permits lost to expired claims.
+    claims_expired: u64,
 }
 
 impl Coordinator {
@@ -114,6 +118,7 @@ impl Coordinator {
             meta,
             changes,
             wakes: Vec::new(),
+            claims_expired: 0,
         }
     }
 
@@ -205,6 +210,11 @@ impl Coordinator {
         std::mem::take(&mut self.wakes)
     }
 
+    /// Reservations that ran out unclaimed since the last call.
+    pub fn take_claims_expired(&mut self) -> u64 {
+        std::mem::take(&mut self.claims_expired)
+    }
+
     /// The rows changed since the last call.
     pub fn take_changes(&mut self) -> Changes {
         std::mem::take(&mut self.changes)
@@ -259,6 +269,11 @@ impl Coordinator {
             .filter(|permit| permit.expires_at <= now)
             .map(|permit| permit.holder.clone())
             .collect();
+        self.claims_expired += self
+            .permits
+            .iter()
+            .filter(|permit| permit.expires_at <= now && permit.reserved)
+            .count() as u64;
         for holder in ended {
             self.remove_permit(&holder);
         }

@@ -117,8 +117,10 @@ fn an_unclaimed_reservation_goes_to_the_next_waiter() {
     }
     flow.release("held", held, limits, 10);
     assert_eq!(flow.take_wakes(), vec!["lost-wake".to_string()]);
+    assert_eq!(flow.take_claims_expired(), 0);
     flow.on_alarm(10 + CLAIM_MS);
     assert_eq!(flow.take_wakes(), vec!["next".to_string()]);
+    assert_eq!(flow.take_claims_expired(), 1, "one permit lost to a claim");
     // The first comes back later: queued again, ahead of newer ones.
     assert!(matches!(
         flow.acquire(&ask("lost-wake", 2, true, limits), 20_000),
@@ -442,6 +444,60 @@ fn simulate(seed: u64) {
         );
         assert!(flow.in_use() <= max as usize, "seed {seed}");
     }
+}
+
+/// Tests that catch, round 4 (break 3): async deliveries wait behind a
+/// grant whose lease ends; a sync delivery that comes then (the freed
+/// slot not yet handed on) is refused, and the oldest waiter gets it.
+#[test]
+fn a_sync_delivery_never_takes_a_slot_freed_ahead_of_async_waiters() {
+    let limits = limits(Some(1), None);
+    let mut flow = Coordinator::new(limits, 0);
+    granted(flow.acquire(&ask("held", 1, true, limits), 0));
+    assert!(matches!(
+        flow.acquire(&ask("waiting", 2, true, limits), 1),
+        PermitReply::Queued { .. }
+    ));
+    // The grant's lease has ended; nothing ran the coordinator since.
+    assert!(matches!(
+        flow.acquire(&ask("sync", 3, false, limits), LEASE + 1),
+        PermitReply::Busy { .. }
+    ));
+    flow.on_alarm(LEASE + 1);
+    assert_eq!(flow.take_wakes(), vec!["waiting".to_string()]);
+    granted(flow.acquire(&ask("waiting", 2, true, limits), LEASE + 2));
+}
+
+/// Tests that catch, round 4 (break 7): the waiters' table is keyed by
+/// holder, so rows come back in holder order; restored, the coordinator
+/// still serves the oldest accepted first.
+#[test]
+fn a_restored_coordinator_serves_its_waiters_oldest_accepted_first() {
+    let limits = limits(Some(1), None);
+    let mut rows = Rows::default();
+    rows.permits.insert(
+        "busy".into(),
+        Permit {
+            holder: "busy".into(),
+            grant: 1,
+            expires_at: LEASE,
+            reserved: false,
+        },
+    );
+    for (holder, accepted_at) in [("a-newest", 30), ("b-oldest", 10), ("c-middle", 20)] {
+        rows.waiters.insert(
+            holder.into(),
+            Waiter {
+                holder: holder.into(),
+                accepted_at,
+                enqueued_at: 0,
+            },
+        );
+    }
+    let mut flow = rows.restore(limits, 1);
+    assert_eq!(flow.waiting_holders(), ["b-oldest", "c-middle", "a-newest"]);
+    flow.release("busy", 1, limits, 2);
+    assert_eq!(flow.take_wakes(), vec!["b-oldest".to_string()]);
 }
 
 /// The main simulation's case: a holder whose grant is live asks again

@@ -390,6 +390,41 @@ mod tests {
         assert_eq!(check(other, &valid, BODY, T), Err(Rejection::Mismatch));
     }
 
+    /// Tests that catch, round 4 (break 1): a `whsec_` key reads `v1`
+    /// entries and no other version, whatever its name begins with; the
+    /// official libraries match the version exactly.
+    #[test]
+    fn a_v1_key_reads_only_entries_named_v1() {
+        let tag = SIGNATURE_V1.strip_prefix("v1,").unwrap();
+        for label in ["v1a", "v10", "v1 ", "V1"] {
+            let relabelled = format!("{label},{tag}");
+            let list = headers(&SVIX, Some(MSG_ID), Some("1614265330"), Some(&relabelled));
+            assert!(check(SECRET, &list, BODY, T).is_err(), "{label}");
+        }
+    }
+
+    /// Tests that catch, round 4 (break 2): a secret without `whsec_` is
+    /// the base64 of an HMAC key, whatever its length (32 bytes is also an
+    /// Ed25519 key's, which only `whpk_` names); the official libraries
+    /// take it so.
+    #[test]
+    fn a_bare_base64_secret_is_an_hmac_key_whatever_its_length() {
+        for raw in [vec![7u8; 32], vec![9u8; 24], vec![3u8; 64]] {
+            let bare = STANDARD.encode(&raw);
+            assert!(
+                matches!(decode_secret(&bare), Ok(Key::Hmac(_))),
+                "{} bytes",
+                raw.len()
+            );
+            let tag = tag_of(&raw, &[&signed_content(MSG_ID, "1614265330", BODY)]);
+            let signature = format!("v1,{}", STANDARD.encode(tag));
+            let list = headers(&SVIX, Some(MSG_ID), Some("1614265330"), Some(&signature));
+            assert_eq!(check(&bare, &list, BODY, T), Ok(Verdict::Verified));
+            let prefixed = format!("whsec_{bare}");
+            assert_eq!(check(&prefixed, &list, BODY, T), Ok(Verdict::Verified));
+        }
+    }
+
     /// The review's case (round 4, item 14): both brands' timestamps are
     /// declared signed, so the one not signed must be the signed one.
     #[test]
