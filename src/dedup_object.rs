@@ -347,13 +347,12 @@ impl DedupObject {
         let masked = config
             .as_ref()
             .and_then(|config| config.route(&receipt.identity.route))
-            .map(|route| route.masked_headers())
-            .unwrap_or_default();
+            .map(|route| route.masked_headers());
         let view = ReceiptView::of(
             receipt,
             request.as_ref(),
             self.engine.backend().ops.get(),
-            &masked,
+            masked.as_deref(),
         );
         HttpResponse {
             status,

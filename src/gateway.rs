@@ -204,7 +204,7 @@ async fn deduplicate(
     if let Some((id, until)) = single_use {
         let call = ObjectCall {
             route: route.name.clone(),
-            object: idemgate_core::single_use::object_name(&admitted.scope, &id),
+            object: idemgate_core::single_use::object_name(&route.name, &id),
             absorbed: 0,
             op: ObjectOp::ClaimOnce {
                 claimant: admitted.object_name.clone(),

@@ -217,7 +217,9 @@ pub async fn list(
 pub struct Due {
     pub object: String,
     pub route: String,
-    pub accepted_at: u64,
+    /// When its object last wrote the row (the sweep's back-off never
+    /// changes it).
+    pub updated_at: u64,
     pub version: u64,
 }
 

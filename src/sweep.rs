@@ -51,7 +51,7 @@ pub async fn run(env: &Env) -> SweepReport {
     let failed: Vec<_> = answers
         .iter()
         .filter(|(_, woken)| !*woken)
-        .map(|(due, _)| (*due, retry_wake_at(now, due.accepted_at)))
+        .map(|(due, _)| (*due, retry_wake_at(now, due.updated_at)))
         .collect();
     if let Err(message) = receipt_index::back_off(env, &failed).await {
         log_failure(env, &message);

@@ -43,14 +43,15 @@ pub fn decide_claim(existing: Option<&Claim>, claimant: &str, now: u64) -> Claim
     }
 }
 
-/// The name of the object that holds `id`'s claim in scope `scope_id`: 64
-/// hex digits like a key's object, from another derivation, so the two
-/// never meet.
-pub fn object_name(scope_id: &str, id: &str) -> String {
+/// The name of the object that holds `id`'s claim on `route`: 64 hex
+/// digits like a key's object, from another derivation, so the two never
+/// meet. Per route, not per key scope: a tenant header or a path is not
+/// signed, and a transmission replayed under another must meet its claim.
+pub fn object_name(route: &str, id: &str) -> String {
     let encoded = format!(
         "idemgate/single-use/v1|{}:{}|{}:{}",
-        scope_id.len(),
-        scope_id,
+        route.len(),
+        route,
         id.len(),
         id
     );
@@ -103,6 +104,6 @@ mod tests {
         assert_ne!(name, object_name("scope2", "id"));
         let key = crate::key::IdempotencyKey::parse("id", "test").unwrap();
         let scope = crate::key::Scope::new("route", None, None);
-        assert_ne!(object_name(scope.id(), "id"), scope.object_name(&key));
+        assert_ne!(object_name("route", "id"), scope.object_name(&key));
     }
 }

@@ -33,14 +33,16 @@ pub const MIN_RETRY_MS: u64 = 60_000;
 pub const MAX_RETRY_MS: u64 = 86_400_000;
 
 /// When the sweep next tries a row whose wake failed at `now`: a quarter
-/// of the delivery's age later, between a minute and a day. The sweep
-/// takes the oldest rows first, so a row that fails every time (a
-/// receipt nothing can read) would otherwise take a place in every run's
-/// page for ever, and `SWEEP_LIMIT` of them would starve every other lost
-/// alarm; backed off, a failing row goes behind the rest, and one that
-/// recovers soon is tried again soon.
-pub fn retry_wake_at(now: u64, accepted_at: u64) -> u64 {
-    let age = now.saturating_sub(accepted_at);
+/// of the time since its object last wrote the row (`updated_at`) later,
+/// between a minute and a day. The sweep takes the oldest rows first, so
+/// a row that fails every time (a receipt nothing can read, whose object
+/// never writes its row again) would otherwise take a place in every
+/// run's page for ever, and `SWEEP_LIMIT` of them would starve every
+/// other lost alarm; backed off, it goes further back with each failure,
+/// while a row its object just wrote (a re-drive, say) that fails once is
+/// tried again within minutes.
+pub fn retry_wake_at(now: u64, updated_at: u64) -> u64 {
+    let age = now.saturating_sub(updated_at);
     now.saturating_add((age / 4).clamp(MIN_RETRY_MS, MAX_RETRY_MS))
 }
 

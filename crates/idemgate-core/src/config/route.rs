@@ -125,10 +125,14 @@ pub(super) fn route_config(
     let wait_ms = settings.number("WAIT_MS", 10_000, 0, 60_000)?;
     let max_waiters = settings.number("MAX_WAITERS", 256, 0, 4_096)? as usize;
     let origin_timeout_ms = settings.number("ORIGIN_TIMEOUT_MS", 10_000, 100, 300_000)?;
-    let lease_ms = settings.number("LEASE_MS", origin_timeout_ms + 5_000, 1, 3_600_000)?;
     // The margin covers timers that fire late and calls that come back
-    // late (a forward must end before another may take its key over).
+    // late (a forward must end before another may take its key over). The
+    // default lease keeps SPEC §8's 5 s, or the margin where that is more
+    // (a timeout over 50 s), so a route that sets no lease is never
+    // refused for it.
     let margin_ms = lease_margin_ms(origin_timeout_ms);
+    let default_lease_ms = origin_timeout_ms + margin_ms.max(5_000);
+    let lease_ms = settings.number("LEASE_MS", default_lease_ms, 1, 3_600_000)?;
     if lease_ms < origin_timeout_ms.saturating_add(margin_ms) {
         return Err(misconfigured(
             settings.label("LEASE_MS"),

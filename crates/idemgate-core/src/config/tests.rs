@@ -99,6 +99,16 @@ fn numbers_have_ranges_and_the_lease_outlives_the_timeout() {
         7_000
     );
     assert_eq!(route(&[("LEASE_MS", "11000")]).unwrap().lease_ms, 11_000);
+    // Without LEASE_MS, the lease always passes its own rule: 5 s past
+    // the timeout, or a tenth of it above 50 s.
+    assert_eq!(
+        route(&[("ORIGIN_TIMEOUT_MS", "60000")]).unwrap().lease_ms,
+        66_000
+    );
+    assert_eq!(
+        route(&[("ORIGIN_TIMEOUT_MS", "300000")]).unwrap().lease_ms,
+        330_000
+    );
     // Above 10 s of timeout, the margin is a tenth of it.
     let long = [("ORIGIN_TIMEOUT_MS", "100000")];
     assert!(route(&[long[0], ("LEASE_MS", "109999")]).is_err());

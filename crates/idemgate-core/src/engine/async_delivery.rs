@@ -428,12 +428,15 @@ impl<B: Backend> Engine<B> {
             Some(None) => {
                 // The grant came back after most of its lease had passed
                 // at the coordinator (which may have counted it back in
-                // and granted the slot again): it goes back unused.
-                self.release(permit).await;
+                // and granted the slot again): it goes back unused. The
+                // wait is stored first, in the turn of the check above:
+                // during the release's call, a purge or a new life may
+                // come, which the old receipt must not be written over.
                 let waited = self
                     .wait_for_permit(receipt, now.saturating_add(LATE_GRANT_RETRY_MS))
                     .await;
                 drop(starting);
+                self.release(permit).await;
                 return waited;
             }
         };

@@ -27,7 +27,9 @@ impl<B: Backend> Engine<B> {
 
     fn plan_index_from(&self, receipt: &mut Receipt, shown: Indexed) -> Option<IndexUpdate> {
         let now = self.backend.now_ms();
-        let version = self.next_index_version(now);
+        // The floor moves only with a write planned: a plan that writes
+        // nothing must not make an earlier write look overtaken.
+        let version = crate::receipt::next_epoch(self.index_floor.get(), now);
         let update = update_for(
             &receipt.identity.object,
             Some(receipt),
@@ -35,6 +37,7 @@ impl<B: Backend> Engine<B> {
             version,
             now,
         )?;
+        self.index_floor.set(version);
         receipt.indexed = Indexed {
             confirmed: false,
             ..Indexed::after(&update)

@@ -85,7 +85,7 @@ pub const COLUMNS: &str = "object, route, scope, key, path, tenant_sha256, recei
 
 /// Rows whose object has work overdue, oldest first: what the sweep wakes.
 /// Parameters: the time before which work is overdue, the page's size.
-pub const OVERDUE: &str = "SELECT object, route, accepted_at, version FROM receipt_index \
+pub const OVERDUE: &str = "SELECT object, route, updated_at, version FROM receipt_index \
      WHERE next_wake_at IS NOT NULL AND next_wake_at <= ?1 AND state != 'gone' \
      ORDER BY next_wake_at LIMIT ?2";
 

@@ -81,12 +81,14 @@ pub struct RequestView {
 impl<'a> ReceiptView<'a> {
     /// `also_masked`: the route's own header names whose values are
     /// masked besides the well-known ones (its `SIGNATURE_HEADER`, its
-    /// `TENANT_HEADER`).
+    /// `TENANT_HEADER`); `None` when the route can no longer be read
+    /// (removed, renamed, broken): then every header but a few plain ones
+    /// is masked, since which of them carried a secret is unknown.
     pub fn of(
         receipt: &'a Receipt,
         request: Option<&StoredRequest>,
         ops: StorageOps,
-        also_masked: &[&str],
+        also_masked: Option<&[&str]>,
     ) -> ReceiptView<'a> {
         let identity = &receipt.identity;
         let (mut lease_expires_at, mut completed_at, mut failed_at, mut dead_at) =
@@ -162,7 +164,7 @@ impl<'a> ResponseView<'a> {
 }
 
 impl RequestView {
-    fn of(request: &StoredRequest, also_masked: &[&str]) -> RequestView {
+    fn of(request: &StoredRequest, also_masked: Option<&[&str]>) -> RequestView {
         RequestView {
             method: request.method.clone(),
             url: request.url.clone(),
@@ -198,13 +200,26 @@ pub fn is_masked(name: &str) -> bool {
         || name == "paypal-cert-url"
 }
 
-pub fn mask(headers: &[(String, String)], also_masked: &[&str]) -> HeaderList {
+/// Headers shown even when the route that took a request is unknown:
+/// none of them carries a credential.
+const PLAIN: [&str; 7] = [
+    "content-type",
+    "content-length",
+    "content-encoding",
+    "user-agent",
+    "accept",
+    "accept-encoding",
+    "date",
+];
+
+pub fn mask(headers: &[(String, String)], also_masked: Option<&[&str]>) -> HeaderList {
     headers
         .iter()
         .map(|(name, value)| {
-            let route_masks = also_masked
-                .iter()
-                .any(|masked| masked.eq_ignore_ascii_case(name));
+            let route_masks = match also_masked {
+                Some(names) => names.iter().any(|masked| masked.eq_ignore_ascii_case(name)),
+                None => !PLAIN.iter().any(|plain| plain.eq_ignore_ascii_case(name)),
+            };
             let shown = if route_masks || is_masked(name) {
                 MASKED.to_string()
             } else {
@@ -244,7 +259,7 @@ mod tests {
                 ("content-type", "application/json"),
                 ("webhook-id", "msg_1"),
             ]),
-            &[],
+            Some(&[]),
         );
         let values: Vec<&str> = shown.iter().map(|(_, value)| value.as_str()).collect();
         assert_eq!(&values[..9], [MASKED; 9]);
@@ -261,10 +276,22 @@ mod tests {
             ("X-Customer", "acme-42"),
             ("x-trace", "1"),
         ]);
-        let shown = mask(&list, &["x-acme-mac", "X-CUSTOMER"]);
+        let shown = mask(&list, Some(&["x-acme-mac", "X-CUSTOMER"]));
         let values: Vec<&str> = shown.iter().map(|(_, value)| value.as_str()).collect();
         assert_eq!(values, [MASKED, MASKED, "1"]);
-        assert_eq!(mask(&list, &[])[0].1, "deadbeef", "not a well-known name");
+        assert_eq!(
+            mask(&list, Some(&[]))[0].1,
+            "deadbeef",
+            "not a well-known name"
+        );
+        // The route can no longer be read: all but the plain ones.
+        let mut unknown = list.clone();
+        unknown.push(("Content-Type".into(), "application/json".into()));
+        let values: Vec<String> = mask(&unknown, None)
+            .into_iter()
+            .map(|(_, value)| value)
+            .collect();
+        assert_eq!(values, [MASKED, MASKED, MASKED, "application/json"]);
     }
 
     #[test]
@@ -308,7 +335,7 @@ mod tests {
             &receipt,
             Some(&request),
             StorageOps::default(),
-            &[],
+            Some(&[]),
         ))
         .unwrap();
         assert_eq!(view["view_version"], VIEW_VERSION);
