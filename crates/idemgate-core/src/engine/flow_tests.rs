@@ -238,7 +238,14 @@ fn a_wake_never_brings_a_retry_forward() {
     assert_eq!(engine.backend().forwarded.borrow().len(), 1);
     let receipt = engine.receipt().unwrap().unwrap();
     assert!(receipt.is_pending() && receipt.waiting_for_permit_since.is_none());
+    let alarm = engine.backend().alarm.get();
     block_on(engine.permit_ready()).unwrap();
+    assert_eq!(
+        engine.backend().alarm.get(),
+        alarm,
+        "the wake does not move a retry's alarm"
+    );
+    block_on(engine.on_alarm()).unwrap();
     assert_eq!(
         engine.backend().forwarded.borrow().len(),
         1,
