@@ -60,6 +60,14 @@ fn holder_and_waiter() -> (
     (flow, holder, waiter)
 }
 
+/// Holds the coordinator's next answer to `backend`'s object on its way
+/// back (the coordinator has decided); sending on the answer lets it on.
+fn hold_coordinator_reply(backend: &MemoryBackend) -> futures::channel::oneshot::Sender<()> {
+    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
+    backend.flow_reply_gates.borrow_mut().push_back(reply_gate);
+    deliver_reply
+}
+
 #[test]
 fn a_sync_delivery_over_the_limit_is_429_and_nothing_is_stored_or_sent() {
     let flow = Rc::default();
@@ -202,12 +210,7 @@ fn a_wake_that_overtakes_the_queued_answer_is_not_lost() {
     let origin = gated(holder.backend());
     let mut holding = Box::pin(holder.on_alarm());
     assert!(poll_once(holding.as_mut()).is_none(), "at the origin");
-    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
-    waiter
-        .backend()
-        .flow_reply_gates
-        .borrow_mut()
-        .push_back(reply_gate);
+    let deliver_reply = hold_coordinator_reply(waiter.backend());
     let mut asking = Box::pin(waiter.on_alarm());
     assert!(poll_once(asking.as_mut()).is_none(), "queued, not yet told");
     origin.send(status(200)).unwrap();
@@ -303,12 +306,7 @@ fn a_late_wake_does_nothing_twice() {
 #[test]
 fn an_async_grant_that_comes_back_after_its_lease_is_given_back_unused() {
     let (flow, holder, waiter) = holder_and_waiter();
-    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
-    holder
-        .backend()
-        .flow_reply_gates
-        .borrow_mut()
-        .push_back(reply_gate);
+    let deliver_reply = hold_coordinator_reply(holder.backend());
     let mut late = Box::pin(holder.on_alarm());
     assert!(poll_once(late.as_mut()).is_none(), "granted, not yet told");
     // The lease ends at the coordinator; the other key gets the slot.
@@ -344,12 +342,7 @@ fn an_async_grant_that_comes_back_after_its_lease_is_given_back_unused() {
 #[test]
 fn a_grant_bounds_the_forward_by_what_is_left_of_its_lease() {
     let (_flow, holder, _waiter) = holder_and_waiter();
-    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
-    holder
-        .backend()
-        .flow_reply_gates
-        .borrow_mut()
-        .push_back(reply_gate);
+    let deliver_reply = hold_coordinator_reply(holder.backend());
     holder.backend().answer_with(status(200));
     let mut asking = Box::pin(holder.on_alarm());
     assert!(poll_once(asking.as_mut()).is_none());
@@ -370,12 +363,7 @@ fn a_sync_grant_that_comes_back_after_its_lease_is_429_and_nothing_is_stored() {
     let flow = Rc::default();
     let (engine, delivery) = object("a", &flow);
     let policy = limited(policy(InFlightPolicy::Wait));
-    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
-    engine
-        .backend()
-        .flow_reply_gates
-        .borrow_mut()
-        .push_back(reply_gate);
+    let deliver_reply = hold_coordinator_reply(engine.backend());
     let mut late = Box::pin(engine.deliver(delivery, &policy));
     assert!(poll_once(late.as_mut()).is_none(), "granted, not yet told");
     engine.backend().now.set(NOW + policy.lease_ms + 1);
@@ -420,12 +408,7 @@ fn a_wait_answered_after_the_key_began_a_new_life_writes_nothing() {
     let origin = gated(holder.backend());
     let mut holding = Box::pin(holder.on_alarm());
     assert!(poll_once(holding.as_mut()).is_none(), "at the origin");
-    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
-    waiter
-        .backend()
-        .flow_reply_gates
-        .borrow_mut()
-        .push_back(reply_gate);
+    let deliver_reply = hold_coordinator_reply(waiter.backend());
     let mut asking = Box::pin(waiter.on_alarm());
     assert!(poll_once(asking.as_mut()).is_none(), "queued, not yet told");
     let old = waiter.receipt().unwrap().unwrap().identity.receipt_id;
@@ -458,12 +441,7 @@ fn a_wait_answered_after_the_key_began_a_new_life_writes_nothing() {
 #[test]
 fn a_permit_granted_for_a_receipt_that_moved_on_goes_back_at_once() {
     let (flow, holder, _waiter) = holder_and_waiter();
-    let (deliver_reply, reply_gate) = futures::channel::oneshot::channel();
-    holder
-        .backend()
-        .flow_reply_gates
-        .borrow_mut()
-        .push_back(reply_gate);
+    let deliver_reply = hold_coordinator_reply(holder.backend());
     let mut asking = Box::pin(holder.on_alarm());
     assert!(
         poll_once(asking.as_mut()).is_none(),
