@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::canonical::Fingerprint;
 use crate::headers::{self, HeaderList};
-use crate::index::Indexed;
+use crate::index::row::Indexed;
 
 /// At most this many attempts are kept on a receipt; older ones are dropped.
 pub const MAX_ATTEMPTS_KEPT: usize = 16;

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::canonical::Fingerprint;
 use crate::headers::HeaderList;
-use crate::index::Indexed;
+use crate::index::row::Indexed;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,0 +1,142 @@
+//! The index's rows as plain data: what one row holds, the writes that
+//! change it, and what a receipt remembers of its row. Apart from
+//! [`super`]'s rules so that the receipt can keep an [`Indexed`] without
+//! the index's rules importing the receipt back.
+
+use serde::{Deserialize, Serialize};
+
+/// One row: enough to read, purge or re-drive the receipt, and to wake it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexRow {
+    pub object: String,
+    pub route: String,
+    pub scope: String,
+    pub key: String,
+    pub path: Option<String>,
+    pub tenant_sha256: Option<String>,
+    pub receipt_id: String,
+    pub state: String,
+    pub attempts: u64,
+    pub last_status: Option<u16>,
+    /// When the object next has work; the sweep wakes it once past.
+    pub next_wake_at: Option<u64>,
+    pub accepted_at: u64,
+    pub updated_at: u64,
+    pub version: u64,
+}
+
+// An update lives only until it is written: its size is no cost.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexUpdate {
+    Upsert(IndexRow),
+    /// The receipt left the index: a tombstone at `version`.
+    Remove {
+        object: String,
+        version: u64,
+        at: u64,
+    },
+}
+
+impl IndexUpdate {
+    pub fn version(&self) -> u64 {
+        match self {
+            IndexUpdate::Upsert(row) => row.version,
+            IndexUpdate::Remove { version, .. } => *version,
+        }
+    }
+
+    /// The row's object.
+    pub fn object(&self) -> &str {
+        match self {
+            IndexUpdate::Upsert(row) => &row.object,
+            IndexUpdate::Remove { object, .. } => object,
+        }
+    }
+
+    /// The same write at another version.
+    pub fn at_version(mut self, new: u64) -> IndexUpdate {
+        match &mut self {
+            IndexUpdate::Upsert(row) => row.version = new,
+            IndexUpdate::Remove { version, .. } => *version = new,
+        }
+        self
+    }
+}
+
+/// What a write of the index did: its row changed, or a write of the same
+/// or a higher version had landed before, so it changed nothing (the
+/// versions come from the clock, which may step back; or this write was
+/// overtaken by a later one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexWrite {
+    Landed,
+    Outdated { row_version: u64 },
+}
+
+/// What the index shows of a receipt, as its receipt remembers it: the
+/// row's state and wake time, and the version of the last write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Indexed {
+    /// `None`: no row (or a tombstone).
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_wake_at: Option<u64>,
+    /// False when the last write failed or its outcome is unknown: the
+    /// next transition (or the sweep) writes the row again.
+    #[serde(default = "yes")]
+    pub confirmed: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// No row, and known to be none: a new receipt's.
+impl Default for Indexed {
+    fn default() -> Indexed {
+        Indexed {
+            state: None,
+            next_wake_at: None,
+            confirmed: true,
+        }
+    }
+}
+
+impl Indexed {
+    /// What the index shows once `update` landed.
+    pub fn after(update: &IndexUpdate) -> Indexed {
+        match update {
+            IndexUpdate::Upsert(row) => Indexed {
+                state: Some(row.state.clone()),
+                next_wake_at: row.next_wake_at,
+                confirmed: true,
+            },
+            IndexUpdate::Remove { .. } => Indexed::default(),
+        }
+    }
+}
+
+impl Indexed {
+    /// Reads a receipt's `indexed`: an object, or, as the second version
+    /// stored it, the row's bare state (`"unknown"` after a failed write),
+    /// whose wake time was never written, so the row is written again.
+    pub fn read_stored<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Indexed, D::Error> {
+        let value = Option::<serde_json::Value>::deserialize(deserializer)?;
+        Ok(match value {
+            None | Some(serde_json::Value::Null) => Indexed::default(),
+            Some(serde_json::Value::String(state)) => Indexed {
+                state: Some(state),
+                next_wake_at: None,
+                confirmed: false,
+            },
+            Some(object) => serde_json::from_value(object).unwrap_or(Indexed {
+                state: None,
+                next_wake_at: None,
+                confirmed: false,
+            }),
+        })
+    }
+}
