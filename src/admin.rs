@@ -253,12 +253,12 @@ async fn redrive_page(
     let calls = rows.iter().map(|row| {
         ask_object(
             env,
-            row.route.clone(),
-            row.object.clone(),
+            row.identity.route.clone(),
+            row.identity.object.clone(),
             // Only the life the row names: a newer one is not this dead
             // letter, and its schedule is left as it is.
             ObjectOp::Redrive {
-                receipt_id: Some(row.receipt_id.clone()),
+                receipt_id: Some(row.identity.receipt_id.clone()),
             },
         )
     });

@@ -16,7 +16,8 @@ use worker::{
 
 use idemgate_core::answer::{render_problem, Answer};
 use idemgate_core::decision_log::DecisionLog;
-use idemgate_core::engine::{Backend, Engine, Policy, StorageOps, StoredRequest};
+use idemgate_core::delivery::DeliveryRequest;
+use idemgate_core::engine::{Backend, Engine, Policy, StorageOps};
 use idemgate_core::flow::{FlowCall, FlowLimits, PermitReply, PermitRequest};
 use idemgate_core::index::{IndexUpdate, IndexWrite};
 use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply, Reply};
@@ -483,7 +484,7 @@ impl Backend for DurableBackend {
         Ok(Some(receipt))
     }
 
-    fn save(&self, receipt: &Receipt, request: Option<&StoredRequest>) -> Result<(), String> {
+    fn save(&self, receipt: &Receipt, request: Option<&DeliveryRequest>) -> Result<(), String> {
         StorageOps::bump(&self.ops, |ops| ops.writes += 1);
         let record = serde_json::to_string(receipt).map_err(|error| error.to_string())?;
         let body = match receipt.stored_response() {
@@ -533,7 +534,7 @@ impl Backend for DurableBackend {
         Ok(())
     }
 
-    fn load_request(&self) -> Result<Option<StoredRequest>, String> {
+    fn load_request(&self) -> Result<Option<DeliveryRequest>, String> {
         StorageOps::bump(&self.ops, |ops| ops.reads += 1);
         // In the receipt's row; an object of an earlier version (no such
         // column yet) kept it in its own table.
@@ -567,7 +568,7 @@ impl Backend for DurableBackend {
         let Some((record, body)) = row else {
             return Ok(None);
         };
-        let mut request: StoredRequest = serde_json::from_str(&record)
+        let mut request: DeliveryRequest = serde_json::from_str(&record)
             .map_err(|error| format!("the stored request does not parse: {error}"))?;
         request.body = body.unwrap_or_default();
         Ok(Some(request))

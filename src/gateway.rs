@@ -180,12 +180,13 @@ async fn deduplicate(
     if crate::test_hooks::second_version_keys(env) {
         admitted = admitted.as_previous();
     }
+    let delivery = &admitted.delivery;
     let previous = admitted
         .previous
         .as_ref()
-        .map(|previous| previous.object_name.as_str());
-    for object in std::iter::once(admitted.object_name.as_str()).chain(previous) {
-        let key = cache_key(object, admitted.fingerprint.as_str());
+        .map(|previous| previous.object.as_str());
+    for object in std::iter::once(delivery.identity.object.as_str()).chain(previous) {
+        let key = cache_key(object, delivery.fingerprint.as_str());
         if let Some(replay) = with_replays(|cache| cache.get(&key, now)) {
             with_replays(|cache| cache.alias(fast_key, &key));
             return edge_replay(env, route, object, replay, started, now).map(Ok);
@@ -207,7 +208,7 @@ async fn deduplicate(
             object: idemgate_core::single_use::object_name(&route.name, &id),
             absorbed: 0,
             op: ObjectOp::ClaimOnce {
-                claimant: admitted.object_name.clone(),
+                claimant: delivery.identity.object.clone(),
                 until,
             },
         };
@@ -230,15 +231,15 @@ async fn deduplicate(
         let since = crate::receipt_index::upgrade_since(env).await;
         let retention_ms = route.retention_seconds.saturating_mul(1_000);
         if looks_up_previous(since, now, retention_ms) {
-            let key = cache_key(&call.object, admitted.fingerprint.as_str());
+            let key = cache_key(&call.object, delivery.fingerprint.as_str());
             match object_client::call(env, call, body.clone()).await {
                 Ok(reply) if reply.unknown_key => {}
                 answer => return answered(answer, key, fast_key),
             }
         }
     }
-    let key = cache_key(&admitted.object_name, admitted.fingerprint.as_str());
-    let call = ObjectCall::deliver(admitted, 0);
+    let key = cache_key(&delivery.identity.object, delivery.fingerprint.as_str());
+    let call = ObjectCall::deliver(admitted.delivery, 0);
     let answer = object_client::call(env, call, body).await;
     answered(answer, key, fast_key)
 }

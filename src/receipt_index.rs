@@ -9,8 +9,10 @@ use serde::Deserialize;
 use worker::wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Env};
 
+use idemgate_core::delivery::Identity;
 use idemgate_core::index::sql;
 use idemgate_core::index::{Cursor, IndexRow, IndexUpdate, IndexWrite, PAGE_SIZE};
+use idemgate_core::key::IdempotencyKey;
 use idemgate_core::operator::Listing;
 use idemgate_core::problem::Problem;
 
@@ -28,8 +30,12 @@ fn number(value: u64) -> JsValue {
     JsValue::from_f64(value as f64)
 }
 
-fn text(value: Option<&str>) -> JsValue {
-    value.map_or(JsValue::NULL, JsValue::from_str)
+fn bound_value(param: sql::Param) -> JsValue {
+    match param {
+        sql::Param::Text(text) => JsValue::from_str(text),
+        sql::Param::Integer(value) => number(value),
+        sql::Param::Null => JsValue::NULL,
+    }
 }
 
 fn message(error: worker::Error) -> String {
@@ -69,37 +75,9 @@ async fn run_creating(
 /// version) says so, with the row's version.
 pub async fn write(env: &Env, update: IndexUpdate) -> Result<IndexWrite, String> {
     let database = database(env).ok_or(REMEDY)?;
-    let statement = || {
-        match &update {
-            IndexUpdate::Upsert(row) => database.prepare(sql::UPSERT).bind(&[
-                JsValue::from_str(&row.object),
-                JsValue::from_str(&row.route),
-                JsValue::from_str(&row.scope),
-                JsValue::from_str(&row.key),
-                text(row.path.as_deref()),
-                text(row.tenant_sha256.as_deref()),
-                JsValue::from_str(&row.receipt_id),
-                JsValue::from_str(&row.state),
-                number(row.attempts),
-                row.last_status
-                    .map_or(JsValue::NULL, |status| number(status.into())),
-                row.next_wake_at.map_or(JsValue::NULL, number),
-                number(row.accepted_at),
-                number(row.updated_at),
-                number(row.version),
-            ]),
-            IndexUpdate::Remove {
-                object,
-                version,
-                at,
-            } => database.prepare(sql::REMOVE).bind(&[
-                JsValue::from_str(object),
-                number(*version),
-                number(*at),
-            ]),
-        }
-        .map_err(message)
-    };
+    let (query, params) = sql::write_of(&update);
+    let values: Vec<JsValue> = params.into_iter().map(bound_value).collect();
+    let statement = || database.prepare(query).bind(&values).map_err(message);
     let result = run_creating(&database, statement).await?;
     let changes = result.meta().ok().flatten().and_then(|meta| meta.changes);
     if changes != Some(0) {
@@ -143,24 +121,30 @@ struct Row {
     version: f64,
 }
 
-impl From<Row> for IndexRow {
-    fn from(row: Row) -> IndexRow {
-        IndexRow {
-            object: row.object,
-            route: row.route,
-            scope: row.scope,
-            key: row.key,
-            path: row.path,
-            tenant_sha256: row.tenant_sha256,
-            receipt_id: row.receipt_id,
-            state: row.state,
-            attempts: row.attempts as u64,
-            last_status: row.last_status.map(|status| status as u16),
-            next_wake_at: row.next_wake_at.map(|at| at as u64),
-            accepted_at: row.accepted_at as u64,
-            updated_at: row.updated_at as u64,
-            version: row.version as u64,
-        }
+impl Row {
+    /// The row as the index's rows are: its key read through the key's
+    /// parser (a row a later version wrote may hold one this one cannot).
+    fn into_index_row(self) -> Result<IndexRow, String> {
+        let key = IdempotencyKey::parse(&self.key, "receipt index")
+            .map_err(|problem| format!("the row of {}: {}", self.object, problem.detail()))?;
+        Ok(IndexRow {
+            identity: Identity {
+                receipt_id: self.receipt_id,
+                route: self.route,
+                object: self.object,
+                scope: self.scope,
+                key,
+                path: self.path,
+                tenant_sha256: self.tenant_sha256,
+            },
+            state: self.state,
+            attempts: self.attempts as u64,
+            last_status: self.last_status.map(|status| status as u16),
+            next_wake_at: self.next_wake_at.map(|at| at as u64),
+            accepted_at: self.accepted_at as u64,
+            updated_at: self.updated_at as u64,
+            version: self.version as u64,
+        })
     }
 }
 
@@ -200,12 +184,16 @@ pub async fn list(
     let rows: Vec<Row> = result
         .results()
         .map_err(|error| unavailable(message(error)))?;
-    let rows: Vec<IndexRow> = rows.into_iter().map(IndexRow::from).collect();
+    let rows: Vec<IndexRow> = rows
+        .into_iter()
+        .map(Row::into_index_row)
+        .collect::<Result<_, _>>()
+        .map_err(unavailable)?;
     let next = (rows.len() as u32 == PAGE_SIZE).then(|| {
         let last = rows.last().expect("a full page");
         Cursor {
             updated_at: last.updated_at,
-            object: last.object.clone(),
+            object: last.identity.object.clone(),
         }
     });
     Ok((rows, next))

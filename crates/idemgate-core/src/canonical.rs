@@ -8,10 +8,29 @@ use sha2::{Digest, Sha256};
 use crate::json::{self, one_pass::CanonicalBody};
 use crate::problem::Problem;
 
-/// Hex SHA-256 of a delivery's method, query and canonical body.
+/// Hex SHA-256 of a delivery's method, query and canonical body. Read
+/// back (from a record or the gateway's call) only as [`Fingerprint::from_hex`]
+/// accepts it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(into = "String", try_from = "String")]
 pub struct Fingerprint(String);
+
+impl From<Fingerprint> for String {
+    fn from(fingerprint: Fingerprint) -> String {
+        fingerprint.0
+    }
+}
+
+impl TryFrom<String> for Fingerprint {
+    type Error = &'static str;
+
+    fn try_from(hex: String) -> Result<Fingerprint, &'static str> {
+        match is_sha256_hex(&hex) {
+            true => Ok(Fingerprint(hex)),
+            false => Err("a fingerprint is 64 lowercase hex digits"),
+        }
+    }
+}
 
 impl Fingerprint {
     /// The fingerprint of a request, from the hash of its canonical body

@@ -182,6 +182,51 @@ impl IdempotencyKey {
     }
 }
 
+/// Written as its text; read back through [`IdempotencyKey::parse`], so a
+/// key read from a stored record or from the gateway's call is as valid as
+/// one just derived, and no reader of it parses it again.
+impl serde::Serialize for IdempotencyKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for IdempotencyKey {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<IdempotencyKey, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        IdempotencyKey::parse(&text, "stored key")
+            .map_err(|problem| serde::de::Error::custom(problem.detail()))
+    }
+}
+
+impl PartialEq<str> for IdempotencyKey {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for IdempotencyKey {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// Unit tests write valid keys as literals.
+#[cfg(test)]
+impl From<&str> for IdempotencyKey {
+    fn from(text: &str) -> IdempotencyKey {
+        IdempotencyKey::parse(text, "test").expect("a valid key")
+    }
+}
+
+impl std::fmt::Display for IdempotencyKey {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
 /// What key derivation may look at.
 pub struct KeyInput<'a> {
     pub headers: &'a [(String, String)],

@@ -37,6 +37,7 @@ pub mod api_origin;
 pub mod canonical;
 pub mod config;
 pub mod decision_log;
+pub mod delivery;
 pub mod engine;
 pub mod flow;
 pub mod form;

@@ -12,7 +12,8 @@ use std::task::{Context, Poll};
 use futures::channel::oneshot;
 
 use crate::decision_log::DecisionLog;
-use crate::engine::{Backend, Policy, StorageOps, StoredRequest};
+use crate::delivery::DeliveryRequest;
+use crate::engine::{Backend, Policy, StorageOps};
 use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest};
 use crate::index::{IndexUpdate, IndexWrite};
 use crate::origin::OutboundRequest;
@@ -25,7 +26,7 @@ pub struct MemoryBackend {
     pub stored: RefCell<Option<Receipt>>,
     /// The receipt's record as text, when a test stores one that does not parse.
     pub corrupt: Cell<bool>,
-    pub request: RefCell<Option<StoredRequest>>,
+    pub request: RefCell<Option<DeliveryRequest>>,
     pub alarm: Cell<Option<u64>>,
     pub fail_writes: Cell<bool>,
     /// Fails alarm writes only (storage writes succeed).
@@ -132,7 +133,7 @@ impl MemoryBackend {
         let mut rows: Vec<(String, String, u64)> = Vec::new();
         for update in self.index.borrow().iter() {
             let (object, state) = match update {
-                IndexUpdate::Upsert(row) => (row.object.clone(), row.state.clone()),
+                IndexUpdate::Upsert(row) => (row.identity.object.clone(), row.state.clone()),
                 IndexUpdate::Remove { object, .. } => (object.clone(), "gone".into()),
             };
             match rows.iter_mut().find(|(known, _, _)| *known == object) {
@@ -187,7 +188,7 @@ impl Backend for MemoryBackend {
         Ok(self.stored.borrow().clone())
     }
 
-    fn save(&self, receipt: &Receipt, request: Option<&StoredRequest>) -> Result<(), String> {
+    fn save(&self, receipt: &Receipt, request: Option<&DeliveryRequest>) -> Result<(), String> {
         self.write_allowed()?;
         if self.fail_receipt_writes.get() {
             return Err("injected receipt write failure".into());
@@ -203,7 +204,7 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    fn load_request(&self) -> Result<Option<StoredRequest>, String> {
+    fn load_request(&self) -> Result<Option<DeliveryRequest>, String> {
         self.count(|ops| ops.reads += 1);
         Ok(self.request.borrow().clone())
     }

@@ -5,14 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::Fingerprint;
-use crate::engine::Delivery;
+use crate::delivery::Delivery;
 use crate::headers::HeaderList;
-use crate::key::IdempotencyKey;
-use crate::origin::OutboundRequest;
 use crate::pipeline::Admitted;
 use crate::problem::Problem;
-use crate::receipt::{HttpResponse, Identity};
+use crate::receipt::HttpResponse;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectCall {
@@ -32,23 +29,7 @@ pub struct ObjectCall {
 #[serde(rename_all = "snake_case")]
 pub enum ObjectOp {
     /// An admitted delivery; the body travels beside the call.
-    Deliver {
-        scope: String,
-        key: String,
-        fingerprint: String,
-        path: Option<String>,
-        tenant_sha256: Option<String>,
-        method: String,
-        url: String,
-        path_and_query: String,
-        raw_body_sha256: String,
-        headers: HeaderList,
-        /// Only if the object holds a live receipt of the key: else it
-        /// answers `unknown_key` and stores nothing (the upgrade's lookup
-        /// of a receipt the second version kept; SPEC §3, v3).
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        if_known: bool,
-    },
+    Deliver(Delivery),
     /// The operator reads the receipt.
     ReadReceipt,
     /// The operator deletes the receipt; a pending async one only with
@@ -94,7 +75,7 @@ pub fn call_failure(delivery: bool, call_left: bool, message: String) -> Problem
 
 impl ObjectOp {
     pub fn is_delivery(&self) -> bool {
-        matches!(self, ObjectOp::Deliver { .. })
+        matches!(self, ObjectOp::Deliver(_))
     }
 
     /// Whether the object needs the call's route to exist and be valid:
@@ -106,25 +87,13 @@ impl ObjectOp {
 }
 
 impl ObjectCall {
-    /// The call for a delivery the gateway admitted.
-    pub fn deliver(admitted: Admitted, absorbed: u64) -> ObjectCall {
+    /// The call that hands `delivery` to its key's object.
+    pub fn deliver(delivery: Delivery, absorbed: u64) -> ObjectCall {
         ObjectCall {
-            route: admitted.route,
-            object: admitted.object_name,
+            route: delivery.identity.route.clone(),
+            object: delivery.identity.object.clone(),
             absorbed,
-            op: ObjectOp::Deliver {
-                scope: admitted.scope,
-                key: admitted.key.as_str().to_string(),
-                fingerprint: admitted.fingerprint.as_str().to_string(),
-                path: admitted.scoped_path,
-                tenant_sha256: admitted.tenant_sha256,
-                method: admitted.method,
-                url: admitted.target.url,
-                path_and_query: admitted.target.path_and_query,
-                raw_body_sha256: admitted.raw_body_sha256,
-                headers: admitted.forward_headers,
-                if_known: false,
-            },
+            op: ObjectOp::Deliver(delivery),
         }
     }
 
@@ -132,22 +101,12 @@ impl ObjectCall {
     /// kept its receipt in, only if that object holds one; `None` when
     /// that object is this one.
     pub fn deliver_to_previous(admitted: &Admitted) -> Option<ObjectCall> {
-        let previous = admitted.previous.as_ref()?;
-        let mut call = ObjectCall::deliver(
-            Admitted {
-                key: previous.key.clone(),
-                scope: previous.scope.clone(),
-                object_name: previous.object_name.clone(),
-                tenant_sha256: previous.tenant_sha256.clone(),
-                previous: None,
-                ..admitted.clone()
-            },
-            0,
-        );
-        if let ObjectOp::Deliver { if_known, .. } = &mut call.op {
-            *if_known = true;
-        }
-        Some(call)
+        let delivery = Delivery {
+            identity: admitted.previous.clone()?,
+            if_known: true,
+            ..admitted.delivery.clone()
+        };
+        Some(ObjectCall::deliver(delivery, 0))
     }
 
     pub fn to_json(&self) -> String {
@@ -162,49 +121,11 @@ impl ObjectCall {
 
     /// The delivery a `Deliver` call carries, with its body.
     pub fn into_delivery(self, body: Vec<u8>) -> Result<Delivery, Problem> {
-        let ObjectOp::Deliver {
-            scope,
-            key,
-            fingerprint,
-            path,
-            tenant_sha256,
-            method,
-            url,
-            path_and_query,
-            raw_body_sha256,
-            headers,
-            if_known,
-        } = self.op
-        else {
+        let ObjectOp::Deliver(mut delivery) = self.op else {
             return Err(version_skew("not a delivery".into()));
         };
-        // The gateway validated the key against its real source already.
-        let parsed_key = IdempotencyKey::parse(&key, "call")
-            .map_err(|_| version_skew("the key is not valid".into()))?;
-        let fingerprint = Fingerprint::from_hex(&fingerprint)
-            .ok_or_else(|| version_skew("the fingerprint is not valid".into()))?;
-        Ok(Delivery {
-            identity: Identity {
-                receipt_id: String::new(),
-                route: self.route,
-                object: self.object,
-                scope,
-                key,
-                path,
-                tenant_sha256,
-            },
-            key: parsed_key,
-            fingerprint,
-            request: OutboundRequest {
-                method,
-                url,
-                headers,
-                body,
-            },
-            path_and_query,
-            raw_body_sha256,
-            if_known,
-        })
+        delivery.request.body = body;
+        Ok(delivery)
     }
 }
 
@@ -267,11 +188,13 @@ impl ObjectReply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::origin::Target;
+    use crate::canonical::Fingerprint;
+    use crate::delivery::{DeliveryRequest, Identity};
+    use crate::key::IdempotencyKey;
 
     #[test]
     fn a_delivery_lost_after_its_call_left_is_outcome_unknown() {
-        let deliver = ObjectCall::deliver(admitted(), 0).op;
+        let deliver = ObjectCall::deliver(admitted().delivery, 0).op;
         assert!(deliver.is_delivery());
         let unknown = call_failure(deliver.is_delivery(), true, "reset".into());
         assert_eq!(unknown.name(), "outcome-unknown");
@@ -297,44 +220,49 @@ mod tests {
 
     fn admitted() -> Admitted {
         Admitted {
-            route: "stripe".into(),
-            key: IdempotencyKey::parse("evt_1", "test").unwrap(),
-            fingerprint: Fingerprint::from_hex(&"a".repeat(64)).unwrap(),
-            scope: "b".repeat(64),
-            object_name: "c".repeat(64),
-            scoped_path: Some("/pay".into()),
-            tenant_sha256: None,
-            method: "POST".into(),
-            target: Target {
-                url: "https://origin.test/pay?x=1".into(),
-                path_and_query: "/pay?x=1".into(),
+            delivery: Delivery {
+                identity: Identity {
+                    receipt_id: String::new(),
+                    route: "stripe".into(),
+                    object: "c".repeat(64),
+                    scope: "b".repeat(64),
+                    key: IdempotencyKey::parse("evt_1", "test").unwrap(),
+                    path: Some("/pay".into()),
+                    tenant_sha256: None,
+                },
+                fingerprint: Fingerprint::from_hex(&"a".repeat(64)).unwrap(),
+                request: DeliveryRequest {
+                    method: "POST".into(),
+                    url: "https://origin.test/pay?x=1".into(),
+                    path_and_query: "/pay?x=1".into(),
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    raw_body_sha256: "d".repeat(64),
+                    body: Vec::new(),
+                },
+                if_known: false,
             },
-            raw_body_sha256: "d".repeat(64),
-            forward_headers: vec![("content-type".into(), "application/json".into())],
             previous: None,
         }
     }
 
     #[test]
     fn an_admitted_delivery_survives_the_trip() {
-        let sent = admitted();
+        let sent = admitted().delivery;
         let call = ObjectCall::from_json(&ObjectCall::deliver(sent.clone(), 3).to_json()).unwrap();
         assert_eq!((call.absorbed, call.route.as_str()), (3, "stripe"));
+        assert_eq!(call.object, sent.identity.object);
         let received = call.into_delivery(b"{}".to_vec()).unwrap();
-        assert_eq!(received.identity.scope, sent.scope);
-        assert_eq!(received.identity.object, sent.object_name);
+        assert_eq!(received.identity.scope, sent.identity.scope);
+        assert_eq!(received.identity.object, sent.identity.object);
         assert_eq!(received.identity.key, "evt_1");
         assert_eq!(received.identity.path.as_deref(), Some("/pay"));
-        assert_eq!(received.key, sent.key);
         assert_eq!(received.fingerprint, sent.fingerprint);
-        assert_eq!(received.path_and_query, "/pay?x=1");
+        assert_eq!(received.request.path_and_query, "/pay?x=1");
         assert_eq!(
             received.request,
-            OutboundRequest {
-                method: "POST".into(),
-                url: sent.target.url,
-                headers: sent.forward_headers,
+            DeliveryRequest {
                 body: b"{}".to_vec(),
+                ..sent.request
             }
         );
     }
@@ -377,11 +305,14 @@ mod tests {
             },
         };
         assert_eq!(purge.into_delivery(Vec::new()).unwrap_err().status(), 500);
-        let mut call = ObjectCall::deliver(admitted(), 0);
-        if let ObjectOp::Deliver { fingerprint, .. } = &mut call.op {
-            *fingerprint = "forged".into();
-        }
-        assert!(call.into_delivery(Vec::new()).is_err());
+        let forged = ObjectCall::deliver(admitted().delivery, 0)
+            .to_json()
+            .replace(&"a".repeat(64), "forged");
+        assert!(ObjectCall::from_json(&forged).is_err());
+        let bad_key = ObjectCall::deliver(admitted().delivery, 0)
+            .to_json()
+            .replace("evt_1", "evt 1");
+        assert!(ObjectCall::from_json(&bad_key).is_err());
     }
 
     #[test]
@@ -409,24 +340,25 @@ mod tests {
     fn a_delivery_goes_to_its_previous_object_only_if_known_there() {
         let mut admitted = admitted();
         assert_eq!(ObjectCall::deliver_to_previous(&admitted), None);
-        admitted.previous = Some(crate::pipeline::PreviousIdentity {
+        admitted.previous = Some(Identity {
             key: IdempotencyKey::parse("evt:1", "test").unwrap(),
             scope: "e".repeat(64),
-            object_name: "f".repeat(64),
+            object: "f".repeat(64),
             tenant_sha256: None,
+            ..admitted.delivery.identity.clone()
         });
         let call = ObjectCall::deliver_to_previous(&admitted).unwrap();
         assert_eq!(call.object, "f".repeat(64));
         let delivery = call.into_delivery(Vec::new()).unwrap();
         assert!(delivery.if_known);
-        assert_eq!(delivery.key.as_str(), "evt:1");
+        assert_eq!(delivery.identity.key.as_str(), "evt:1");
         assert_eq!(delivery.identity.scope, "e".repeat(64));
         assert_eq!(
-            delivery.fingerprint, admitted.fingerprint,
+            delivery.fingerprint, admitted.delivery.fingerprint,
             "the same payload"
         );
         assert!(
-            !ObjectCall::deliver(admitted, 0)
+            !ObjectCall::deliver(admitted.delivery, 0)
                 .into_delivery(Vec::new())
                 .unwrap()
                 .if_known

@@ -507,16 +507,16 @@ proptest! {
         let config = pipeline_config();
         match admit_delivery(&config, &delivery) {
             Ok(admitted) => {
-                prop_assert!(is_valid_key(admitted.key.as_str()));
-                prop_assert_eq!(admitted.object_name.len(), 64);
-                prop_assert_eq!(admitted.scope.len(), 64);
+                prop_assert!(is_valid_key(admitted.delivery.identity.key.as_str()));
+                prop_assert_eq!(admitted.delivery.identity.object.len(), 64);
+                prop_assert_eq!(admitted.delivery.identity.scope.len(), 64);
                 let query = delivery.query.as_deref().map(|query| format!("?{query}")).unwrap_or_default();
                 let expected = format!("{}{query}", delivery.path);
-                prop_assert!(admitted.target.url.ends_with(&expected));
+                prop_assert!(admitted.delivery.request.url.ends_with(&expected));
                 // The same delivery with another query is another payload.
                 let mut other = delivery.clone();
                 other.query = Some(format!("{}x", delivery.query.clone().unwrap_or_default()));
-                prop_assert_ne!(admit_delivery(&config, &other).unwrap().fingerprint, admitted.fingerprint);
+                prop_assert_ne!(admit_delivery(&config, &other).unwrap().delivery.fingerprint, admitted.delivery.fingerprint);
             }
             Err(problem) => prop_assert!((400..500).contains(&problem.status()), "{:?}", problem),
         }

@@ -8,15 +8,14 @@
 use futures::future::{join, select, Either};
 
 use super::permits::{AttemptPermit, HeldPermit};
-use super::{Backend, Delivery, Engine, Policy, StoredRequest};
+use super::{Backend, Engine, Policy};
 use crate::answer::{Ack, Answer};
 use crate::config::Delivery as DeliveryMode;
 use crate::decision_log::Trace;
+use crate::delivery::{Delivery, DeliveryRequest};
 use crate::flow::LATE_GRANT_RETRY_MS;
 use crate::index::IndexUpdate;
-use crate::key::IdempotencyKey;
 use crate::mutation::{is_active, Mutation};
-use crate::origin::{Idempotency, OutboundRequest};
 use crate::problem::Problem;
 use crate::receipt::{
     decide_async, next_async_step, retry_after_secs, AsyncDecision, AsyncStep, DeliveryKind,
@@ -130,14 +129,7 @@ impl<B: Backend> Engine<B> {
                 let index = self.plan_index(&mut receipt);
                 let receipt_id = receipt.identity.receipt_id.clone();
                 trace.receipt_id = Some(receipt_id.clone());
-                let stored = StoredRequest {
-                    method: delivery.request.method,
-                    url: delivery.request.url,
-                    path_and_query: delivery.path_and_query,
-                    headers: delivery.request.headers,
-                    raw_body_sha256: delivery.raw_body_sha256,
-                    body: delivery.request.body,
-                };
+                let stored = delivery.request;
                 // Request and receipt are written in one turn, so in one
                 // commit; the acknowledgement leaves only once it is durable.
                 if is_active(Mutation::AcknowledgeBeforeDurable) {
@@ -372,12 +364,6 @@ impl<B: Backend> Engine<B> {
             // the request, the delivery is dead rather than retried forever.
             return self.dead_for_good(receipt, now, &terms).await;
         };
-        // A stored key that no longer parses (a later version's rule) can
-        // never be sent: a dead letter the operator sees, not an error that
-        // every alarm and every sweep meets again.
-        if IdempotencyKey::parse(&receipt.identity.key, "receipt").is_err() {
-            return self.dead_for_good(receipt, now, &terms).await;
-        }
         self.woken.set(false);
         let mut asked = self.permit_for_attempt(&receipt).await;
         if matches!(asked, AttemptPermit::WaitUntil(_)) && self.woken.take() {
@@ -472,7 +458,7 @@ impl<B: Backend> Engine<B> {
     async fn send_attempt(
         &self,
         receipt: Receipt,
-        stored: StoredRequest,
+        stored: DeliveryRequest,
         terms: AsyncTerms,
         attempt: Attempt,
     ) -> Result<(), String> {
@@ -485,33 +471,17 @@ impl<B: Backend> Engine<B> {
             timeout_ms,
             alarm_at_lease_end,
         } = attempt;
-        let key = match IdempotencyKey::parse(&receipt.identity.key, "receipt") {
-            Ok(key) => key,
-            Err(problem) => {
-                self.release(permit).await;
-                return Err(problem.detail());
-            }
-        };
         // Read now, so a rotated secret signs pending deliveries too.
         let forward_secret = terms
             .forward_secret
             .as_deref()
             .and_then(|name| self.backend.secret(name));
-        let request = OutboundRequest {
-            method: stored.method.clone(),
-            url: stored.url.clone(),
-            headers: stored.headers.clone(),
-            body: stored.body,
-        }
-        .with_idempotency(&Idempotency {
-            key: &key,
-            scope: &receipt.identity.scope,
+        let request = stored.to_origin(
+            &receipt.identity,
             epoch,
-            path_and_query: &stored.path_and_query,
-            body_sha256: &stored.raw_body_sha256,
-            forward_secret: forward_secret.as_ref().map(|secret| secret.expose()),
-            unix_seconds: now / 1000,
-        });
+            forward_secret.as_ref().map(|secret| secret.expose()),
+            now / 1000,
+        );
         // The in-flight row (the operator's count of deliveries at the
         // origin) goes alongside the forward, but the outcome never waits
         // for it: a slow index would hold the origin's answer unrecorded,
@@ -661,7 +631,7 @@ struct Attempt {
 pub(super) struct FirstAttempt {
     pub(super) receipt_id: String,
     pub(super) epoch: u64,
-    pub(super) request: StoredRequest,
+    pub(super) request: DeliveryRequest,
 }
 
 impl Drop for Starting<'_> {

@@ -27,21 +27,20 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 
 use futures::channel::oneshot;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::answer::{Answer, Settled};
 use crate::canonical::Fingerprint;
 use crate::config::{Delivery as DeliveryMode, InFlightPolicy, RouteConfig};
 use crate::decision_log::{DecisionLog, Trace};
+use crate::delivery::{Delivery, DeliveryRequest, Identity};
 use crate::flow::{FlowLimits, PermitReply, PermitRequest};
-use crate::headers::HeaderList;
 use crate::index::{IndexUpdate, IndexWrite};
-use crate::key::IdempotencyKey;
 use crate::mutation::{is_active, Mutation};
 use crate::origin::OutboundRequest;
 use crate::problem::Problem;
 use crate::receipt::{
-    AsyncTerms, DeliveryKind, ForwardResult, Identity, Receipt, RecordPolicy, RetryableStatuses,
+    AsyncTerms, DeliveryKind, ForwardResult, Receipt, RecordPolicy, RetryableStatuses,
     RECORD_VERSION,
 };
 use crate::signature::Secret;
@@ -56,8 +55,8 @@ pub trait Backend {
     /// write: with `request` (an async delivery as accepted) stored beside
     /// it; and a receipt that no longer keeps its request
     /// ([`Receipt::keeps_request`]) drops it in the same write.
-    fn save(&self, receipt: &Receipt, request: Option<&StoredRequest>) -> Result<(), String>;
-    fn load_request(&self) -> Result<Option<StoredRequest>, String>;
+    fn save(&self, receipt: &Receipt, request: Option<&DeliveryRequest>) -> Result<(), String>;
+    fn load_request(&self) -> Result<Option<DeliveryRequest>, String>;
     /// Deletes everything the object stores, its alarm included; answers
     /// whether a receipt was there. Never parses the receipt.
     async fn delete_all(&self) -> Result<bool, String>;
@@ -179,38 +178,6 @@ impl Policy {
     }
 }
 
-/// One admitted delivery, as handed to the key's Durable Object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
-    /// Which key this is; the engine sets the receipt id of a new life.
-    pub identity: Identity,
-    pub key: IdempotencyKey,
-    pub fingerprint: Fingerprint,
-    /// The request to send if this delivery is forwarded, without
-    /// idemgate's idempotency headers (the epoch is not known yet).
-    pub request: OutboundRequest,
-    /// The path and query as the origin receives them (signed).
-    pub path_and_query: String,
-    /// Hex SHA-256 of the raw body (signed).
-    pub raw_body_sha256: String,
-    /// Deliver only if the object holds a live receipt of the key
-    /// ([`Engine::deliver_if_known`]).
-    pub if_known: bool,
-}
-
-/// An async delivery as stored until it completes: what its forwards send.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoredRequest {
-    pub method: String,
-    pub url: String,
-    pub path_and_query: String,
-    pub headers: HeaderList,
-    pub raw_body_sha256: String,
-    /// Kept out of the JSON: storage holds it as a blob beside it.
-    #[serde(skip)]
-    pub body: Vec<u8>,
-}
-
 pub struct Engine<B: Backend> {
     backend: B,
     /// `None` until storage was read once; then the receipt as stored, plus
@@ -324,7 +291,7 @@ impl<B: Backend> Engine<B> {
     fn store_with(
         &self,
         mut receipt: Receipt,
-        request: Option<&StoredRequest>,
+        request: Option<&DeliveryRequest>,
     ) -> Result<(), String> {
         // Written by this version, in this version's form.
         receipt.record_version = RECORD_VERSION;

@@ -5,13 +5,13 @@ use futures::channel::oneshot;
 use futures::future::{join, select, Either};
 
 use super::permits::{ForwardClaim, HeldPermit};
-use super::{settle, Backend, Delivery, Engine, Policy};
+use super::{settle, Backend, Engine, Policy};
 use crate::answer::{Answer, Settled};
 use crate::canonical::Fingerprint;
 use crate::config::InFlightPolicy;
 use crate::decision_log::Trace;
+use crate::delivery::Delivery;
 use crate::mutation::{is_active, Mutation};
-use crate::origin::Idempotency;
 use crate::problem::Problem;
 use crate::receipt::{
     decide, retry_after_secs, Decision, DeliveryKind, ForwardResult, Receipt, RecordPolicy,
@@ -242,15 +242,12 @@ impl<B: Backend> Engine<B> {
             self.release(permit).await;
             return Answer::Rejected(Problem::StorageUnavailable { message });
         }
-        let request = delivery.request.with_idempotency(&Idempotency {
-            key: &delivery.key,
-            scope: &delivery.identity.scope,
+        let request = delivery.request.to_origin(
+            &delivery.identity,
             epoch,
-            path_and_query: &delivery.path_and_query,
-            body_sha256: &delivery.raw_body_sha256,
-            forward_secret: policy.forward_secret.as_ref().map(|secret| secret.expose()),
-            unix_seconds: now / 1000,
-        });
+            policy.forward_secret.as_ref().map(|secret| secret.expose()),
+            now / 1000,
+        );
         // The lease counts from the send: the alarm is set alongside it,
         // not awaited before it. So is the index row, which the outcome
         // never waits for (a later write's version wins over it).

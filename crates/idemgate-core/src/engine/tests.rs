@@ -13,6 +13,7 @@ use super::*;
 use crate::answer::Answer;
 use crate::canonical::sha256_hex;
 use crate::config::AsyncDelivery;
+use crate::delivery::DeliveryRequest;
 use crate::headers::get;
 use crate::memory_backend::{created, MemoryBackend};
 use crate::receipt::{next_epoch, HttpResponse, ReceiptState};
@@ -67,22 +68,23 @@ pub(super) fn queued_policy(schedule: &[u64]) -> Policy {
 pub(super) fn delivery(body: &str) -> Delivery {
     Delivery {
         identity: Identity {
+            receipt_id: String::new(),
             route: "default".into(),
             object: "object-1".into(),
             scope: "a".repeat(64),
             key: "k-1".into(),
-            ..Identity::default()
+            path: None,
+            tenant_sha256: None,
         },
-        key: IdempotencyKey::parse("k-1", "test").unwrap(),
         fingerprint: Fingerprint::of_bytes(body.as_bytes()),
-        request: OutboundRequest {
+        request: DeliveryRequest {
             method: "POST".into(),
             url: "http://origin/pay?x=1".into(),
+            path_and_query: "/pay?x=1".into(),
             headers: vec![],
+            raw_body_sha256: sha256_hex(body.as_bytes()),
             body: body.as_bytes().to_vec(),
         },
-        path_and_query: "/pay?x=1".into(),
-        raw_body_sha256: sha256_hex(body.as_bytes()),
         if_known: false,
     }
 }
@@ -611,7 +613,7 @@ fn a_failed_sync_delivery_is_indexed_until_it_completes() {
     let index = engine.backend().index.borrow();
     assert_eq!(index.len(), 2);
     assert!(
-        matches!(&index[0], IndexUpdate::Upsert(row) if row.state == "failed" && row.key == "k-1")
+        matches!(&index[0], IndexUpdate::Upsert(row) if row.state == "failed" && row.identity.key == "k-1")
     );
     assert!(matches!(
         &index[1],

@@ -26,6 +26,7 @@ pub mod sql;
 
 pub use row::{IndexRow, IndexUpdate, IndexWrite, Indexed};
 
+use crate::delivery::Identity;
 use crate::receipt::{DeliveryKind, Receipt, ReceiptState};
 
 /// States an operator can list.
@@ -79,13 +80,10 @@ pub fn update_for(
         }),
         (Some(_), _) if unchanged => None,
         (Some(state), Some(receipt)) => Some(IndexUpdate::Upsert(IndexRow {
-            object: object.to_string(),
-            route: receipt.identity.route.clone(),
-            scope: receipt.identity.scope.clone(),
-            key: receipt.identity.key.clone(),
-            path: receipt.identity.path.clone(),
-            tenant_sha256: receipt.identity.tenant_sha256.clone(),
-            receipt_id: receipt.identity.receipt_id.clone(),
+            identity: Identity {
+                object: object.to_string(),
+                ..receipt.identity.clone()
+            },
             state,
             attempts: receipt.attempts.len() as u64,
             last_status: receipt.last_status(),

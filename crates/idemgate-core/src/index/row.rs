@@ -5,16 +5,15 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::delivery::Identity;
+
 /// One row: enough to read, purge or re-drive the receipt, and to wake it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexRow {
-    pub object: String,
-    pub route: String,
-    pub scope: String,
-    pub key: String,
-    pub path: Option<String>,
-    pub tenant_sha256: Option<String>,
-    pub receipt_id: String,
+    /// Which receipt, as its receipt names itself (the listing shows its
+    /// fields beside the row's own).
+    #[serde(flatten)]
+    pub identity: Identity,
     pub state: String,
     pub attempts: u64,
     pub last_status: Option<u16>,
@@ -49,7 +48,7 @@ impl IndexUpdate {
     /// The row's object.
     pub fn object(&self) -> &str {
         match self {
-            IndexUpdate::Upsert(row) => &row.object,
+            IndexUpdate::Upsert(row) => &row.identity.object,
             IndexUpdate::Remove { object, .. } => object,
         }
     }

@@ -2,7 +2,7 @@
 //! worker also runs on first use) and every query the adapter sends. Each
 //! query's parameters are listed beside it, in order.
 
-use super::{Cursor, PAGE_SIZE};
+use super::{Cursor, IndexUpdate, PAGE_SIZE};
 
 /// The schema's statements, one each, in order: the repository's
 /// migrations (`wrangler d1 migrations apply` runs them) without their
@@ -54,6 +54,68 @@ pub const REMOVE: &str = "INSERT INTO receipt_index \
      ON CONFLICT (object) DO UPDATE SET state = 'gone', next_wake_at = NULL, \
      updated_at = excluded.updated_at, version = excluded.version \
      WHERE excluded.version > receipt_index.version";
+
+/// A parameter's value as a statement binds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param<'a> {
+    Text(&'a str),
+    Integer(u64),
+    Null,
+}
+
+/// The statement that applies `update`, and its parameters in order: the
+/// one place a row's fields meet the columns' order.
+pub fn write_of(update: &IndexUpdate) -> (&'static str, Vec<Param<'_>>) {
+    match update {
+        IndexUpdate::Upsert(row) => (
+            UPSERT,
+            vec![
+                Param::Text(&row.identity.object),
+                Param::Text(&row.identity.route),
+                Param::Text(&row.identity.scope),
+                Param::Text(row.identity.key.as_str()),
+                row.identity
+                    .path
+                    .as_deref()
+                    .map_or(Param::Null, Param::Text),
+                (row.identity.tenant_sha256.as_deref()).map_or(Param::Null, Param::Text),
+                Param::Text(&row.identity.receipt_id),
+                Param::Text(&row.state),
+                Param::Integer(row.attempts),
+                (row.last_status.map(u64::from)).map_or(Param::Null, Param::Integer),
+                row.next_wake_at.map_or(Param::Null, Param::Integer),
+                Param::Integer(row.accepted_at),
+                Param::Integer(row.updated_at),
+                Param::Integer(row.version),
+            ],
+        ),
+        IndexUpdate::Remove {
+            object,
+            version,
+            at,
+        } => (
+            REMOVE,
+            vec![
+                Param::Text(object),
+                Param::Integer(*version),
+                Param::Integer(*at),
+            ],
+        ),
+    }
+}
+
+/// SQLite, D1's engine, runs the same statements in the native tests.
+#[cfg(test)]
+impl rusqlite::ToSql for Param<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+        Ok(match *self {
+            Param::Text(text) => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
+            Param::Integer(number) => ToSqlOutput::Owned(Value::Integer(number as i64)),
+            Param::Null => ToSqlOutput::Owned(Value::Null),
+        })
+    }
+}
 
 /// The sweep backs off a row whose wake failed, unless the object wrote
 /// it since (its version moved on). Parameters: object, the new wake

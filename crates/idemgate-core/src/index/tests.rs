@@ -213,36 +213,10 @@ fn database() -> Connection {
 }
 
 fn apply(connection: &Connection, update: &IndexUpdate) {
-    match update {
-        IndexUpdate::Upsert(row) => connection
-            .execute(
-                sql::UPSERT,
-                params![
-                    row.object,
-                    row.route,
-                    row.scope,
-                    row.key,
-                    row.path,
-                    row.tenant_sha256,
-                    row.receipt_id,
-                    row.state,
-                    row.attempts as i64,
-                    row.last_status,
-                    row.next_wake_at.map(|at| at as i64),
-                    row.accepted_at as i64,
-                    row.updated_at as i64,
-                    row.version as i64,
-                ],
-            )
-            .unwrap(),
-        IndexUpdate::Remove {
-            object,
-            version,
-            at,
-        } => connection
-            .execute(sql::REMOVE, params![object, *version as i64, *at as i64])
-            .unwrap(),
-    };
+    let (statement, params) = sql::write_of(update);
+    connection
+        .execute(statement, rusqlite::params_from_iter(params))
+        .unwrap();
 }
 
 fn shown(connection: &Connection) -> Option<(String, i64)> {

@@ -5,7 +5,8 @@
 
 use serde::Serialize;
 
-use crate::engine::{StorageOps, StoredRequest};
+use crate::delivery::DeliveryRequest;
+use crate::engine::StorageOps;
 use crate::headers::HeaderList;
 use crate::receipt::{Attempt, DeliveryKind, Receipt, ReceiptState, StoredResponse};
 
@@ -86,7 +87,7 @@ impl<'a> ReceiptView<'a> {
     /// is masked, since which of them carried a secret is unknown.
     pub fn of(
         receipt: &'a Receipt,
-        request: Option<&StoredRequest>,
+        request: Option<&DeliveryRequest>,
         ops: StorageOps,
         also_masked: Option<&[&str]>,
     ) -> ReceiptView<'a> {
@@ -113,7 +114,7 @@ impl<'a> ReceiptView<'a> {
             view_version: VIEW_VERSION,
             receipt_id: &identity.receipt_id,
             route: &identity.route,
-            key: &identity.key,
+            key: identity.key.as_str(),
             scope: &identity.scope,
             path: identity.path.as_deref(),
             tenant_sha256: identity.tenant_sha256.as_deref(),
@@ -164,7 +165,7 @@ impl<'a> ResponseView<'a> {
 }
 
 impl RequestView {
-    fn of(request: &StoredRequest, also_masked: Option<&[&str]>) -> RequestView {
+    fn of(request: &DeliveryRequest, also_masked: Option<&[&str]>) -> RequestView {
         RequestView {
             method: request.method.clone(),
             url: request.url.clone(),
@@ -323,7 +324,7 @@ mod tests {
             100,
         );
         receipt.epoch = 7;
-        let request = StoredRequest {
+        let request = DeliveryRequest {
             method: "POST".into(),
             url: "https://o/pay".into(),
             path_and_query: "/pay".into(),

@@ -19,6 +19,8 @@ pub use outcome::*;
 pub use statuses::*;
 pub use terms::*;
 
+pub use crate::delivery::Identity;
+
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::Fingerprint;
@@ -116,24 +118,6 @@ pub struct Attempt {
     pub ended_at: Option<u64>,
     pub status: Option<u16>,
     pub error: Option<String>,
-}
-
-/// Which key a receipt is, as the operator sees it: enough to read, purge
-/// or re-drive it.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Identity {
-    pub receipt_id: String,
-    pub route: String,
-    /// The name of the Durable Object that holds the receipt.
-    pub object: String,
-    /// The scope id (64 hex digits), as forwarded in `Idempotency-Scope`.
-    pub scope: String,
-    pub key: String,
-    /// The normalised path, under path scope.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant_sha256: Option<String>,
 }
 
 /// The durable record of one key. Times are milliseconds since the epoch.

@@ -14,6 +14,7 @@ use super::{
 use crate::canonical::Fingerprint;
 use crate::headers::HeaderList;
 use crate::index::row::Indexed;
+use crate::key::IdempotencyKey;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -91,7 +92,7 @@ impl Serialize for Receipt {
             route: self.identity.route.clone(),
             object: self.identity.object.clone(),
             scope: self.identity.scope.clone(),
-            key: self.identity.key.clone(),
+            key: self.identity.key.as_str().to_string(),
             path: self.identity.path.clone(),
             tenant_sha256: self.identity.tenant_sha256.clone(),
             state: StateName::Queued,
@@ -196,6 +197,11 @@ impl<'de> Deserialize<'de> for Receipt {
                 expiry_warned: record.expiry_warned.unwrap_or(false),
             },
         };
+        // Through the key's parser: a receipt holds a valid key or is not
+        // read at all (a record a later version wrote, with a key this one
+        // cannot send, is then only expired, like any record it cannot read).
+        let key = IdempotencyKey::parse(&record.key, "stored receipt")
+            .map_err(|problem| serde::de::Error::custom(problem.detail()))?;
         Ok(Receipt {
             record_version: record.record_version,
             identity: Identity {
@@ -203,7 +209,7 @@ impl<'de> Deserialize<'de> for Receipt {
                 route: record.route,
                 object: record.object,
                 scope: record.scope,
-                key: record.key,
+                key,
                 path: record.path,
                 tenant_sha256: record.tenant_sha256,
             },

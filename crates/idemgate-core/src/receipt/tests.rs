@@ -121,7 +121,15 @@ fn terms() -> AsyncTerms {
 
 fn receipt(delivery: DeliveryKind) -> Receipt {
     let mut receipt = Receipt::new(
-        Identity::default(),
+        Identity {
+            receipt_id: String::new(),
+            route: String::new(),
+            object: String::new(),
+            scope: String::new(),
+            key: "k".into(),
+            path: None,
+            tenant_sha256: None,
+        },
         fp("a"),
         delivery,
         ReceiptState::Queued {

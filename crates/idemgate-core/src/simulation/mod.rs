@@ -98,12 +98,12 @@ use std::task::{Context, Poll, Waker};
 use crate::answer::Answer;
 use crate::canonical::Fingerprint;
 use crate::config::{AsyncDelivery, Delivery as DeliveryMode, InFlightPolicy};
-use crate::engine::{Delivery, Engine, Policy};
+use crate::delivery::{Delivery, DeliveryRequest};
+use crate::engine::{Engine, Policy};
 use crate::headers::{DECISION, REPLAYED};
 use crate::index::{update_for, Indexed};
 use crate::key::IdempotencyKey;
 use crate::mutation::{self, Mutation};
-use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Identity, ReceiptState, RetryableStatuses};
 use crate::signature::Secret;
 use crate::sweep::{Sweep, DEFAULT_LIMIT, GRACE_MS};
@@ -561,22 +561,24 @@ impl Simulation {
         let fingerprint = Fingerprint::of_bytes(payload.as_bytes());
         let delivery = Delivery {
             identity: Identity {
+                receipt_id: String::new(),
                 route: "default".into(),
                 object: object(key),
                 scope: format!("scope-{key}"),
-                key: format!("key-{key}"),
-                ..Identity::default()
+                key: IdempotencyKey::parse(&format!("key-{key}"), "simulation")
+                    .expect("a valid key"),
+                path: None,
+                tenant_sha256: None,
             },
-            key: IdempotencyKey::parse(&format!("key-{key}"), "simulation").expect("a valid key"),
             fingerprint: fingerprint.clone(),
-            request: OutboundRequest {
+            request: DeliveryRequest {
                 method: "POST".into(),
                 url: format!("http://origin/{key}"),
+                path_and_query: format!("/{key}"),
                 headers: vec![],
+                raw_body_sha256: String::new(),
                 body: payload.clone().into_bytes(),
             },
-            path_and_query: format!("/{key}"),
-            raw_body_sha256: String::new(),
             if_known: false,
         };
         if !self.unacknowledged[key].contains(&payload) {
@@ -1343,7 +1345,8 @@ mod tests {
         use crate::index::sql::{self, COLUMNS};
         use crate::index::{IndexRow, IndexUpdate};
         use rusqlite::{params, Connection};
-        let read = |db: &Connection| -> Vec<IndexRow> {
+        use world::TableRow;
+        let read = |db: &Connection| -> Vec<TableRow> {
             let query = format!("SELECT {COLUMNS} FROM receipt_index ORDER BY object");
             let mut statement = db.prepare(&query).expect("a query");
             statement
@@ -1353,7 +1356,7 @@ mod tests {
                         row.get::<_, Option<i64>>(index)
                             .map(|n| n.map(|n| n as u64))
                     };
-                    Ok(IndexRow {
+                    Ok(TableRow {
                         object: row.get(0)?,
                         route: row.get(1)?,
                         scope: row.get(2)?,
@@ -1393,13 +1396,15 @@ mod tests {
                     }
                 } else {
                     IndexUpdate::Upsert(IndexRow {
-                        object,
-                        route: "default".into(),
-                        scope: format!("scope-{}", rng.below(2)),
-                        key: "key".into(),
-                        path: rng.chance(50).then(|| "/pay".into()),
-                        tenant_sha256: None,
-                        receipt_id: format!("receipt-{}", rng.below(4)),
+                        identity: Identity {
+                            object,
+                            route: "default".into(),
+                            scope: format!("scope-{}", rng.below(2)),
+                            key: IdempotencyKey::parse("key", "test").expect("a valid key"),
+                            path: rng.chance(50).then(|| "/pay".into()),
+                            tenant_sha256: None,
+                            receipt_id: format!("receipt-{}", rng.below(4)),
+                        },
                         state: rng.pick(&["queued", "in_flight", "failed", "dead"]).into(),
                         attempts: rng.below(4),
                         last_status: rng.chance(50).then_some(503),
@@ -1409,35 +1414,11 @@ mod tests {
                         version,
                     })
                 };
-                match &update {
-                    IndexUpdate::Upsert(row) => db.execute(
-                        sql::UPSERT,
-                        params![
-                            row.object,
-                            row.route,
-                            row.scope,
-                            row.key,
-                            row.path,
-                            row.tenant_sha256,
-                            row.receipt_id,
-                            row.state,
-                            row.attempts as i64,
-                            row.last_status,
-                            row.next_wake_at.map(|at| at as i64),
-                            row.accepted_at as i64,
-                            row.updated_at as i64,
-                            row.version as i64,
-                        ],
-                    ),
-                    IndexUpdate::Remove {
-                        object,
-                        version,
-                        at,
-                    } => db.execute(sql::REMOVE, params![object, *version as i64, *at as i64]),
-                }
-                .expect("a write");
+                let (statement, params) = sql::write_of(&update);
+                db.execute(statement, rusqlite::params_from_iter(params))
+                    .expect("a write");
                 d1.apply(&update);
-                let modelled: Vec<IndexRow> = d1.rows.values().cloned().collect();
+                let modelled: Vec<TableRow> = d1.rows.values().cloned().collect();
                 assert_eq!(modelled, read(&db), "after {update:?}");
                 let before = rng.below(1_000);
                 let overdue: Vec<String> = db

@@ -23,7 +23,8 @@ use std::task::{Context, Poll};
 use super::Rng;
 use crate::canonical::Fingerprint;
 use crate::decision_log::DecisionLog;
-use crate::engine::{Backend, Policy, StoredRequest};
+use crate::delivery::DeliveryRequest;
+use crate::engine::{Backend, Policy};
 use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest, CLAIM_MS};
 use crate::headers;
 use crate::index::{IndexRow, IndexUpdate, GONE};
@@ -56,7 +57,7 @@ pub struct Alarm {
 #[derive(Default)]
 pub struct KeyState {
     pub stored: Option<Receipt>,
-    pub request: Option<StoredRequest>,
+    pub request: Option<DeliveryRequest>,
     pub alarm: Option<Alarm>,
     /// How often the runtime re-ran the current alarm's failing handler.
     pub alarm_retries: u32,
@@ -96,7 +97,48 @@ pub struct Life {
 /// per object, each write landing only over a lower version.
 #[derive(Default)]
 pub struct D1 {
-    pub rows: BTreeMap<String, IndexRow>,
+    pub rows: BTreeMap<String, TableRow>,
+}
+
+/// A row as D1's table holds it, column by column: a tombstone written
+/// before any row of its object has empty text where the key would be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRow {
+    pub object: String,
+    pub route: String,
+    pub scope: String,
+    pub key: String,
+    pub path: Option<String>,
+    pub tenant_sha256: Option<String>,
+    pub receipt_id: String,
+    pub state: String,
+    pub attempts: u64,
+    pub last_status: Option<u16>,
+    pub next_wake_at: Option<u64>,
+    pub accepted_at: u64,
+    pub updated_at: u64,
+    pub version: u64,
+}
+
+impl From<&IndexRow> for TableRow {
+    fn from(row: &IndexRow) -> TableRow {
+        TableRow {
+            object: row.identity.object.clone(),
+            route: row.identity.route.clone(),
+            scope: row.identity.scope.clone(),
+            key: row.identity.key.to_string(),
+            path: row.identity.path.clone(),
+            tenant_sha256: row.identity.tenant_sha256.clone(),
+            receipt_id: row.identity.receipt_id.clone(),
+            state: row.state.clone(),
+            attempts: row.attempts,
+            last_status: row.last_status,
+            next_wake_at: row.next_wake_at,
+            accepted_at: row.accepted_at,
+            updated_at: row.updated_at,
+            version: row.version,
+        }
+    }
 }
 
 impl D1 {
@@ -110,11 +152,11 @@ impl D1 {
             return before;
         }
         match update {
-            IndexUpdate::Upsert(row) => match self.rows.get_mut(&row.object) {
-                Some(stored) if row.version > stored.version => *stored = row.clone(),
+            IndexUpdate::Upsert(row) => match self.rows.get_mut(&row.identity.object) {
+                Some(stored) if row.version > stored.version => *stored = row.into(),
                 Some(_) => {}
                 None => {
-                    self.rows.insert(row.object.clone(), row.clone());
+                    self.rows.insert(row.identity.object.clone(), row.into());
                 }
             },
             IndexUpdate::Remove {
@@ -132,7 +174,7 @@ impl D1 {
                 None => {
                     self.rows.insert(
                         object.clone(),
-                        IndexRow {
+                        TableRow {
                             object: object.clone(),
                             route: String::new(),
                             scope: String::new(),
@@ -179,7 +221,7 @@ impl D1 {
     }
 
     /// The row of `object` that lists something (not a tombstone).
-    pub fn listed(&self, object: &str) -> Option<&IndexRow> {
+    pub fn listed(&self, object: &str) -> Option<&TableRow> {
         self.rows.get(object).filter(|row| row.state != GONE)
     }
 }
@@ -545,8 +587,8 @@ fn brief(update: &IndexUpdate) -> String {
     match update {
         IndexUpdate::Upsert(row) => format!(
             "{} {} {} v{} wake {:?}",
-            row.object,
-            row.receipt_id,
+            row.identity.object,
+            row.identity.receipt_id,
             row.state,
             row.version,
             row.next_wake_at.map(|at| at % 100_000_000)
@@ -684,7 +726,7 @@ impl Backend for SimBackend {
         Ok(self.world.keys.borrow()[self.key].stored.clone())
     }
 
-    fn save(&self, receipt: &Receipt, request: Option<&StoredRequest>) -> Result<(), String> {
+    fn save(&self, receipt: &Receipt, request: Option<&DeliveryRequest>) -> Result<(), String> {
         self.begin_write()?;
         if self.injected_failure() {
             return Err("injected write failure".into());
@@ -751,7 +793,7 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn load_request(&self) -> Result<Option<StoredRequest>, String> {
+    fn load_request(&self) -> Result<Option<DeliveryRequest>, String> {
         if !self.alive() {
             return Err(CRASHED.into());
         }

@@ -1,0 +1,484 @@
+//! SPEC §1 as a sequence of small steps, each returning early with its
+//! problem. Everything here is pure; the Worker's `gateway` does the I/O
+//! around it (reading the body, calling the Durable Object, proxying).
+
+use std::borrow::Cow;
+
+use sha2::{Digest, Sha256};
+
+use crate::canonical::{body_sha256, is_json_media_type, read_json, sha256_hex, Fingerprint};
+use crate::config::{Config, RouteConfig, Tenant};
+use crate::delivery::{Delivery, DeliveryRequest, Identity};
+use crate::form;
+use crate::headers;
+use crate::json::{one_pass::CanonicalBody, PointerLookup};
+use crate::key::{
+    derive_key, derive_key_joined, json_pointers, tenant_sha256, Joining, KeyInput, KeyPart,
+    KeyScope, KeySource, Scope,
+};
+use crate::origin::{target, Target};
+use crate::problem::Problem;
+use crate::signature::{self, PublicKeyCheck, Verdict};
+
+/// What a request to a route is, from its method (SPEC §1 step 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// GET, HEAD, OPTIONS: proxied unchanged, no Durable Object.
+    Passthrough,
+    /// POST, PUT, PATCH, DELETE.
+    Deduplicate,
+}
+
+/// The path and query of a URL as the runtime serializes it (WHATWG), read
+/// without parsing it again: serialization always writes a path after the
+/// host, and percent-encodes every `?` and `#` inside the path and query.
+pub fn path_and_query(url: &str) -> (&str, Option<&str>) {
+    let after_scheme = url.find("://").map_or(0, |at| at + 3);
+    let rest = match url[after_scheme..].find('/') {
+        Some(at) => &url[after_scheme + at..],
+        None => "/",
+    };
+    let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
+    match rest.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rest, None),
+    }
+}
+
+/// Steps 0 and 1 for a path that is not the operator API's (the gateway
+/// normalises the path and answers the operator API first): the route
+/// (404 `no-route` whatever the method), then the method (405).
+pub fn route_request<'a>(
+    config: &'a Config,
+    method: &str,
+    normalized_path: &str,
+) -> Result<(&'a RouteConfig, Kind), Problem> {
+    let route = config.route_for(normalized_path)?;
+    let kind = match method.to_ascii_uppercase().as_str() {
+        "GET" | "HEAD" | "OPTIONS" => Kind::Passthrough,
+        "POST" | "PUT" | "PATCH" | "DELETE" => Kind::Deduplicate,
+        _ => {
+            return Err(Problem::MethodNotAllowed {
+                method: method.to_string(),
+            })
+        }
+    };
+    Ok((route, kind))
+}
+
+/// How the gateway reads a deduplicated request's body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// A declared `Content-Length` within the limit: the runtime delivers
+    /// exactly that many bytes, so the body is read whole, in one call.
+    Declared,
+    /// No usable length (chunked, or a `Transfer-Encoding` beside a length,
+    /// which then does not bind): read chunk by chunk, stopping at the limit.
+    Streamed,
+}
+
+/// Step 2, early: a declared `Content-Length` over the limit is refused
+/// before the body is read.
+pub fn body_framing(
+    max_body_bytes: u64,
+    content_length: Option<&str>,
+    transfer_encoding: Option<&str>,
+) -> Result<BodyFraming, Problem> {
+    let declared = content_length.and_then(|value| value.trim().parse::<u64>().ok());
+    match declared {
+        Some(length) if length > max_body_bytes => Err(Problem::PayloadTooLarge {
+            limit: max_body_bytes,
+        }),
+        Some(_) if transfer_encoding.is_none() => Ok(BodyFraming::Declared),
+        _ => Ok(BodyFraming::Streamed),
+    }
+}
+
+/// Whether a body of `length` bytes is over the limit: a body of exactly
+/// `max_body_bytes` is accepted.
+pub fn over_limit(length: u64, max_body_bytes: u64) -> bool {
+    length > max_body_bytes
+}
+
+/// A deduplicated request as the pipeline sees it.
+pub struct Inbound<'a> {
+    pub method: &'a str,
+    /// The path as the sender sent it (the origin gets it so).
+    pub path: &'a str,
+    pub normalized_path: &'a str,
+    pub query: Option<&'a str>,
+    pub headers: &'a [(String, String)],
+    pub body: &'a [u8],
+    /// Unix seconds, for the freshness of sender signatures.
+    pub now: u64,
+}
+
+/// A delivery that passed every check: ready for its Durable Object (its
+/// body stays with the caller, which sends it beside the call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted {
+    pub delivery: Delivery,
+    /// Who the second version said this delivery was, when that differs
+    /// (SPEC §3, v3 "Upgrading"): its receipt is looked up there first for
+    /// a while after an upgrade, so that a retry spanning it is not
+    /// forwarded again.
+    pub previous: Option<Identity>,
+}
+
+impl Admitted {
+    /// This delivery as the second version addressed it: its previous
+    /// identity, when it has one (a deployment before its upgrade, in the
+    /// end-to-end tests).
+    pub fn as_previous(self) -> Admitted {
+        match self.previous {
+            Some(previous) => Admitted {
+                delivery: Delivery {
+                    identity: previous,
+                    ..self.delivery
+                },
+                previous: None,
+            },
+            None => self,
+        }
+    }
+}
+
+/// A delivery whose size and sender's signature were checked (steps 2
+/// and 3). Only [`authenticate`] makes one, and [`admit`] takes nothing
+/// else: no later step can run on a delivery that skipped them.
+pub struct Authenticated<'a> {
+    route: &'a RouteConfig,
+    inbound: &'a Inbound<'a>,
+    /// Hex SHA-256 of the raw body, computed once: the isolate's replay
+    /// lookup and the forward's `Idempotency-Signature` both need it.
+    raw_body_sha256: std::cell::OnceCell<String>,
+}
+
+impl<'a> Authenticated<'a> {
+    pub fn route(&self) -> &'a RouteConfig {
+        self.route
+    }
+
+    pub fn inbound(&self) -> &'a Inbound<'a> {
+        self.inbound
+    }
+
+    /// Hex SHA-256 of the raw body.
+    pub fn raw_body_sha256(&self) -> &str {
+        self.raw_body_sha256
+            .get_or_init(|| sha256_hex(self.inbound.body))
+    }
+
+    /// The signed transmission id this delivery may be forwarded under
+    /// once, and until when (ms) a replay of it could still verify
+    /// ([`crate::single_use`]); `None` for a scheme that binds the body.
+    pub fn single_use(&self) -> Option<(String, u64)> {
+        let request = self.signed_request();
+        let (id, signed_at) = self.route.signature_scheme.single_use_id(&request)?;
+        let until = signed_at
+            .saturating_add(self.route.signature_tolerance_seconds)
+            .saturating_mul(1_000)
+            .saturating_add(crate::single_use::CLAIM_MARGIN_MS);
+        Some((id.to_string(), until))
+    }
+
+    fn signed_request(&self) -> signature::SignedRequest<'a> {
+        signature::SignedRequest {
+            headers: self.inbound.headers,
+            body: self.inbound.body,
+            query: self.inbound.query,
+        }
+    }
+}
+
+/// Steps 2 and 3: the size, then the sender's signature, before anything
+/// reads the body. A signature only a public key can check comes back
+/// [`Authentication::Pending`], for the runtime's WebCrypto.
+pub fn authenticate<'a>(
+    route: &'a RouteConfig,
+    inbound: &'a Inbound<'a>,
+) -> Result<Authentication<'a>, Problem> {
+    if over_limit(inbound.body.len() as u64, route.max_body_bytes) {
+        return Err(Problem::PayloadTooLarge {
+            limit: route.max_body_bytes,
+        });
+    }
+    let authenticated = Authenticated {
+        route,
+        inbound,
+        raw_body_sha256: std::cell::OnceCell::new(),
+    };
+    let verdict = route.signature_scheme.verify(
+        &authenticated.signed_request(),
+        inbound.now,
+        route.signature_tolerance_seconds,
+    )?;
+    Ok(match verdict {
+        Verdict::Verified => Authentication::Done(authenticated),
+        Verdict::PublicKey(checks) => Authentication::Pending(PendingAuthentication {
+            authenticated,
+            checks,
+        }),
+    })
+}
+
+/// What authentication came to.
+pub enum Authentication<'a> {
+    Done(Authenticated<'a>),
+    Pending(PendingAuthentication<'a>),
+}
+
+impl<'a> Authentication<'a> {
+    /// The authenticated delivery, for a route whose scheme needs no
+    /// public key: tests, benchmarks, and senders that sign with HMAC.
+    pub fn done(self) -> Result<Authenticated<'a>, Problem> {
+        match self {
+            Authentication::Done(authenticated) => Ok(authenticated),
+            Authentication::Pending(_) => Err(Problem::BadSignature {
+                reason: "a public-key signature needs the runtime to check it".into(),
+            }),
+        }
+    }
+}
+
+/// A delivery whose signature only public-key checks can settle: it is
+/// authenticated once any one of [`PendingAuthentication::checks`] verifies.
+pub struct PendingAuthentication<'a> {
+    authenticated: Authenticated<'a>,
+    checks: Vec<PublicKeyCheck>,
+}
+
+impl<'a> PendingAuthentication<'a> {
+    pub fn checks(&self) -> &[PublicKeyCheck] {
+        &self.checks
+    }
+
+    /// The runtime's result of [`PendingAuthentication::checks`].
+    pub fn complete(self, checked: PublicKeyChecked) -> Result<Authenticated<'a>, Problem> {
+        match checked {
+            PublicKeyChecked::Verified => Ok(self.authenticated),
+            PublicKeyChecked::Rejected => Err(Problem::BadSignature {
+                reason: "mismatch: no signature matches the body".into(),
+            }),
+            PublicKeyChecked::KeyUnavailable => Err(Problem::SigningKeyUnavailable),
+        }
+    }
+}
+
+/// What the runtime found of a delivery's public-key signatures, ordered
+/// so that the greatest of its checks' results is the delivery's: any one
+/// that verified passes it, and a key that could not be fetched leaves it
+/// undecided rather than forged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PublicKeyChecked {
+    /// None verified, with every key at hand: forged, or signed with
+    /// another key.
+    Rejected,
+    /// None verified, and a certificate could not be fetched: a genuine
+    /// delivery must not be refused as forged for its host's outage, so it
+    /// is answered 503 and its sender retries.
+    KeyUnavailable,
+    /// It verified.
+    Verified,
+}
+
+/// Steps 4 and 5: key, fingerprint and scope. The first failing check
+/// answers; nothing reaches a Durable Object.
+pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
+    let (route, inbound) = (authenticated.route, authenticated.inbound);
+    let content_type = headers::get(inbound.headers, "content-type");
+    let json: Option<CanonicalBody> = match content_type {
+        Some(media_type) if is_json_media_type(media_type) => {
+            Some(read_json(inbound.body, &json_pointers(&route.key_sources))?)
+        }
+        _ => None,
+    };
+    let reads = |wanted: fn(&KeyPart) -> bool| {
+        route
+            .key_sources
+            .iter()
+            .any(|source| source.parts.iter().any(wanted))
+    };
+    let form = match content_type {
+        Some(media_type)
+            if form::is_form_media_type(media_type)
+                && reads(|part| matches!(part, KeyPart::Form(_))) =>
+        {
+            Some(form::pairs(&String::from_utf8_lossy(inbound.body)))
+        }
+        _ => None,
+    };
+    let signed = authenticated.signed_request();
+    let scheme_key = match reads(|part| *part == KeyPart::SchemeKey) {
+        true => route.signature_scheme.scheme_key(&signed),
+        false => None,
+    };
+    let canonical_hash = body_sha256(json.as_ref().map(CanonicalBody::canonical), inbound.body);
+    let fingerprint = Fingerprint::of_request(inbound.method, inbound.query, &canonical_hash);
+    // On a signed route, `body-sha256` hashes what the signature covers,
+    // whatever the (unsigned) Content-Type says (SPEC §3, v3): the raw
+    // body's hash, already made, for a scheme that signs the body. Only a
+    // route whose key sources read it pays for it.
+    let key_hash = match reads(|part| *part == KeyPart::BodySha256) {
+        false => String::new(),
+        true => match route.signature_scheme.body_for_key(&signed) {
+            Some(Cow::Borrowed(_)) => authenticated.raw_body_sha256().to_string(),
+            Some(Cow::Owned(signed_fields)) => sha256_hex(&signed_fields),
+            None => canonical_hash.clone(),
+        },
+    };
+    let input = |body_sha256| KeyInput {
+        headers: inbound.headers,
+        content_type,
+        json: json.as_ref().map(|json| json as &dyn PointerLookup),
+        form: form.as_deref(),
+        body_sha256,
+        scheme_key: scheme_key.as_deref(),
+    };
+    let key = derive_key(&route.key_sources, &input(&key_hash))?;
+    let tenant_sha256 = tenant_hash(route, inbound.headers)?;
+    let scoped_path = match route.key_scope {
+        KeyScope::Path => Some(inbound.normalized_path.to_string()),
+        KeyScope::Route => None,
+    };
+    let scope = Scope::new(
+        &route.name,
+        scoped_path.as_deref(),
+        tenant_sha256.as_deref(),
+    );
+    let identity = Identity {
+        receipt_id: String::new(),
+        route: route.name.clone(),
+        object: scope.object_name(&key),
+        scope: scope.id().to_string(),
+        key,
+        path: scoped_path,
+        tenant_sha256,
+    };
+    let previous = previous_identity(route, &input(&canonical_hash), &identity)
+        .filter(|previous| previous.object != identity.object);
+    let Target {
+        url,
+        path_and_query,
+    } = target(&route.origin_url, inbound.path, inbound.query);
+    Ok(Admitted {
+        delivery: Delivery {
+            identity,
+            fingerprint,
+            request: DeliveryRequest {
+                method: inbound.method.to_ascii_uppercase(),
+                url,
+                path_and_query,
+                headers: headers::for_origin(inbound.headers),
+                raw_body_sha256: authenticated.raw_body_sha256().to_string(),
+                body: Vec::new(),
+            },
+            if_known: false,
+        },
+        previous,
+    })
+}
+
+/// Where the second version kept a delivery's receipt: its `body-sha256`
+/// hashed the canonical body on every route, Adyen's default key was that
+/// hash, composite parts were joined as they were, and an api route
+/// without `TENANT_HEADER` had no tenant. `None` when it derived nothing.
+fn previous_identity(route: &RouteConfig, input: &KeyInput, now: &Identity) -> Option<Identity> {
+    let sources: Vec<KeySource> = route
+        .key_sources
+        .iter()
+        .map(|source| KeySource {
+            parts: source
+                .parts
+                .iter()
+                .map(|part| match part {
+                    KeyPart::SchemeKey => KeyPart::BodySha256,
+                    other => other.clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    let key = derive_key_joined(&sources, input, Joining::Plain).ok()?;
+    let tenant_sha256 = match route.tenant {
+        Tenant::Header {
+            required: false, ..
+        } => None,
+        _ => now.tenant_sha256.clone(),
+    };
+    let scope = Scope::new(&route.name, now.path.as_deref(), tenant_sha256.as_deref());
+    Some(Identity {
+        object: scope.object_name(&key),
+        scope: scope.id().to_string(),
+        key,
+        tenant_sha256,
+        ..now.clone()
+    })
+}
+
+/// The hash of the tenant header's value: 400 `missing-tenant` without
+/// it where `TENANT_HEADER` requires it; anonymous (none) where api mode
+/// scopes by `Authorization` and a request has none.
+fn tenant_hash(route: &RouteConfig, list: &[(String, String)]) -> Result<Option<String>, Problem> {
+    match &route.tenant {
+        Tenant::Header { name, required } => match headers::get(list, name) {
+            Some(value) => Ok(Some(tenant_sha256(value))),
+            None if *required => Err(Problem::MissingTenant {
+                header: name.clone(),
+            }),
+            None => Ok(None),
+        },
+        Tenant::Shared => Ok(None),
+    }
+}
+
+/// The isolate cache's key for a byte-identical retry, computed from the
+/// raw request without parsing its body: the hash of everything that
+/// decides the delivery's object and fingerprint (route, method, the path
+/// under path scope, query, content type, the headers the key sources and
+/// the tenant read, and the raw body). Two requests with equal inputs
+/// admit to the same object and fingerprint, so a replay cached under this
+/// key is theirs; a different payload misses and goes the long way (422).
+pub fn fast_replay_key(authenticated: &Authenticated) -> String {
+    let (route, inbound) = (authenticated.route, authenticated.inbound);
+    let mut hasher = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    field(b"idemgate/fast-replay/v1");
+    field(route.name.as_bytes());
+    field(inbound.method.to_ascii_uppercase().as_bytes());
+    match route.key_scope {
+        KeyScope::Path => field(inbound.normalized_path.as_bytes()),
+        KeyScope::Route => field(b""),
+    }
+    field(inbound.query.unwrap_or("").as_bytes());
+    field(
+        headers::get(inbound.headers, "content-type")
+            .unwrap_or("")
+            .as_bytes(),
+    );
+    let read_headers = route
+        .key_sources
+        .iter()
+        .flat_map(|source| source.headers())
+        .chain(match &route.tenant {
+            Tenant::Header { name, .. } => Some(name.as_str()),
+            Tenant::Shared => None,
+        });
+    for name in read_headers {
+        match headers::get(inbound.headers, name) {
+            Some(value) => {
+                field(b"1");
+                field(value.as_bytes());
+            }
+            None => field(b"0"),
+        }
+    }
+    // The body by its hash, which admission then reuses.
+    field(authenticated.raw_body_sha256().as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+#[cfg(test)]
+mod tests;
