@@ -735,3 +735,25 @@ fn the_stored_record_keeps_its_fields_in_every_state() {
         assert_eq!(back, receipt);
     }
 }
+
+#[test]
+fn a_record_is_read_only_with_a_key_and_a_fingerprint_that_are_valid() {
+    let receipt = receipt(DeliveryKind::Sync);
+    let stored = serde_json::to_value(&receipt).unwrap();
+    assert_eq!(
+        serde_json::from_value::<Receipt>(stored.clone()).unwrap(),
+        receipt
+    );
+    for (field, value) in [
+        ("key", "two words"),
+        ("key", ""),
+        ("fingerprint", "not-hex"),
+    ] {
+        let mut changed = stored.clone();
+        changed[field] = value.into();
+        assert!(
+            serde_json::from_value::<Receipt>(changed).is_err(),
+            "{field} = {value:?}"
+        );
+    }
+}
