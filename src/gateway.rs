@@ -1,25 +1,23 @@
-//! The fetch handler: SPEC §1 in order, with the I/O the pure
-//! `idemgate_core::pipeline` leaves out (reading the body, calling the
-//! Durable Object, proxying passthrough requests), on the runtime's own
-//! request ([`crate::edge_http`]).
+//! The fetch handler: the Worker's [`Edge`] (the runtime's request, body,
+//! WebCrypto, Durable Objects, D1 and the isolate's replays) under the
+//! core's [`idemgate_core::gateway`], which runs SPEC §1's steps in order,
+//! and the rendering of what they came to.
+
+use std::rc::Rc;
 
 use worker::{web_sys, Env};
 
 use idemgate_core::answer::render_problem;
-use idemgate_core::config::RouteConfig;
+use idemgate_core::config::Config;
 use idemgate_core::decision_log::DecisionLog;
-use idemgate_core::headers::{self, RECEIPT_ID};
-use idemgate_core::object_call::Reply;
-use idemgate_core::object_call::{ObjectCall, ObjectOp};
-use idemgate_core::origin::target;
-use idemgate_core::pipeline::{
-    admit, authenticate, body_framing, fast_replay_key, path_and_query, route_request,
-    Authentication, BodyFraming, Inbound, Kind,
-};
+use idemgate_core::gateway::{Edge, Handled};
+use idemgate_core::headers::{self, HeaderList, RECEIPT_ID};
+use idemgate_core::object_call::{ObjectCall, Reply};
+use idemgate_core::pipeline::{path_and_query, BodyFraming, PublicKeyChecked};
 use idemgate_core::problem::Problem;
-use idemgate_core::replay_cache::cache_key;
-use idemgate_core::routes::{is_operator, normalize_path};
-use idemgate_core::upgrade::looks_up_previous;
+use idemgate_core::receipt::HttpResponse;
+use idemgate_core::replay_cache::ReplayCache;
+use idemgate_core::signature::PublicKeyCheck;
 
 use crate::admin;
 use crate::edge_cache::with_replays;
@@ -29,40 +27,124 @@ use crate::events;
 use crate::object_client;
 use crate::stats;
 
+/// One request, at the edge.
+struct WorkerEdge {
+    request: web_sys::Request,
+    env: Env,
+    method: String,
+}
+
+impl Edge for WorkerEdge {
+    type Response = web_sys::Response;
+    type Error = worker::Error;
+
+    fn now_ms(&self) -> u64 {
+        worker::Date::now().as_millis()
+    }
+
+    fn config(&self) -> Result<Rc<Config>, Problem> {
+        config_from_env(&self.env)
+    }
+
+    fn headers(&self) -> HeaderList {
+        edge_http::header_list(&self.request.headers())
+    }
+
+    async fn operator(
+        &self,
+        normalized_path: &str,
+        query: Option<&str>,
+    ) -> worker::Result<web_sys::Response> {
+        admin::handle(
+            &self.request,
+            &self.method,
+            normalized_path,
+            query,
+            &self.env,
+        )
+        .await
+    }
+
+    async fn passthrough(
+        &self,
+        url: &str,
+        headers: &HeaderList,
+    ) -> Result<web_sys::Response, Problem> {
+        edge_http::proxy_to(&self.request, url, headers)
+            .await
+            .map_err(|message| Problem::OriginUnreachable { message })
+    }
+
+    /// Whole when its declared length binds (one call instead of a JS
+    /// round trip per chunk), else chunk by chunk, stopping at the first
+    /// byte over `limit`, so a chunked upload is never buffered whole.
+    async fn read_body(&self, framing: BodyFraming, limit: u64) -> worker::Result<Option<Vec<u8>>> {
+        match framing {
+            BodyFraming::Declared => edge_http::whole_body(&self.request).await.map(Some),
+            BodyFraming::Streamed => edge_http::bounded_body(&self.request, limit).await,
+        }
+    }
+
+    async fn check_public_keys(&self, checks: &[PublicKeyCheck]) -> PublicKeyChecked {
+        crate::public_key::check_all(checks).await
+    }
+
+    fn with_replays<T>(&self, f: impl FnOnce(&mut ReplayCache) -> T) -> T {
+        with_replays(f)
+    }
+
+    fn has_index(&self) -> bool {
+        crate::receipt_index::database(&self.env).is_some()
+    }
+
+    async fn upgrade_since(&self) -> Option<u64> {
+        crate::receipt_index::upgrade_since(&self.env).await
+    }
+
+    async fn call(&self, call: ObjectCall, body: Vec<u8>) -> Result<Reply, Problem> {
+        object_client::call(&self.env, call, body).await
+    }
+
+    fn count_delivery(&self) {
+        stats::record(|stats| stats.deliveries += 1);
+    }
+
+    #[cfg(feature = "test-hooks")]
+    fn addresses_as_second_version(&self) -> bool {
+        crate::test_hooks::second_version_keys(&self.env)
+    }
+}
+
 pub async fn handle(request: web_sys::Request, env: Env) -> worker::Result<web_sys::Response> {
     let url = request.url();
-    let (path, query) = path_and_query(&url);
-    // Fetch leaves `patch` as sent; the origin gets the standard spelling.
-    let method = request.method().to_ascii_uppercase();
     let started = worker::Date::now().as_millis();
-    let normalized = match normalize_path(path) {
-        Ok(normalized) => normalized,
-        Err(problem) => return reject(&env, None, path, problem, started),
+    let edge = WorkerEdge {
+        method: request.method().to_ascii_uppercase(),
+        request,
+        env,
     };
-    if is_operator(&normalized) {
-        return admin::handle(&request, &method, &normalized, query, &env).await;
-    }
-    let config = match config_from_env(&env) {
-        Ok(config) => config,
-        Err(problem) => return reject(&env, None, path, problem, started),
-    };
-    let (route, kind) = match route_request(&config, &method, &normalized) {
-        Ok(routed) => routed,
-        Err(problem) => return reject(&env, None, path, problem, started),
-    };
-    let outcome = match kind {
-        Kind::Passthrough => passthrough(&request, route, path, query).await,
-        Kind::Deduplicate => {
-            let inbound = RequestLine {
-                method: &method,
-                path,
-                normalized_path: &normalized,
-                query,
-            };
-            deduplicate(request, route, &inbound, &env, started).await?
+    let handled = idemgate_core::gateway::handle(&edge, &edge.method, &url).await?;
+    let env = &edge.env;
+    match handled {
+        Handled::Response(response) => Ok(response),
+        Handled::Rejected { route, problem } => {
+            let (path, _) = path_and_query(&url);
+            reject(env, route.as_deref(), path, problem, started)
         }
-    };
-    outcome.or_else(|problem| reject(&env, Some(&route.name), path, problem, started))
+        Handled::EdgeReplay {
+            route,
+            log_duplicates,
+            object,
+            replay,
+            fast,
+        } => {
+            if fast {
+                stats::record(|stats| stats.fast_cache_hits += 1);
+            }
+            edge_replay(env, &route, log_duplicates, &object, replay, started)
+        }
+        Handled::Answered(reply) => edge_http::response(&reply.response),
+    }
 }
 
 /// A rejection made before the Durable Object (bad input, a bad signature,
@@ -86,208 +168,23 @@ fn reject(
     edge_http::response(&render_problem(&problem))
 }
 
-/// GET, HEAD and OPTIONS go to the route's origin as they are, streamed,
-/// minus hop-by-hop and forbidden headers (so no one can forge them).
-async fn passthrough(
-    request: &web_sys::Request,
-    route: &RouteConfig,
-    path: &str,
-    query: Option<&str>,
-) -> Result<web_sys::Response, Problem> {
-    let target = target(&route.origin_url, path, query);
-    let headers = headers::for_origin(&edge_http::header_list(&request.headers()));
-    edge_http::proxy_to(request, &target.url, &headers)
-        .await
-        .map_err(|message| Problem::OriginUnreachable { message })
-}
-
-/// What `deduplicate` needs of the request line.
-struct RequestLine<'a> {
-    method: &'a str,
-    path: &'a str,
-    normalized_path: &'a str,
-    query: Option<&'a str>,
-}
-
-async fn deduplicate(
-    request: web_sys::Request,
-    route: &RouteConfig,
-    line: &RequestLine<'_>,
-    env: &Env,
-    started: u64,
-) -> worker::Result<Result<web_sys::Response, Problem>> {
-    let list = edge_http::header_list(&request.headers());
-    let framing = body_framing(
-        route.max_body_bytes,
-        headers::get(&list, "content-length"),
-        headers::get(&list, "transfer-encoding"),
-    );
-    let framing = match framing {
-        Ok(framing) => framing,
-        Err(problem) => return Ok(Err(problem)),
-    };
-    let Some(body) = read_body(request, framing, route.max_body_bytes).await? else {
-        return Ok(Err(Problem::PayloadTooLarge {
-            limit: route.max_body_bytes,
-        }));
-    };
-    let inbound = Inbound {
-        method: line.method,
-        path: line.path,
-        normalized_path: line.normalized_path,
-        query: line.query,
-        headers: &list,
-        body: &body,
-        // The runtime's clock stands still between I/O: one reading serves.
-        now: started / 1000,
-    };
-    let authenticated = match authenticate(route, &inbound) {
-        Ok(Authentication::Done(authenticated)) => authenticated,
-        // Before any Durable Object is touched, like every other check.
-        Ok(Authentication::Pending(pending)) => {
-            let checked = crate::public_key::check_all(pending.checks()).await;
-            match pending.complete(checked) {
-                Ok(authenticated) => authenticated,
-                Err(problem) => return Ok(Err(problem)),
-            }
-        }
-        Err(problem) => return Ok(Err(problem)),
-    };
-    stats::record(|stats| stats.deliveries += 1);
-    // A byte-identical retry is found before its body is parsed; any
-    // other one after, by its object and fingerprint.
-    let fast_key = fast_replay_key(&authenticated);
-    let now = worker::Date::now().as_millis();
-    if let Some((key, replay)) = with_replays(|cache| cache.get_fast(&fast_key, now)) {
-        stats::record(|stats| stats.fast_cache_hits += 1);
-        return edge_replay(
-            env,
-            route,
-            key.split('/').next().unwrap_or(""),
-            replay,
-            started,
-            now,
-        )
-        .map(Ok);
-    }
-    let single_use = authenticated.single_use();
-    #[allow(unused_mut)] // the test hook below may change it
-    let mut admitted = match admit(&authenticated) {
-        Ok(admitted) => admitted,
-        Err(problem) => return Ok(Err(problem)),
-    };
-    #[cfg(feature = "test-hooks")]
-    if crate::test_hooks::second_version_keys(env) {
-        admitted = admitted.as_previous();
-    }
-    let delivery = &admitted.delivery;
-    let previous = admitted
-        .previous
-        .as_ref()
-        .map(|previous| previous.object.as_str());
-    for object in std::iter::once(delivery.identity.object.as_str()).chain(previous) {
-        let key = cache_key(object, delivery.fingerprint.as_str());
-        if let Some(replay) = with_replays(|cache| cache.get(&key, now)) {
-            with_replays(|cache| cache.alias(fast_key, &key));
-            return edge_replay(env, route, object, replay, started, now).map(Ok);
-        }
-    }
-    // An async delivery is acknowledged only with its index row, which the
-    // sweep finds it by: without an index, take nothing at all.
-    if route.is_async() && crate::receipt_index::database(env).is_none() {
-        return Ok(Err(Problem::Misconfigured {
-            variable: crate::receipt_index::INDEX_BINDING.into(),
-            reason: "async delivery needs the receipt index: bind a D1 database as IDEMGATE_INDEX (wrangler.toml [[d1_databases]])".into(),
-        }));
-    }
-    // A transmission whose signature does not bind its body (PayPal's)
-    // goes to the first key it was delivered under, and to no other.
-    if let Some((id, until)) = single_use {
-        let call = ObjectCall {
-            route: route.name.clone(),
-            object: idemgate_core::single_use::object_name(&route.name, &id),
-            absorbed: 0,
-            op: ObjectOp::ClaimOnce {
-                claimant: delivery.identity.object.clone(),
-                until,
-            },
-        };
-        match object_client::call(env, call, Vec::new()).await {
-            Ok(reply) if reply.response.status == 204 => {}
-            Ok(reply) if reply.response.status == 409 => {
-                return Ok(Err(idemgate_core::single_use::replayed()));
-            }
-            Ok(_) => {
-                return Ok(Err(Problem::StorageUnavailable {
-                    message: "the transmission's claim could not be checked".into(),
-                }))
-            }
-            Err(problem) => return Ok(Err(problem)),
-        }
-    }
-    // After an upgrade, a retry whose key the second version derived
-    // otherwise is answered where that version kept its receipt, if it did.
-    if let Some(call) = ObjectCall::deliver_to_previous(&admitted) {
-        let since = crate::receipt_index::upgrade_since(env).await;
-        let retention_ms = route.retention_seconds.saturating_mul(1_000);
-        if looks_up_previous(since, now, retention_ms) {
-            let key = cache_key(&call.object, delivery.fingerprint.as_str());
-            match object_client::call(env, call, body.clone()).await {
-                Ok(reply) if reply.unknown_key => {}
-                answer => return answered(answer, key, fast_key),
-            }
-        }
-    }
-    let key = cache_key(&delivery.identity.object, delivery.fingerprint.as_str());
-    let call = ObjectCall::deliver(admitted.delivery, 0);
-    let answer = object_client::call(env, call, body).await;
-    answered(answer, key, fast_key)
-}
-
-/// The object's answer to a delivery, as the caller gets it; a stored,
-/// complete replay is kept in this isolate under `key` (and `fast_key`).
-fn answered(
-    answer: Result<Reply, Problem>,
-    key: String,
-    fast_key: String,
-) -> worker::Result<Result<web_sys::Response, Problem>> {
-    let response = match answer {
-        Ok(Reply {
-            response,
-            replayable_until: Some(until),
-            ..
-        }) => {
-            // A stored, complete replay: this isolate may answer it alone.
-            let now = worker::Date::now().as_millis();
-            let answer = edge_http::response(&response);
-            with_replays(|cache| {
-                cache.put(key.clone(), response, until, now);
-                cache.alias(fast_key, &key);
-            });
-            answer
-        }
-        Ok(reply) => edge_http::response(&reply.response),
-        Err(problem) => return Ok(Err(problem)),
-    };
-    response.map(Ok)
-}
-
-/// A replay this isolate answers alone, found at `now`: counted for the
+/// A replay this isolate answered alone: counted for the
 /// key's object and the route, logged only with `LOG_DUPLICATES`.
 fn edge_replay(
     env: &Env,
-    route: &RouteConfig,
+    route: &str,
+    log_duplicates: bool,
     object_name: &str,
-    replay: idemgate_core::receipt::HttpResponse,
+    replay: HttpResponse,
     started: u64,
-    now: u64,
 ) -> worker::Result<web_sys::Response> {
+    let now = worker::Date::now().as_millis();
     let duration_ms = now.saturating_sub(started);
     stats::record(|stats| stats.cache_hits += 1);
     object_client::count_absorbed(object_name);
-    if route.log_duplicates {
+    if log_duplicates {
         let mut event = DecisionLog::new("replayed", duration_ms);
-        event.route = Some(route.name.clone());
+        event.route = Some(route.to_string());
         event.receipt_id = headers::get(&replay.headers, RECEIPT_ID).map(str::to_string);
         event.status = Some(replay.status);
         event.origin_status = Some(replay.status);
@@ -295,22 +192,7 @@ fn edge_replay(
         event.absorbed = true;
         events::emit(env, &event, true);
     } else {
-        events::absorbed_at_edge(env, &route.name, "replayed", now, duration_ms);
+        events::absorbed_at_edge(env, route, "replayed", now, duration_ms);
     }
     edge_http::response(&replay)
-}
-
-/// Reads the body: whole when its declared length binds, else chunk by
-/// chunk, stopping at the first byte over `limit`, so a chunked upload is
-/// never buffered whole. `None` means over the limit.
-async fn read_body(
-    request: web_sys::Request,
-    framing: BodyFraming,
-    limit: u64,
-) -> worker::Result<Option<Vec<u8>>> {
-    if framing == BodyFraming::Declared {
-        // One call instead of a JS round trip per chunk.
-        return edge_http::whole_body(&request).await.map(Some);
-    }
-    edge_http::bounded_body(&request, limit).await
 }

@@ -5,7 +5,7 @@
 //!
 //! | module | role |
 //! | --- | --- |
-//! | [`gateway`] | the fetch handler: SPEC §1's I/O around the pure pipeline |
+//! | [`gateway`] | the fetch handler: the runtime's side (`Edge`) of the core's gateway, and rendering |
 //! | `admin` | the operator API's I/O (§7) |
 //! | `edge_http` | every answer the worker renders, every request it reads or sends (fetch, proxy); one JS call per header list |
 //! | `edge_cache` | the isolate's replay cache |

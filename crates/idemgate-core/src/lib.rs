@@ -41,6 +41,7 @@ pub mod delivery;
 pub mod engine;
 pub mod flow;
 pub mod form;
+pub mod gateway;
 pub mod headers;
 pub mod index;
 pub mod json;
