@@ -11,12 +11,12 @@ use worker::{D1Database, D1PreparedStatement, Env};
 
 use idemgate_core::delivery::Identity;
 use idemgate_core::index::sql;
-use idemgate_core::index::{Cursor, IndexRow, IndexUpdate, IndexWrite, PAGE_SIZE};
+use idemgate_core::index::{
+    Cursor, IndexRow, IndexUpdate, IndexWrite, BINDING as INDEX_BINDING, PAGE_SIZE,
+};
 use idemgate_core::key::IdempotencyKey;
 use idemgate_core::operator::Listing;
 use idemgate_core::problem::Problem;
-
-pub const INDEX_BINDING: &str = "IDEMGATE_INDEX";
 
 /// What to tell an operator whose index is missing.
 const REMEDY: &str = "bind a D1 database as IDEMGATE_INDEX (wrangler.toml [[d1_databases]]) and run `wrangler d1 migrations apply IDEMGATE_INDEX`";

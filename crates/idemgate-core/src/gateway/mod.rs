@@ -244,7 +244,7 @@ async fn deduplicate<E: Edge>(
     // sweep finds it by: without an index, take nothing at all.
     if route.is_async() && !edge.has_index() {
         return Ok(Err(Problem::Misconfigured {
-            variable: "IDEMGATE_INDEX".into(),
+            variable: crate::index::BINDING.into(),
             reason: "async delivery needs the receipt index: bind a D1 database as IDEMGATE_INDEX (wrangler.toml [[d1_databases]])".into(),
         }));
     }

@@ -29,6 +29,9 @@ pub use row::{IndexRow, IndexUpdate, IndexWrite, Indexed};
 use crate::delivery::Identity;
 use crate::receipt::{DeliveryKind, Receipt, ReceiptState};
 
+/// The D1 binding the index lives in.
+pub const BINDING: &str = "IDEMGATE_INDEX";
+
 /// States an operator can list.
 pub const LISTABLE_STATES: &[&str] = &["queued", "in_flight", "failed", "dead"];
 
