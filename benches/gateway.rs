@@ -2,7 +2,7 @@
 //! of a real Rust origin (well under a millisecond per answer, and a 300 ms
 //! variant), measured in one run so that every figure has a baseline from
 //! the same machine and minute. Prints a table, and writes the same numbers
-//! to `bench/results/latest.json` for `bench/chart.py`.
+//! to `benches/results/latest.json` for `benches/tools/chart.py`.
 //!
 //! `scripts/bench` is the one command (it builds, then runs this).
 //! `BENCH_SECONDS` sets each throughput run (default 5); `DRAIN_KEYS` the
@@ -707,7 +707,7 @@ fn print_table(results: &Value) {
 
 /// idemgate against the reference worker, each way of running them.
 fn print_reference(results: &Value) {
-    println!("\nagainst the reference worker (bench/reference/worker.mjs), same origin, same run");
+    println!("\nagainst the reference worker (benches/reference/worker.mjs), same origin, same run");
     println!(
         "{:<28} {:>12} {:>12} {:>12} {:>12}",
         "", "command", "x reference", "no inspector", "x reference"
@@ -890,7 +890,7 @@ fn main() {
         .unwrap();
     let drain_keys = number_from_env("DRAIN_KEYS", 4_000);
     let scaling_keys = number_from_env("SCALING_KEYS", 4_000);
-    let folder = root().join("bench/results");
+    let folder = root().join("benches/results");
     let path = folder.join("latest.json");
     if let Ok(part) = std::env::var("BENCH_ONLY") {
         // One part: its figures replace those of the last full run.

@@ -1,5 +1,5 @@
 //! The isolate's own CPU time, from V8's sampling profiler through the
-//! devtools inspector of `wrangler dev` (`bench/profile.mjs --busy`): what
+//! devtools inspector of `wrangler dev` (`benches/tools/profile.mjs --busy`): what
 //! the worker and its Durable Objects ran, without wrangler's proxy, the
 //! load client or the rest of workerd that the process's CPU time counts.
 
@@ -21,7 +21,7 @@ impl Profile {
     pub fn start(root: &Path, inspector_port: u16) -> Option<Profile> {
         let mut child = Command::new("node")
             .arg("--experimental-websocket")
-            .arg(root.join("bench/profile.mjs"))
+            .arg(root.join("benches/tools/profile.mjs"))
             .args(["--busy", &inspector_port.to_string()])
             .current_dir(root)
             .stdin(Stdio::piped())

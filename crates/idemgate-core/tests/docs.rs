@@ -454,7 +454,6 @@ fn words(line: &str) -> Vec<String> {
 
 /// Folders at the repository's root whose paths a shell block may name.
 const TREE: &[&str] = &[
-    "bench/",
     "benches/",
     "crates/",
     "docs/",

@@ -412,7 +412,7 @@ impl Gateway {
     }
 
     /// Starts on wrangler's dev server without its devtools inspector
-    /// (`bench/start-worker.mjs`), for the benchmark's comparison.
+    /// (`benches/tools/start-worker.mjs`), for the benchmark's comparison.
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_without_inspector(vars: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
@@ -421,7 +421,7 @@ impl Gateway {
         Gateway::start_plain(dir, config).await
     }
 
-    /// The benchmark's reference worker (`bench/reference/worker.mjs`), a
+    /// The benchmark's reference worker (`benches/reference/worker.mjs`), a
     /// JavaScript idempotency middleware, in front of `origin`: under the
     /// `wrangler dev` command, or without the inspector.
     #[allow(dead_code)] // the benchmark's alone
@@ -447,7 +447,7 @@ new_sqlite_classes = ["IdempotencyObject"]
 [vars]
 ORIGIN_URL = "{origin}"
 "#,
-                root().join("bench/reference/worker.mjs").display()
+                root().join("benches/reference/worker.mjs").display()
             ),
         )
         .unwrap();
@@ -461,7 +461,7 @@ ORIGIN_URL = "{origin}"
         let port = free_port();
         let mut command = Command::new("node");
         command
-            .arg(root().join("bench/start-worker.mjs"))
+            .arg(root().join("benches/tools/start-worker.mjs"))
             .arg(&config)
             .arg(port.to_string())
             .arg(dir.path().join("state"));

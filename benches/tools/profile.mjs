@@ -2,7 +2,7 @@
 // devtools inspector, and prints where the time went, top down:
 //
 //   scripts/dev &                       # or any wrangler dev, inspector on 9229
-//   node --experimental-websocket bench/profile.mjs 10 [9229] &
+//   node --experimental-websocket benches/tools/profile.mjs 10 [9229] &
 //   <send load for those 10 seconds>
 //
 // Writes target/worker.cpuprofile too (Chrome DevTools opens it). The

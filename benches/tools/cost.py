@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What a million deliveries of each kind cost on Cloudflare, from the
-counts the benchmark measured (bench/results/latest.json) and the published
+counts the benchmark measured (benches/results/latest.json) and the published
 prices below. Prints a Markdown table; `scripts/bench` runs it last.
 
 Overage prices of the Workers Paid plan, read on 2026-11-30 (the included
@@ -137,7 +137,7 @@ def dollars_per_million(quantities):
 
 
 def main():
-    path = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results/latest.json")
+    path = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "benches/results/latest.json")
     results = json.loads(path.read_text())
     cpu = {row["kind"]: row["worker_cpu_ms_per_request"] for row in results["without_inspector"]["throughput"]}
     cpu_of = {

@@ -1,5 +1,5 @@
 // Starts the built worker on wrangler's own dev server with the devtools
-// inspector off: `node bench/start-worker.mjs <wrangler.toml> <port> <persist dir>`.
+// inspector off: `node benches/tools/start-worker.mjs <wrangler.toml> <port> <persist dir>`.
 // The `wrangler dev` command always attaches a devtools bridge that sends
 // every console call and every subrequest's network events to Node.js, which
 // writes each to its debug log; production has nothing like it. The gateway

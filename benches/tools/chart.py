@@ -1,4 +1,4 @@
-"""Draws bench/results/throughput.png from bench/results/latest.json:
+"""Draws benches/results/throughput.png from benches/results/latest.json:
 throughput, p50/p99 latency and the worker process's CPU time per kind of
 request, under the wrangler dev command and on wrangler's dev server without
 the devtools inspector, from one run."""
@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-results_dir = pathlib.Path(__file__).parent / "results"
+results_dir = pathlib.Path(__file__).parent.parent / "results"
 results = json.loads((results_dir / "latest.json").read_text())
 setups = [
     ("wrangler dev", results["throughput"], "#9aa5b1"),
@@ -98,6 +98,6 @@ if scaling and bodies:
 
     figure.suptitle("idemgate scaling (release wasm, wrangler dev without the inspector, one run on 2 cores)", fontsize=10)
     figure.tight_layout()
-    images = pathlib.Path(__file__).parent.parent / "docs" / "images"
+    images = pathlib.Path(__file__).parent.parent.parent / "docs" / "images"
     figure.savefig(images / "scaling.png", dpi=100)
     print(f"wrote {images / 'scaling.png'}")

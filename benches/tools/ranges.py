@@ -2,7 +2,7 @@
 """Ranges over several runs of `scripts/bench` (their results files), as the
 Markdown tables docs/benchmarks.md quotes:
 
-    python3 bench/ranges.py bench/results/2026-11-30-run*.json
+    python3 benches/tools/ranges.py benches/results/2026-11-30-run*.json
 """
 
 import json
