@@ -14,10 +14,10 @@ use idemgate_core::object_call::{ObjectCall, ObjectOp};
 use idemgate_core::operator::{authorize, listing, query_pairs, receipt_address, route_of};
 use idemgate_core::problem::Problem;
 
-use crate::edge_cache::with_replays;
 use crate::edge_http;
 use crate::env::config_from_env;
 use crate::flow_client;
+use crate::isolate::with_replays;
 use crate::object_client;
 use crate::receipt_index;
 use crate::stats;

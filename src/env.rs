@@ -1,7 +1,6 @@
 //! Reads the configuration from the Workers environment: `[vars]` and
 //! secrets alike are properties of `env`.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
 use worker::js_sys::{Reflect, JSON};
@@ -28,18 +27,13 @@ pub fn lookup(env: &Env, name: &str) -> Option<String> {
     JSON::stringify(&value).ok()?.as_string()
 }
 
-/// The configuration, parsed once per isolate: an isolate's `env` never
-/// changes (new variables or secrets mean a new deployment, so new
-/// isolates), and parsing it on every request cost about 5% of a replay.
+/// The configuration, parsed once per isolate ([`crate::isolate`]).
 pub fn config_from_env(env: &Env) -> Result<Rc<Config>, Problem> {
-    PARSED.with(|parsed| {
-        parsed
+    crate::isolate::with(|isolate| {
+        isolate
+            .config
             .borrow_mut()
             .get_or_insert_with(|| Config::from_lookup(|name| lookup(env, name)).map(Rc::new))
             .clone()
     })
-}
-
-thread_local! {
-    static PARSED: RefCell<Option<Result<Rc<Config>, Problem>>> = const { RefCell::new(None) };
 }

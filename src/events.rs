@@ -14,7 +14,6 @@
 //! lines, the receipts and `/__idemgate/stats` still count them). Failures,
 //! dead letters and rejections keep a point each.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 
 use worker::{AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
@@ -36,23 +35,23 @@ struct Tally {
     duration_ms: u64,
 }
 
+/// What an isolate keeps for Analytics Engine ([`crate::isolate`]).
 #[derive(Default)]
-struct Batch {
-    /// Tallies by route, then decision.
+pub struct Metrics {
+    /// The dataset, looked up once (`None` inside: no binding).
+    dataset: Option<Option<AnalyticsEngineDataset>>,
+    /// Tallies not yet written, by route, then decision (lost with the
+    /// isolate: at most [`BATCH_MS`] of counts).
     counts: HashMap<String, HashMap<&'static str, Tally>>,
     since: u64,
 }
 
-thread_local! {
-    /// The dataset, looked up once per isolate (`None` inside: no binding).
-    static DATASET: RefCell<Option<Option<AnalyticsEngineDataset>>> = const { RefCell::new(None) };
-    static BATCH: RefCell<Batch> = RefCell::new(Batch::default());
-}
-
 fn with_dataset(env: &Env, write: impl FnOnce(&AnalyticsEngineDataset)) {
-    DATASET.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        let dataset = cell.get_or_insert_with(|| env.analytics_engine(METRICS_BINDING).ok());
+    crate::isolate::with(|isolate| {
+        let mut metrics = isolate.metrics.borrow_mut();
+        let dataset = metrics
+            .dataset
+            .get_or_insert_with(|| env.analytics_engine(METRICS_BINDING).ok());
         if let Some(dataset) = dataset {
             write(dataset);
         }
@@ -137,8 +136,8 @@ fn count_locally(route: &str, decision: &'static str, logged: bool) {
 }
 
 fn batch(env: &Env, route: &str, decision: &'static str, tally: Tally, now: u64) {
-    let due = BATCH.with(|batch| {
-        let mut batch = batch.borrow_mut();
+    let due = crate::isolate::with(|isolate| {
+        let mut batch = isolate.metrics.borrow_mut();
         let decisions = match batch.counts.get_mut(route) {
             Some(decisions) => decisions,
             None => batch.counts.entry(route.to_string()).or_default(),

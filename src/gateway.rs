@@ -20,10 +20,10 @@ use idemgate_core::replay_cache::ReplayCache;
 use idemgate_core::signature::PublicKeyCheck;
 
 use crate::admin;
-use crate::edge_cache::with_replays;
 use crate::edge_http;
 use crate::env::config_from_env;
 use crate::events;
+use crate::isolate::with_replays;
 use crate::object_client;
 use crate::stats;
 

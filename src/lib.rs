@@ -8,7 +8,7 @@
 //! | [`gateway`] | the fetch handler: the runtime's side (`Edge`) of the core's gateway, and rendering |
 //! | `admin` | the operator API's I/O (§7) |
 //! | `edge_http` | every answer the worker renders, every request it reads or sends (fetch, proxy); one JS call per header list |
-//! | `edge_cache` | the isolate's replay cache |
+//! | `isolate` | what one isolate keeps between requests: configuration, replays, counters, certificates, metrics |
 //! | `events` | decision events (SPEC §9): stats, Analytics Engine, log lines |
 //! | `receipt_index` | the D1 receipt index: writes, listings, the summary and the sweep's query (§7) |
 //! | `sweep` | the scheduled sweep: wakes overdue receipts (§2b) |
@@ -23,13 +23,13 @@
 
 mod admin;
 pub mod dedup_object;
-mod edge_cache;
 mod edge_http;
 mod env;
 mod events;
 mod flow_client;
 mod flow_coordinator;
 pub mod gateway;
+mod isolate;
 mod log_sink;
 mod object_client;
 mod public_key;

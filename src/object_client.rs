@@ -2,9 +2,6 @@
 //! per delivery or operator request, and the duplicates this isolate
 //! absorbed for the key, told to its object with the next call.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use worker::js_sys::{Array, Promise, Uint8Array};
@@ -68,8 +65,8 @@ pub async fn call(env: &Env, mut call: ObjectCall, body: Vec<u8>) -> Result<Repl
 
 /// Counts a duplicate this isolate absorbed for `object_name`.
 pub fn count_absorbed(object_name: &str) {
-    ABSORBED.with(|absorbed| {
-        let mut absorbed = absorbed.borrow_mut();
+    crate::isolate::with(|isolate| {
+        let mut absorbed = isolate.absorbed.borrow_mut();
         if absorbed.len() < MAX_PENDING_ABSORBED || absorbed.contains_key(object_name) {
             *absorbed.entry(object_name.to_string()).or_default() += 1;
         }
@@ -77,15 +74,9 @@ pub fn count_absorbed(object_name: &str) {
 }
 
 fn take_absorbed(object_name: &str) -> u64 {
-    ABSORBED
-        .with(|absorbed| absorbed.borrow_mut().remove(object_name))
-        .unwrap_or(0)
+    crate::isolate::with(|isolate| isolate.absorbed.borrow_mut().remove(object_name)).unwrap_or(0)
 }
 
 /// Duplicates absorbed here and not yet told to their object; past this
 /// many objects, further counts are dropped (the count is approximate).
 const MAX_PENDING_ABSORBED: usize = 4_096;
-
-thread_local! {
-    static ABSORBED: RefCell<HashMap<String, u64>> = RefCell::new(HashMap::new());
-}

@@ -4,9 +4,6 @@
 //! certificate is fetched only from the origins the core allowed, and kept
 //! in this isolate for a day.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-
 use wasm_bindgen::prelude::*;
 use worker::js_sys::{self, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
@@ -84,15 +81,10 @@ const FETCH_TIMEOUT_MS: u32 = 5_000;
 const MAX_CERTIFICATE_BYTES: u32 = 65_536;
 
 /// A certificate's key, as this isolate keeps it.
-struct Kept {
+pub struct Certificate {
     spki: Vec<u8>,
     fetched_at: u64,
     used_at: u64,
-}
-
-thread_local! {
-    /// Certificate URL -> its SubjectPublicKeyInfo.
-    static CERTIFICATES: RefCell<HashMap<String, Kept>> = RefCell::new(HashMap::new());
 }
 
 /// What `checks` come to, checked one after the other until one verifies.
@@ -146,8 +138,8 @@ async fn check_one(check: &PublicKeyCheck) -> PublicKeyChecked {
 /// that is not a certificate, `Rejected`.
 async fn certificate_key(url: &str) -> Result<Vec<u8>, PublicKeyChecked> {
     let now = worker::Date::now().as_millis();
-    let cached = CERTIFICATES.with(|certificates| {
-        let mut certificates = certificates.borrow_mut();
+    let cached = crate::isolate::with(|isolate| {
+        let mut certificates = isolate.certificates.borrow_mut();
         let kept = certificates
             .get_mut(url)
             .filter(|kept| now.saturating_sub(kept.fetched_at) < CERTIFICATE_TTL_MS)?;
@@ -166,8 +158,8 @@ async fn certificate_key(url: &str) -> Result<Vec<u8>, PublicKeyChecked> {
     let spki = x509::der_of(&pem)
         .and_then(|der| x509::subject_public_key_info(&der).map(<[u8]>::to_vec))
         .ok_or(PublicKeyChecked::Rejected)?;
-    CERTIFICATES.with(|certificates| {
-        let mut certificates = certificates.borrow_mut();
+    crate::isolate::with(|isolate| {
+        let mut certificates = isolate.certificates.borrow_mut();
         if certificates.len() >= MAX_CERTIFICATES && !certificates.contains_key(url) {
             // The least recently used goes: clearing all would let a burst
             // of URLs on an allowed host make every delivery fetch again.
@@ -181,7 +173,7 @@ async fn certificate_key(url: &str) -> Result<Vec<u8>, PublicKeyChecked> {
         }
         certificates.insert(
             url.to_string(),
-            Kept {
+            Certificate {
                 spki: spki.clone(),
                 fetched_at: now,
                 used_at: now,

@@ -284,7 +284,7 @@ pub async fn summary(env: &Env) -> Result<Vec<StateCount>, Problem> {
 /// time it is asked), read once per isolate; `None` when there is no index
 /// or it did not answer.
 pub async fn upgrade_since(env: &Env) -> Option<u64> {
-    if let Some(known) = SINCE.with(|since| since.get()) {
+    if let Some(known) = crate::isolate::with(|isolate| isolate.upgrade_since.get()) {
         return Some(known);
     }
     let database = database(env)?;
@@ -311,12 +311,8 @@ pub async fn upgrade_since(env: &Env) -> Option<u64> {
         value: f64,
     }
     let since = read.results::<Value>().ok()?.first()?.value as u64;
-    SINCE.with(|cell| cell.set(Some(since)));
+    crate::isolate::with(|isolate| isolate.upgrade_since.set(Some(since)));
     Some(since)
-}
-
-thread_local! {
-    static SINCE: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
 }
 
 /// What health says of the index: `ok`, or what is wrong and what to run.

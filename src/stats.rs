@@ -3,7 +3,6 @@
 //! (SPEC §9). `GET /__idemgate/stats` (with the admin token) shows them;
 //! under `wrangler dev` there is one isolate, so they cover every request.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -33,14 +32,10 @@ pub struct GatewayStats {
     pub coordinator_claims_expired: u64,
 }
 
-thread_local! {
-    static STATS: RefCell<GatewayStats> = RefCell::new(GatewayStats::default());
-}
-
 pub fn record(bump: impl FnOnce(&mut GatewayStats)) {
-    STATS.with(|stats| bump(&mut stats.borrow_mut()));
+    crate::isolate::with(|isolate| bump(&mut isolate.stats.borrow_mut()));
 }
 
 pub fn snapshot() -> GatewayStats {
-    STATS.with(|stats| stats.borrow().clone())
+    crate::isolate::with(|isolate| isolate.stats.borrow().clone())
 }
