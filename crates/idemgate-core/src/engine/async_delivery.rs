@@ -5,8 +5,9 @@
 //! receipt's next step before a forward is sent, so a crash mid-forward
 //! only delays the delivery until its lease ends.
 
-use futures::future::{join, select, Either};
+use futures::future::join;
 
+use super::forward::{Forward, Forwarded};
 use super::permits::{AttemptPermit, HeldPermit};
 use super::{Backend, Engine, Policy};
 use crate::answer::{Ack, Answer};
@@ -482,37 +483,34 @@ impl<B: Backend> Engine<B> {
             forward_secret.as_ref().map(|secret| secret.expose()),
             now / 1000,
         );
-        // The in-flight row (the operator's count of deliveries at the
-        // origin) goes alongside the forward, but the outcome never waits
-        // for it: a slow index would hold the origin's answer unrecorded,
-        // and a restart then would forward a delivery the origin took.
-        let send = std::pin::pin!(self.backend.forward(request, timeout_ms));
-        let index_write = std::pin::pin!(self.write_index(index));
-        let (result, unfinished_index_write) = match select(send, index_write).await {
-            Either::Left((sent, index_write)) => (sent, Some(index_write)),
-            Either::Right((_, send)) => (send.await, None),
-        };
-        // The alarm that started this attempt has fired: none is set now
-        // (a first attempt's waits at its lease's end).
-        if !alarm_at_lease_end {
-            self.alarm_known.set(false);
-        }
-        let origin_ms = self.backend.now_ms().saturating_sub(now);
-        let record_policy = RecordPolicy {
-            retryable: RetryableStatuses::default(),
-            retention_ms: terms.retention_ms,
-            max_stored_response_bytes: terms.max_stored_response_bytes,
-            random: self.backend.random(),
-        };
-        let (recorded, ()) = join(
-            self.record(epoch, &result, &record_policy),
-            self.release(permit),
-        )
-        .await;
-        if let Some(index_write) = unfinished_index_write {
-            // Older than the outcome's own write: its version loses to it.
-            index_write.await;
-        }
+        let Forwarded {
+            recorded,
+            origin_ms,
+            ..
+        } = self
+            .forward_and_record(Forward {
+                epoch,
+                request,
+                timeout_ms,
+                started_at: now,
+                index,
+                permit,
+                alongside: async {},
+                // The alarm that started this attempt has fired: none is
+                // set now (a first attempt's waits at its lease's end).
+                after_send: || {
+                    if !alarm_at_lease_end {
+                        self.alarm_known.set(false);
+                    }
+                },
+                record_policy: &|random| RecordPolicy {
+                    retryable: RetryableStatuses::default(),
+                    retention_ms: terms.retention_ms,
+                    max_stored_response_bytes: terms.max_stored_response_bytes,
+                    random,
+                },
+            })
+            .await;
         let Some(recorded) = recorded else {
             // Purged meanwhile, or the outcome could not be written (then
             // the alarm's retry, or the sweep, takes the delivery over).

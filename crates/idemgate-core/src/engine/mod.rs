@@ -17,6 +17,7 @@
 mod async_delivery;
 #[cfg(test)]
 mod flow_tests;
+mod forward;
 mod index_writes;
 mod permits;
 mod sync;

@@ -2,8 +2,9 @@
 //! duplicates wait for its outcome, conflict or are acknowledged.
 
 use futures::channel::oneshot;
-use futures::future::{join, select, Either};
+use futures::future::{select, Either};
 
+use super::forward::{Forward, Forwarded};
 use super::permits::{ForwardClaim, HeldPermit};
 use super::{settle, Backend, Engine, Policy};
 use crate::answer::{Answer, Settled};
@@ -14,8 +15,7 @@ use crate::delivery::Delivery;
 use crate::mutation::{is_active, Mutation};
 use crate::problem::Problem;
 use crate::receipt::{
-    decide, retry_after_secs, Decision, DeliveryKind, ForwardResult, Receipt, RecordPolicy,
-    Recorded,
+    decide, retry_after_secs, Decision, DeliveryKind, ForwardResult, Receipt, Recorded,
 };
 
 impl<B: Backend> Engine<B> {
@@ -251,26 +251,24 @@ impl<B: Backend> Engine<B> {
         // The lease counts from the send: the alarm is set alongside it,
         // not awaited before it. So is the index row, which the outcome
         // never waits for (a later write's version wins over it).
-        let send = join(
-            self.ensure_retention_alarm(wake),
-            self.backend.forward(request, timeout_ms),
-        );
-        let index_write = std::pin::pin!(self.write_index(index));
-        let ((_, result), unfinished_index_write) =
-            match select(std::pin::pin!(send), index_write).await {
-                Either::Left((sent, index_write)) => (sent, Some(index_write)),
-                Either::Right((_, send)) => (send.await, None),
-            };
-        trace.origin_ms = Some(self.backend.now_ms().saturating_sub(now));
-        let record_policy = policy.record_policy(self.backend.random());
-        let (recorded, ()) = join(
-            self.record(epoch, &result, &record_policy),
-            self.release(permit),
-        )
-        .await;
-        if let Some(index_write) = unfinished_index_write {
-            index_write.await;
-        }
+        let Forwarded {
+            result,
+            recorded,
+            origin_ms,
+        } = self
+            .forward_and_record(Forward {
+                epoch,
+                request,
+                timeout_ms,
+                started_at: now,
+                index,
+                permit,
+                alongside: self.ensure_retention_alarm(wake),
+                after_send: || {},
+                record_policy: &|random| policy.record_policy(random),
+            })
+            .await;
+        trace.origin_ms = Some(origin_ms);
         let completed = match recorded {
             Some(recorded) => recorded == Recorded::Completed,
             None => {
@@ -304,47 +302,6 @@ impl<B: Backend> Engine<B> {
         for (_, _, waiter) in answered {
             let _ = waiter.send(settled.clone());
         }
-    }
-
-    /// Stores the outcome of the forward at `epoch`, unless a later forward
-    /// took the key over meanwhile (or it was purged); returns how it was
-    /// recorded, `None` when this forward no longer owned the key. The
-    /// caller gets the origin's answer either way: it happened, whether or
-    /// not it could be recorded.
-    pub(super) async fn record(
-        &self,
-        epoch: u64,
-        result: &ForwardResult,
-        record_policy: &RecordPolicy,
-    ) -> Option<Recorded> {
-        let now = self.backend.now_ms();
-        let recorded = self.with_receipt(|slot| {
-            let mut receipt = slot.clone()?;
-            let recorded = receipt.record(epoch, result, record_policy, now).ok()?;
-            Some((receipt, recorded))
-        });
-        let Ok(Some((mut receipt, recorded))) = recorded else {
-            return None;
-        };
-        let index = self.plan_index(&mut receipt);
-        let asynchronous = receipt.delivery == DeliveryKind::Async;
-        let wake = receipt.next_wake();
-        // A failed write leaves the key in flight until its lease ends; the
-        // next delivery (or the alarm) then forwards with a higher epoch.
-        // A completed delivery's request goes with the same write.
-        let stored = self.store(receipt).is_ok();
-        // An async receipt's alarm delivers it; a sync one's frees it, and
-        // is set again here only when nothing says it is set (its write
-        // failed with the send, or the object restarted since).
-        if stored && (asynchronous || !self.alarm_known.get()) {
-            let _ = self.set_alarm(wake).await;
-        }
-        // Only a stored state is indexed: after a failed write the row
-        // stays as the receipt is (in flight), where the sweep finds it.
-        if stored {
-            self.write_index(index).await;
-        }
-        Some(recorded)
     }
 
     /// A sync receipt's alarm serves retention only: it is set once per
