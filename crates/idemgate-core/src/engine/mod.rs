@@ -14,6 +14,7 @@
 //! - [`async_delivery`]: SPEC §2b, acknowledge, then deliver from the alarm
 //!   with retries.
 
+mod async_attempts;
 mod async_delivery;
 #[cfg(test)]
 mod flow_tests;
