@@ -14,7 +14,8 @@
 //! | `sweep` | the scheduled sweep: wakes overdue receipts (§2b) |
 //! | `object_client` | the gateway's RPC call to the key's object |
 //! | `public_key` | Ed25519 and RSA signatures by WebCrypto, PayPal's certificates |
-//! | [`dedup_object`] | the Durable Object: storage, alarms, timers, `fetch` to the origin, RPC |
+//! | [`dedup_object`] | the key's Durable Object: its RPC calls, alarm and single-use claims |
+//! | `durable_backend` | the object's `Backend`: SQLite storage, alarms, timers, `fetch` to the origin, the index, the coordinator |
 //! | `flow_coordinator` | a route's flow coordinator: permits in the object's SQLite, its alarm, its wakes |
 //! | `flow_client` | the RPC call to a route's flow coordinator |
 //! | `env` | the configuration, read once per isolate from `env` |
@@ -23,6 +24,7 @@
 
 mod admin;
 pub mod dedup_object;
+mod durable_backend;
 mod edge_http;
 mod env;
 mod events;
