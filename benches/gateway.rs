@@ -707,7 +707,9 @@ fn print_table(results: &Value) {
 
 /// idemgate against the reference worker, each way of running them.
 fn print_reference(results: &Value) {
-    println!("\nagainst the reference worker (benches/reference/worker.mjs), same origin, same run");
+    println!(
+        "\nagainst the reference worker (benches/reference/worker.mjs), same origin, same run"
+    );
     println!(
         "{:<28} {:>12} {:>12} {:>12} {:>12}",
         "", "command", "x reference", "no inspector", "x reference"

@@ -1,6 +1,7 @@
 //! What the HMAC schemes share: the MAC itself, the comparison against the
-//! signatures a sender sent, the freshness of a signed time, and the
-//! header shape Stripe and Paddle use.
+//! signatures a sender sent, the freshness of a signed time, the template
+//! of the schemes that sign a time ([`TimestampedMac`]: Stripe, Paddle,
+//! Slack), and the header shape Stripe and Paddle use.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -50,6 +51,49 @@ pub fn check_freshness(timestamp: u64, now: u64, tolerance: u64) -> Result<(), R
     Ok(())
 }
 
+/// A scheme that signs `<before><time><after><raw body>` with HMAC-SHA256
+/// and sends the time beside its signatures: verified and signed the same
+/// way whatever the headers they travel in.
+pub struct TimestampedMac {
+    pub before_time: &'static [u8],
+    pub after_time: &'static [u8],
+}
+
+impl TimestampedMac {
+    /// A fresh time, then any signature that `decode`s to the tag of what
+    /// was signed with that time's text.
+    pub fn verify(
+        &self,
+        secret: &[u8],
+        sent: &Timestamped,
+        body: &[u8],
+        now: u64,
+        tolerance: u64,
+        decode: fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<(), Rejection> {
+        check_freshness(sent.seconds, now, tolerance)?;
+        any_matches(
+            &mac_of(secret, &self.parts(&sent.signed_time, body)),
+            sent.signatures.iter().map(|signature| decode(signature)),
+        )
+    }
+
+    /// The tag of `body` signed at `time` (its text as sent).
+    #[cfg_attr(not(feature = "sign"), allow(dead_code))] // used by `sign` alone
+    pub fn tag(&self, secret: &[u8], time: &str, body: &[u8]) -> Vec<u8> {
+        tag_of(secret, &self.parts(time, body))
+    }
+
+    fn parts<'a>(&self, time: &'a str, body: &'a [u8]) -> [&'a [u8]; 4] {
+        [self.before_time, time.as_bytes(), self.after_time, body]
+    }
+}
+
+/// A hex signature's bytes.
+pub fn hex_signature(signature: &str) -> Option<Vec<u8>> {
+    hex::decode(signature).ok()
+}
+
 /// The shape Stripe and Paddle share: one header of `name=value` entries,
 /// a signed Unix time and any number of signatures (several while a
 /// secret rotates). As their official libraries do, entries of other
@@ -60,15 +104,20 @@ pub struct TimestampedHeader {
     pub separator: char,
     pub time: &'static str,
     pub signature: &'static str,
+    /// What is signed around the time.
+    pub mac: TimestampedMac,
+    /// Whether the time is signed as written in the header (Paddle), or
+    /// as the number it is, however it was spelled (Stripe).
+    pub time_signed_as_sent: bool,
     pub no_time: &'static str,
     pub not_a_time: &'static str,
     pub no_signature: &'static str,
 }
 
-/// A [`TimestampedHeader`] as sent: the time as written, as seconds, and
-/// the signatures.
+/// A signed time as sent: its text as signed, as seconds, and the
+/// signatures.
 pub struct Timestamped<'a> {
-    pub time_text: &'a str,
+    pub signed_time: std::borrow::Cow<'a, str>,
     pub seconds: u64,
     pub signatures: Vec<&'a str>,
 }
@@ -93,11 +142,44 @@ impl TimestampedHeader {
         if signatures.is_empty() {
             return Err(Rejection::malformed(self.header, self.no_signature));
         }
+        let signed_time = match self.time_signed_as_sent {
+            true => std::borrow::Cow::Borrowed(time_text),
+            false => std::borrow::Cow::Owned(seconds.to_string()),
+        };
         Ok(Timestamped {
-            time_text,
+            signed_time,
             seconds,
             signatures,
         })
+    }
+
+    /// Verifies a delivery signed in this header's shape with hex tags.
+    pub fn verify(
+        &self,
+        secret: &[u8],
+        tolerance: u64,
+        headers: &[(String, String)],
+        body: &[u8],
+        now: u64,
+    ) -> Result<(), Rejection> {
+        let sent = self.parse(headers)?;
+        self.mac
+            .verify(secret, &sent, body, now, tolerance, hex_signature)
+    }
+
+    /// Signs `headers` for `body` at `now`: `<time>=<now><separator><signature>=<hex tag>`.
+    #[cfg_attr(not(feature = "sign"), allow(dead_code))] // used by `sign` alone
+    pub fn sign(&self, secret: &[u8], headers: &mut Vec<(String, String)>, body: &[u8], now: u64) {
+        let time = now.to_string();
+        let tag = self.mac.tag(secret, &time, body);
+        let value = format!(
+            "{}={time}{}{}={}",
+            self.time,
+            self.separator,
+            self.signature,
+            hex::encode(tag)
+        );
+        set_header(headers, self.header, value);
     }
 }
 

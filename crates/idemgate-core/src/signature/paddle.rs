@@ -4,7 +4,7 @@
 //! rotated); unknown entries are ignored. The timestamp is signed, so a
 //! stale one is refused. The event id `event_id` is in the signed body.
 
-use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of, TimestampedHeader};
+use super::mac::{TimestampedHeader, TimestampedMac};
 use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest, Verdict};
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
@@ -24,6 +24,12 @@ const FORMAT: TimestampedHeader = TimestampedHeader {
     no_time: "no ts= timestamp",
     not_a_time: "ts is not a Unix time",
     no_signature: "no h1= signature",
+    mac: TimestampedMac {
+        before_time: b"",
+        after_time: b":",
+    },
+    // Paddle signs the time as it was written in the header.
+    time_signed_as_sent: true,
 };
 
 #[derive(Debug)]
@@ -54,15 +60,11 @@ impl Scheme for Paddle {
 
     #[cfg(feature = "sign")]
     fn sign(&self, message: &mut Message, now: u64) {
-        let ts = now.to_string();
-        let tag = tag_of(
+        FORMAT.sign(
             self.secret.expose().as_bytes(),
-            &[ts.as_bytes(), b":", &message.body],
-        );
-        set_header(
             &mut message.headers,
-            FORMAT.header,
-            format!("ts={ts};h1={}", hex::encode(tag)),
+            &message.body,
+            now,
         );
     }
 }
@@ -74,15 +76,7 @@ fn verify(
     body: &[u8],
     now: u64,
 ) -> Result<(), Rejection> {
-    let sent = FORMAT.parse(headers)?;
-    check_freshness(sent.seconds, now, tolerance)?;
-    // Paddle signs the time as it was written in the header.
-    any_matches(
-        &mac_of(secret, &[sent.time_text.as_bytes(), b":", body]),
-        sent.signatures
-            .iter()
-            .map(|candidate| hex::decode(candidate).ok()),
-    )
+    FORMAT.verify(secret, tolerance, headers, body, now)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! callback (a form, not JSON), so each is keyed by its body's hash and
 //! still reaches the origin, which answers it.
 
-use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of};
+use super::mac::{hex_signature, set_header, Timestamped, TimestampedMac};
 use super::{
     Message, Rejection, Scheme, SchemeEntry, Secret, Signed, SignedBody, SignedRequest, Verdict,
 };
@@ -23,6 +23,10 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
 };
 
 const SIGNATURE: &str = "X-Slack-Signature";
+const MAC: TimestampedMac = TimestampedMac {
+    before_time: b"v0:",
+    after_time: b":",
+};
 const TIMESTAMP: &str = "X-Slack-Request-Timestamp";
 
 #[derive(Debug)]
@@ -74,13 +78,18 @@ impl Scheme for Slack {
             .trim()
             .strip_prefix("v0=")
             .ok_or_else(|| Rejection::malformed(SIGNATURE, "not v0=<hex>"))?;
-        check_freshness(timestamp, now, tolerance)?;
-        any_matches(
-            &mac_of(
-                self.secret.expose().as_bytes(),
-                &[b"v0:", timestamp_text.as_bytes(), b":", request.body],
-            ),
-            std::iter::once(hex::decode(signature).ok()),
+        let sent = Timestamped {
+            signed_time: timestamp_text.into(),
+            seconds: timestamp,
+            signatures: vec![signature],
+        };
+        MAC.verify(
+            self.secret.expose().as_bytes(),
+            &sent,
+            request.body,
+            now,
+            tolerance,
+            hex_signature,
         )
         .map(|()| Verdict::Verified)
     }
@@ -88,10 +97,7 @@ impl Scheme for Slack {
     #[cfg(feature = "sign")]
     fn sign(&self, message: &mut Message, now: u64) {
         let t = now.to_string();
-        let tag = tag_of(
-            self.secret.expose().as_bytes(),
-            &[b"v0:", t.as_bytes(), b":", &message.body],
-        );
+        let tag = MAC.tag(self.secret.expose().as_bytes(), &t, &message.body);
         set_header(&mut message.headers, TIMESTAMP, t);
         set_header(
             &mut message.headers,

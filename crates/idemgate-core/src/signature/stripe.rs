@@ -3,7 +3,7 @@
 //! (Stripe sends several while a secret is being rolled); other schemes'
 //! entries (`v0`) are ignored. The event id `id` is in the signed body.
 
-use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of, TimestampedHeader};
+use super::mac::{TimestampedHeader, TimestampedMac};
 use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest, Verdict};
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
@@ -23,6 +23,12 @@ const FORMAT: TimestampedHeader = TimestampedHeader {
     no_time: "no t= timestamp",
     not_a_time: "t is not a Unix time",
     no_signature: "no v1= signature",
+    mac: TimestampedMac {
+        before_time: b"",
+        after_time: b".",
+    },
+    // Stripe's libraries sign the time as a number, whatever its spelling.
+    time_signed_as_sent: false,
 };
 
 #[derive(Debug)]
@@ -53,15 +59,11 @@ impl Scheme for Stripe {
 
     #[cfg(feature = "sign")]
     fn sign(&self, message: &mut Message, now: u64) {
-        let t = now.to_string();
-        let tag = tag_of(
+        FORMAT.sign(
             self.secret.expose().as_bytes(),
-            &[t.as_bytes(), b".", &message.body],
-        );
-        set_header(
             &mut message.headers,
-            FORMAT.header,
-            format!("t={t},v1={}", hex::encode(tag)),
+            &message.body,
+            now,
         );
     }
 }
@@ -73,16 +75,7 @@ fn verify(
     body: &[u8],
     now: u64,
 ) -> Result<(), Rejection> {
-    let sent = FORMAT.parse(headers)?;
-    check_freshness(sent.seconds, now, tolerance)?;
-    // Stripe's libraries sign the time as a number, whatever its spelling.
-    let t = sent.seconds.to_string();
-    any_matches(
-        &mac_of(secret, &[t.as_bytes(), b".", body]),
-        sent.signatures
-            .iter()
-            .map(|candidate| hex::decode(candidate).ok()),
-    )
+    FORMAT.verify(secret, tolerance, headers, body, now)
 }
 
 #[cfg(test)]
