@@ -32,6 +32,11 @@
 //! | `small_sort` | — | the one sort the worker runs, small in the wasm |
 //! | `simulation` | §2 | deterministic simulation of the engine (tests only) |
 
+// The unit tests share support files with the integration tests, which
+// name the crate.
+#[cfg(test)]
+extern crate self as idemgate_core;
+
 pub mod answer;
 pub mod api_origin;
 pub mod canonical;

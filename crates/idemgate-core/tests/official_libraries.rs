@@ -17,13 +17,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+mod support {
+    pub mod public_key;
+}
+
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use idemgate_core::signature::{
-    Message, PublicKey, PublicKeyAlgorithm, PublicKeyCheck, SchemeSettings, SignatureScheme,
-    SignedRequest, Verdict,
-};
+use idemgate_core::signature::{Message, SchemeSettings, SignatureScheme, SignedRequest, Verdict};
 use serde_json::{json, Value};
+use support::public_key::public_key_verifies;
 
 /// When every delivery here is signed and checked (2023-11-14T22:13:20Z).
 const NOW: u64 = 1_700_000_000;
@@ -268,38 +270,6 @@ fn bump_first_digit(bytes: &[u8]) -> Vec<u8> {
         .expect("a digit to change");
     tampered[at] = b'0' + (tampered[at] - b'0' + 1) % 10;
     tampered
-}
-
-/// Checks a public-key signature natively, as the runtime's WebCrypto does.
-fn public_key_verifies(check: &PublicKeyCheck) -> bool {
-    match (&check.algorithm, &check.key) {
-        (PublicKeyAlgorithm::Ed25519, PublicKey::Raw(key)) => {
-            use ed25519_dalek::{Signature, Verifier, VerifyingKey};
-            let (Ok(key), Ok(signature)) = (
-                <[u8; 32]>::try_from(key.as_slice()),
-                <[u8; 64]>::try_from(check.signature.as_slice()),
-            ) else {
-                return false;
-            };
-            VerifyingKey::from_bytes(&key).is_ok_and(|key| {
-                key.verify(&check.message, &Signature::from_bytes(&signature))
-                    .is_ok()
-            })
-        }
-        (PublicKeyAlgorithm::RsaPkcs1Sha256, PublicKey::Raw(spki)) => {
-            use rsa::pkcs8::DecodePublicKey;
-            use sha2::Digest;
-            rsa::RsaPublicKey::from_public_key_der(spki).is_ok_and(|key| {
-                key.verify(
-                    rsa::Pkcs1v15Sign::new::<sha2::Sha256>(),
-                    &sha2::Sha256::digest(&check.message),
-                    &check.signature,
-                )
-                .is_ok()
-            })
-        }
-        _ => false,
-    }
 }
 
 /// Whether the core accepts a delivery: `Ok` when it is verified (or its

@@ -1,5 +1,9 @@
 use super::*;
 
+#[path = "../../tests/support/public_key.rs"]
+mod public_key;
+pub use public_key::public_key_verifies;
+
 pub fn settings(secret: Option<&str>) -> SchemeSettings {
     SchemeSettings {
         secret: secret.map(str::to_string),
@@ -30,40 +34,6 @@ pub fn check(
         )
         .map(|verdict| assert_eq!(verdict, Verdict::Verified))
         .map_err(|problem| problem.detail())
-}
-
-/// Checks a public-key signature natively, as WebCrypto does in the
-/// worker.
-pub fn public_key_verifies(check: &PublicKeyCheck) -> bool {
-    match (&check.algorithm, &check.key) {
-        (PublicKeyAlgorithm::Ed25519, PublicKey::Raw(key)) => {
-            use ed25519_dalek::{Signature, Verifier, VerifyingKey};
-            let (Ok(key), Ok(signature)) = (
-                <[u8; 32]>::try_from(key.as_slice()),
-                <[u8; 64]>::try_from(check.signature.as_slice()),
-            ) else {
-                return false;
-            };
-            VerifyingKey::from_bytes(&key).is_ok_and(|key| {
-                key.verify(&check.message, &Signature::from_bytes(&signature))
-                    .is_ok()
-            })
-        }
-        (PublicKeyAlgorithm::RsaPkcs1Sha256, PublicKey::Raw(spki)) => {
-            use rsa::pkcs8::DecodePublicKey;
-            use sha2::Digest;
-            let Ok(key) = rsa::RsaPublicKey::from_public_key_der(spki) else {
-                return false;
-            };
-            key.verify(
-                rsa::Pkcs1v15Sign::new::<sha2::Sha256>(),
-                &sha2::Sha256::digest(&check.message),
-                &check.signature,
-            )
-            .is_ok()
-        }
-        _ => false,
-    }
 }
 
 /// A setting for every scheme, so each can be configured in a test.
