@@ -4,7 +4,7 @@
 
 // The example's `main` prints the file; here only its functions are used.
 #[allow(dead_code)]
-#[path = "../examples/forward_vectors.rs"]
+#[path = "../examples/forward_vectors/main.rs"]
 mod forward_vectors;
 
 use std::path::PathBuf;
