@@ -132,6 +132,11 @@ async fn the_page_is_served_with_its_security_headers(world: &'static World, gat
     );
     for (path, kind) in [
         ("/__idemgate/ui/app.js", "text/javascript"),
+        ("/__idemgate/ui/shell.js", "text/javascript"),
+        ("/__idemgate/ui/views.js", "text/javascript"),
+        ("/__idemgate/ui/receipt.js", "text/javascript"),
+        ("/__idemgate/ui/api.js", "text/javascript"),
+        ("/__idemgate/ui/dom.js", "text/javascript"),
         ("/__idemgate/ui/app.css", "text/css"),
     ] {
         let file = Reply::read(client.get(gateway.url(path)).send().await.unwrap()).await;
@@ -142,7 +147,7 @@ async fn the_page_is_served_with_its_security_headers(world: &'static World, gat
         );
         assert!(file.header("content-security-policy").is_some(), "{path}");
     }
-    // Nothing of ui/ but the page's four files is served: an unrouted
+    // Nothing of ui/ but the page's own files is served: an unrouted
     // path is the worker's 404 problem.
     let headers_file =
         Reply::read(client.get(gateway.url("/_headers")).send().await.unwrap()).await;

@@ -32,7 +32,7 @@ const SECURITY_HEADERS: [(&str, &str); 7] = [
 ];
 
 /// Each file: its path, content type and bytes.
-const FILES: [(&str, &str, &[u8]); 4] = [
+const FILES: [(&str, &str, &[u8]); 9] = [
     (
         "/__idemgate/ui",
         "text/html; charset=utf-8",
@@ -42,6 +42,31 @@ const FILES: [(&str, &str, &[u8]); 4] = [
         "/__idemgate/ui/app.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../../../ui/__idemgate/ui/app.js"),
+    ),
+    (
+        "/__idemgate/ui/api.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../../../ui/__idemgate/ui/api.js"),
+    ),
+    (
+        "/__idemgate/ui/dom.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../../../ui/__idemgate/ui/dom.js"),
+    ),
+    (
+        "/__idemgate/ui/receipt.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../../../ui/__idemgate/ui/receipt.js"),
+    ),
+    (
+        "/__idemgate/ui/shell.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../../../ui/__idemgate/ui/shell.js"),
+    ),
+    (
+        "/__idemgate/ui/views.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../../../ui/__idemgate/ui/views.js"),
     ),
     (
         "/__idemgate/ui/app.css",
@@ -96,6 +121,11 @@ mod tests {
         for (path, kind) in [
             ("/__idemgate/ui", "text/html"),
             ("/__idemgate/ui/app.js", "text/javascript"),
+            ("/__idemgate/ui/api.js", "text/javascript"),
+            ("/__idemgate/ui/dom.js", "text/javascript"),
+            ("/__idemgate/ui/receipt.js", "text/javascript"),
+            ("/__idemgate/ui/shell.js", "text/javascript"),
+            ("/__idemgate/ui/views.js", "text/javascript"),
             ("/__idemgate/ui/app.css", "text/css"),
             ("/__idemgate/ui/icon.svg", "image/svg+xml"),
         ] {
