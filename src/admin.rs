@@ -187,7 +187,7 @@ async fn receipts(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> 
         return json(&serde_json::json!({
             "route": listing.route,
             "state": listing.state,
-            "receipts": rows,
+            "receipts": rows.iter().map(receipt_index::Row::to_json).collect::<Vec<_>>(),
             "cursor": next.map(|cursor| cursor.encode()),
         }));
     }
@@ -253,12 +253,12 @@ async fn redrive_page(
     let calls = rows.iter().map(|row| {
         ask_object(
             env,
-            row.identity.route.clone(),
-            row.identity.object.clone(),
+            row.route.clone(),
+            row.object.clone(),
             // Only the life the row names: a newer one is not this dead
             // letter, and its schedule is left as it is.
             ObjectOp::Redrive {
-                receipt_id: Some(row.identity.receipt_id.clone()),
+                receipt_id: Some(row.receipt_id.clone()),
             },
         )
     });
