@@ -29,7 +29,6 @@
 //! | [`replay_cache`] | §2 | replays an isolate answers without an object round trip |
 //! | [`sweep`] | §2b | the scheduled sweep that wakes overdue receipts |
 //! | [`upgrade`] | §3 | finding receipts the second version kept under other names |
-//! | `small_sort` | — | the one sort the worker runs, small in the wasm |
 //! | `simulation` | §2 | deterministic simulation of the engine (tests only) |
 
 // The unit tests share support files with the integration tests, which
@@ -66,7 +65,6 @@ pub mod signature;
 #[cfg(test)]
 mod simulation;
 pub mod single_use;
-mod small_sort;
 pub mod sweep;
 pub mod upgrade;
 

@@ -100,7 +100,7 @@ impl Coordinator {
             next_grant: 1,
             limits,
         });
-        crate::small_sort::sort_by(&mut waiters, |a, b| order(a) < order(b));
+        waiters.sort_unstable_by(|a, b| order(a).cmp(&order(b)));
         // A holder both waiting and holding a permit (rows an earlier
         // version left, or a write cut short) keeps its permit: reserving
         // it again would shorten a forward's lease to a claim's.

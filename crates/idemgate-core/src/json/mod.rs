@@ -211,9 +211,7 @@ fn utf16_order(a: &str, b: &str) -> Ordering {
 fn name_order<'n>(order: &mut Vec<usize>, count: usize, name_of: &dyn Fn(usize) -> &'n str) {
     order.clear();
     order.extend(0..count);
-    crate::small_sort::sort_by(order, |&a, &b| {
-        utf16_order(name_of(a), name_of(b)) == Ordering::Less
-    });
+    order.sort_unstable_by(|&a, &b| utf16_order(name_of(a), name_of(b)));
 }
 
 /// RFC 8785 §3.2.2.2: only `"`, `\` and control characters are escaped,

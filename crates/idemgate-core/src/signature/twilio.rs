@@ -138,7 +138,7 @@ fn with_query(url: &str, query: Option<&str>) -> String {
 /// name's values de-duplicated and sorted, each name then value.
 fn sorted_parameters(body: &str) -> Vec<u8> {
     let mut pairs = form::pairs(body);
-    crate::small_sort::sort_by(&mut pairs, |a, b| a < b);
+    pairs.sort_unstable();
     pairs.dedup();
     pairs
         .iter()
