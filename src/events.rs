@@ -14,37 +14,17 @@
 //! lines, the receipts and `/__idemgate/stats` still count them). Failures,
 //! dead letters and rejections keep a point each.
 
-use std::collections::HashMap;
-
 use worker::{AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
 use idemgate_core::decision_log::DecisionLog;
 
+use crate::isolate::Tally;
 use crate::log_sink;
 use crate::stats;
 
 pub const METRICS_BINDING: &str = "IDEMGATE_METRICS";
 /// Longest time absorbed duplicates wait to be written as one point.
 pub const BATCH_MS: u64 = 10_000;
-
-/// What one batched point sums.
-#[derive(Default, Clone, Copy)]
-struct Tally {
-    count: u64,
-    origin_ms: u64,
-    duration_ms: u64,
-}
-
-/// What an isolate keeps for Analytics Engine ([`crate::isolate`]).
-#[derive(Default)]
-pub struct Metrics {
-    /// The dataset, looked up once (`None` inside: no binding).
-    dataset: Option<Option<AnalyticsEngineDataset>>,
-    /// Tallies not yet written, by route, then decision (lost with the
-    /// isolate: at most [`BATCH_MS`] of counts).
-    counts: HashMap<String, HashMap<&'static str, Tally>>,
-    since: u64,
-}
 
 fn with_dataset(env: &Env, write: impl FnOnce(&AnalyticsEngineDataset)) {
     crate::isolate::with(|isolate| {

@@ -1,19 +1,19 @@
-//! What one isolate keeps between the requests it serves, in one place.
-//! Every part is a cache or a count: the runtime may evict an isolate at
-//! any moment, so none of it is the truth, and each part says what is
-//! lost with it.
+//! What one isolate keeps between the requests it serves, in one place:
+//! the state and its types; the modules that use a part import it from
+//! here (and this file imports none of them). Every part is a cache or a
+//! count: the runtime may evict an isolate at any moment, so none of it is
+//! the truth, and each part says what is lost with it.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use idemgate_core::config::Config;
 use idemgate_core::problem::Problem;
 use idemgate_core::replay_cache::ReplayCache;
 
-use crate::events::Metrics;
-use crate::public_key::Certificate;
-use crate::stats::GatewayStats;
+use serde::Serialize;
+use worker::AnalyticsEngineDataset;
 
 #[derive(Default)]
 pub struct Isolate {
@@ -49,4 +49,56 @@ pub fn with<T>(f: impl FnOnce(&Isolate) -> T) -> T {
 /// Runs `f` on this isolate's replays.
 pub fn with_replays<T>(f: impl FnOnce(&mut ReplayCache) -> T) -> T {
     with(|isolate| f(&mut isolate.replays.borrow_mut()))
+}
+
+/// The isolate's counters (`crate::stats` bumps and shows them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GatewayStats {
+    /// Deduplicated requests that passed every check.
+    pub deliveries: u64,
+    /// Requests sent to a Durable Object (deliveries and operator calls).
+    pub object_requests: u64,
+    /// Replays answered from this isolate's cache, with no object request.
+    pub cache_hits: u64,
+    /// Of those, byte-identical retries found before their body was parsed.
+    pub fast_cache_hits: u64,
+    /// Decision events (SPEC §9) by route, then decision.
+    pub decisions: BTreeMap<String, BTreeMap<&'static str, u64>>,
+    /// Decision events written as log lines.
+    pub log_lines: u64,
+    /// Data points written to Analytics Engine.
+    pub metric_points: u64,
+    /// Rows written by flow coordinators (SQLite's own count).
+    pub coordinator_rows_written: u64,
+    /// Alarms flow coordinators set.
+    pub coordinator_alarm_writes: u64,
+    /// Reservations that ran out unclaimed (a lost or late wake): a
+    /// permit idle for `CLAIM_MS`.
+    pub coordinator_claims_expired: u64,
+}
+
+/// A certificate's key, as this isolate keeps it.
+pub struct Certificate {
+    pub spki: Vec<u8>,
+    pub fetched_at: u64,
+    pub used_at: u64,
+}
+
+/// What an isolate keeps for Analytics Engine ([`crate::isolate`]).
+#[derive(Default)]
+pub struct Metrics {
+    /// The dataset, looked up once (`None` inside: no binding).
+    pub dataset: Option<Option<AnalyticsEngineDataset>>,
+    /// Tallies not yet written, by route, then decision (lost with the
+    /// isolate: at most [`crate::events::BATCH_MS`] of counts).
+    pub counts: HashMap<String, HashMap<&'static str, Tally>>,
+    pub since: u64,
+}
+
+/// What one batched point sums.
+#[derive(Default, Clone, Copy)]
+pub struct Tally {
+    pub count: u64,
+    pub origin_ms: u64,
+    pub duration_ms: u64,
 }

@@ -12,6 +12,8 @@ use idemgate_core::pipeline::PublicKeyChecked;
 use idemgate_core::signature::x509;
 use idemgate_core::signature::{PublicKey, PublicKeyAlgorithm, PublicKeyCheck};
 
+use crate::isolate::Certificate;
+
 #[wasm_bindgen(inline_js = r#"
 export async function verify_signature(algorithm, key, signature, message) {
   const params = algorithm === "ed25519"
@@ -79,13 +81,6 @@ const MAX_CERTIFICATES: usize = 32;
 const FETCH_TIMEOUT_MS: u32 = 5_000;
 /// A PayPal certificate is about 2 KiB; nothing near this is one.
 const MAX_CERTIFICATE_BYTES: u32 = 65_536;
-
-/// A certificate's key, as this isolate keeps it.
-pub struct Certificate {
-    spki: Vec<u8>,
-    fetched_at: u64,
-    used_at: u64,
-}
 
 /// What `checks` come to, checked one after the other until one verifies.
 pub async fn check_all(checks: &[PublicKeyCheck]) -> PublicKeyChecked {

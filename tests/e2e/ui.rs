@@ -132,7 +132,8 @@ async fn the_page_is_served_with_its_security_headers(world: &'static World, gat
     );
     for (path, kind) in [
         ("/__idemgate/ui/app.js", "text/javascript"),
-        ("/__idemgate/ui/shell.js", "text/javascript"),
+        ("/__idemgate/ui/page.js", "text/javascript"),
+        ("/__idemgate/ui/router.js", "text/javascript"),
         ("/__idemgate/ui/views.js", "text/javascript"),
         ("/__idemgate/ui/receipt.js", "text/javascript"),
         ("/__idemgate/ui/api.js", "text/javascript"),

@@ -1,11 +1,18 @@
 // The operator API, called with the admin token kept in this tab's
 // sessionStorage; a problem comes back as a `Problem`.
 
-import { showTokenView } from "./shell.js";
 export const API = "/__idemgate";
 export const TOKEN_KEY = "idemgate.adminToken";
 
 // ---- the API -----------------------------------------------------------
+
+/** What the page does when the token is missing or refused: the router
+ * registers its token prompt (router.js). */
+let onSignedOut = () => {};
+
+export function whenSignedOut(handler) {
+  onSignedOut = handler;
+}
 
 export class Problem extends Error {
   constructor(status, title, detail, type) {
@@ -26,7 +33,7 @@ export class SignedOut extends Error {}
 export async function api(method, path, params = {}) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (!token) {
-    showTokenView("");
+    onSignedOut("");
     throw new SignedOut();
   }
   const url = new URL(API + path, location.origin);
@@ -64,7 +71,7 @@ export async function api(method, path, params = {}) {
   if (response.status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
     const problem = body && body.title ? `${body.title}: ${body.detail || ""}` : "401";
-    showTokenView(`The gateway refused the token (${problem}). Enter it again.`);
+    onSignedOut(`The gateway refused the token (${problem}). Enter it again.`);
     throw new SignedOut();
   }
   if (!response.ok) {

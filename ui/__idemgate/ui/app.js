@@ -6,12 +6,15 @@
 // with DOM nodes and text only (never HTML from strings): keys, paths,
 // headers and bodies come from senders.
 //
-// It is served as ES modules from this folder: app.js starts it, shell.js
-// holds what every view shares, views.js and receipt.js the views,
-// api.js the API client, dom.js the building blocks.
+// It is served as ES modules from this folder, each importing only those
+// below it: dom.js (building blocks), api.js (the API client), page.js
+// (what every view shares), views.js and receipt.js (the views),
+// router.js (rendering by address, the token prompt), app.js (the start).
 
 import { TOKEN_KEY } from "./api.js";
-import { route, showTokenView } from "./shell.js";
+import { route } from "./page.js";
+import { showTokenView } from "./router.js";
+
 // ---- start -------------------------------------------------------------
 
 if (sessionStorage.getItem(TOKEN_KEY)) route();

@@ -3,8 +3,8 @@
 
 import { badge, definitions, duration, h, LABEL, MOVING, STATES, table, view, WATCH_MS, when } from "./dom.js";
 import { api, Problem } from "./api.js";
-import { clearMessages, confirmDialog, current, focusLabel, link, notify, refreshButton, restoreFocus, route, showError } from "./shell.js";
-import { list, overview } from "./views.js";
+import { clearMessages, confirmDialog, current, focusLabel, link, notify, refreshButton, restoreFocus, route, showError } from "./page.js";
+
 // ---- one receipt -------------------------------------------------------
 
 export function addressOf(params) {

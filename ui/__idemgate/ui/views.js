@@ -1,9 +1,9 @@
 // The overview, the lookup form, the bulk re-drive and the lists by state.
 
-import { capital, definitions, duration, h, hidden, LABEL, nav, STATES, table, view, when } from "./dom.js";
+import { capital, definitions, duration, h, hidden, LABEL, STATES, table, view, when } from "./dom.js";
 import { api, Problem } from "./api.js";
-import { clearMessages, confirmDialog, current, link, notify, refreshButton, route, showError } from "./shell.js";
-import { receipt } from "./receipt.js";
+import { clearMessages, confirmDialog, link, notify, refreshButton, route, showError } from "./page.js";
+
 // ---- the lookup form ---------------------------------------------------
 
 export function lookupForm(routes, fixedRoute) {

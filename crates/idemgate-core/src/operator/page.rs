@@ -32,7 +32,7 @@ const SECURITY_HEADERS: [(&str, &str); 7] = [
 ];
 
 /// Each file: its path, content type and bytes.
-const FILES: [(&str, &str, &[u8]); 9] = [
+const FILES: [(&str, &str, &[u8]); 10] = [
     (
         "/__idemgate/ui",
         "text/html; charset=utf-8",
@@ -59,9 +59,14 @@ const FILES: [(&str, &str, &[u8]); 9] = [
         include_bytes!("../../../../ui/__idemgate/ui/receipt.js"),
     ),
     (
-        "/__idemgate/ui/shell.js",
+        "/__idemgate/ui/page.js",
         "text/javascript; charset=utf-8",
-        include_bytes!("../../../../ui/__idemgate/ui/shell.js"),
+        include_bytes!("../../../../ui/__idemgate/ui/page.js"),
+    ),
+    (
+        "/__idemgate/ui/router.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../../../ui/__idemgate/ui/router.js"),
     ),
     (
         "/__idemgate/ui/views.js",
@@ -124,7 +129,8 @@ mod tests {
             ("/__idemgate/ui/api.js", "text/javascript"),
             ("/__idemgate/ui/dom.js", "text/javascript"),
             ("/__idemgate/ui/receipt.js", "text/javascript"),
-            ("/__idemgate/ui/shell.js", "text/javascript"),
+            ("/__idemgate/ui/page.js", "text/javascript"),
+            ("/__idemgate/ui/router.js", "text/javascript"),
             ("/__idemgate/ui/views.js", "text/javascript"),
             ("/__idemgate/ui/app.css", "text/css"),
             ("/__idemgate/ui/icon.svg", "image/svg+xml"),

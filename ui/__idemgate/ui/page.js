@@ -1,10 +1,24 @@
-// What every view shares: notices, the token prompt, navigation between
-// views by the address's hash, and the confirmation dialog.
+// What every view shares: notices, addresses (the hash names a view and
+// its parameters), focus across a re-render, the refresh button and the
+// confirmation dialog. Rendering itself is the router's (router.js), which
+// registers it here, so that a view can re-render the page without
+// importing the router that imports it.
 
-import { $, h, nav, tokenView, view, when } from "./dom.js";
-import { api, Problem, SignedOut, TOKEN_KEY } from "./api.js";
-import { list, overview } from "./views.js";
-import { receipt, stopWatching } from "./receipt.js";
+import { $, h, view } from "./dom.js";
+import { Problem, SignedOut } from "./api.js";
+
+let render = async () => {};
+
+/** The router's renderer, registered once at start. */
+export function rendersWith(renderer) {
+  render = renderer;
+}
+
+/** Renders the view the address names; `focus` moves focus to its title. */
+export function route(focus = true) {
+  return render(focus);
+}
+
 // ---- notices -----------------------------------------------------------
 
 export function notify(message) {
@@ -34,60 +48,6 @@ export function clearMessages() {
   notify("");
 }
 
-// ---- the token ---------------------------------------------------------
-
-export function showTokenView(message) {
-  stopWatching();
-  view.hidden = true;
-  view.replaceChildren();
-  nav.hidden = true;
-  tokenView.hidden = false;
-  $("error").hidden = true;
-  $("token-error").textContent = message || "";
-  const input = $("token");
-  input.value = "";
-  input.setAttribute("aria-invalid", message ? "true" : "false");
-  if (message) input.setAttribute("aria-describedby", "token-error");
-  else input.removeAttribute("aria-describedby");
-  input.focus();
-}
-
-$("token-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const token = $("token").value.trim();
-  if (!token) {
-    $("token-error").textContent = "Enter the admin token.";
-    $("token").setAttribute("aria-invalid", "true");
-    $("token").setAttribute("aria-describedby", "token-error");
-    $("token").focus();
-    return;
-  }
-  sessionStorage.setItem(TOKEN_KEY, token);
-  $("token-error").textContent = "";
-  try {
-    // The token is tried once here, so a wrong one is refused at once.
-    await api("GET", "/summary");
-  } catch (error) {
-    if (!(error instanceof SignedOut)) {
-      sessionStorage.removeItem(TOKEN_KEY);
-      $("token-error").textContent =
-        error instanceof Problem ? `${error.title}${error.detail ? `: ${error.detail}` : ""}` : String(error);
-      $("token").focus();
-    }
-    return;
-  }
-  tokenView.hidden = true;
-  if (!location.hash.startsWith("#/")) history.replaceState(null, "", "#/overview");
-  route();
-});
-
-$("sign-out").addEventListener("click", () => {
-  sessionStorage.removeItem(TOKEN_KEY);
-  clearMessages();
-  notify("Signed out: the token was removed from this tab.");
-  showTokenView("");
-});
-
 // ---- navigation --------------------------------------------------------
 
 export function link(name, params = {}) {
@@ -107,41 +67,6 @@ export function current() {
   return { name, params: new URLSearchParams(at < 0 ? "" : hash.slice(at + 1)) };
 }
 
-export let generation = 0;
-
-/** Renders the view the address names; `focus` moves focus to its title. */
-export async function route(focus = true) {
-  if (!sessionStorage.getItem(TOKEN_KEY)) {
-    showTokenView("");
-    return;
-  }
-  stopWatching();
-  tokenView.hidden = true;
-  nav.hidden = false;
-  view.hidden = false;
-  const mine = ++generation;
-  const focused = focusLabel(document.activeElement);
-  const { name, params } = current();
-  const render = { overview, list, receipt }[name] || overview;
-  view.setAttribute("aria-busy", "true");
-  try {
-    const content = await render(params);
-    if (mine !== generation) return;
-    view.replaceChildren(...content);
-    document.title = `${view.querySelector("h1")?.textContent || "Operator"} · idemgate`;
-    if (focus) view.querySelector("h1")?.focus();
-    else restoreFocus(focused);
-  } catch (error) {
-    if (mine !== generation) return;
-    if (error instanceof SignedOut) return;
-    view.replaceChildren(h("h1", { tabindex: "-1" }, "Could not load this view"), backToOverview());
-    showError(error);
-    if (focus) view.querySelector("h1").focus();
-  } finally {
-    view.removeAttribute("aria-busy");
-  }
-}
-
 /** What names a control, so that a re-rendered view can focus its twin. */
 export function focusLabel(element) {
   if (!element || !view.contains(element) || !element.matches("a, button")) return null;
@@ -152,11 +77,6 @@ export function restoreFocus(label) {
   if (!label) return;
   [...view.querySelectorAll("a, button")].find((element) => element.textContent === label)?.focus();
 }
-
-window.addEventListener("hashchange", () => {
-  clearMessages();
-  route();
-});
 
 export const backToOverview = () => h("p", {}, h("a", { href: link("overview") }, "Back to the overview"));
 
