@@ -187,7 +187,7 @@ async fn receipts(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> 
         return json(&serde_json::json!({
             "route": listing.route,
             "state": listing.state,
-            "receipts": rows.iter().map(receipt_index::Row::to_json).collect::<Vec<_>>(),
+            "receipts": rows,
             "cursor": next.map(|cursor| cursor.encode()),
         }));
     }

@@ -10,7 +10,9 @@ use worker::wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Env};
 
 use idemgate_core::index::sql;
-use idemgate_core::index::{Cursor, IndexUpdate, IndexWrite, BINDING as INDEX_BINDING, PAGE_SIZE};
+use idemgate_core::index::{
+    Cursor, IndexUpdate, IndexWrite, TableRow, BINDING as INDEX_BINDING, PAGE_SIZE,
+};
 use idemgate_core::operator::Listing;
 use idemgate_core::problem::Problem;
 
@@ -98,49 +100,6 @@ pub async fn write(env: &Env, update: IndexUpdate) -> Result<IndexWrite, String>
     }
 }
 
-/// A row as D1 returns it (integers as numbers). A listing shows it as
-/// it is, its key as text: what the index holds, even a row a later
-/// version wrote with a key this one could not send.
-#[derive(Deserialize)]
-pub struct Row {
-    pub object: String,
-    pub route: String,
-    pub scope: String,
-    pub key: String,
-    pub path: Option<String>,
-    pub tenant_sha256: Option<String>,
-    pub receipt_id: String,
-    pub state: String,
-    pub attempts: f64,
-    pub last_status: Option<f64>,
-    pub next_wake_at: Option<f64>,
-    pub accepted_at: f64,
-    pub updated_at: f64,
-    pub version: f64,
-}
-
-impl Row {
-    /// The row in a listing: every column, integers as integers.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "object": self.object,
-            "route": self.route,
-            "scope": self.scope,
-            "key": self.key,
-            "path": self.path,
-            "tenant_sha256": self.tenant_sha256,
-            "receipt_id": self.receipt_id,
-            "state": self.state,
-            "attempts": self.attempts as u64,
-            "last_status": self.last_status.map(|status| status as u16),
-            "next_wake_at": self.next_wake_at.map(|at| at as u64),
-            "accepted_at": self.accepted_at as u64,
-            "updated_at": self.updated_at as u64,
-            "version": self.version as u64,
-        })
-    }
-}
-
 fn unavailable(message: String) -> Problem {
     Problem::IndexUnavailable {
         message: format!("{message}; {REMEDY}"),
@@ -155,7 +114,10 @@ fn bound(env: &Env) -> Result<D1Database, Problem> {
 }
 
 /// One page of a listing, newest first, and the cursor of the next.
-pub async fn list(env: &Env, listing: &Listing) -> Result<(Vec<Row>, Option<Cursor>), Problem> {
+pub async fn list(
+    env: &Env,
+    listing: &Listing,
+) -> Result<(Vec<TableRow>, Option<Cursor>), Problem> {
     let database = bound(env)?;
     let mut values = vec![
         JsValue::from_str(&listing.route),
@@ -171,13 +133,13 @@ pub async fn list(env: &Env, listing: &Listing) -> Result<(Vec<Row>, Option<Curs
     })
     .await
     .map_err(unavailable)?;
-    let rows: Vec<Row> = result
+    let rows: Vec<TableRow> = result
         .results()
         .map_err(|error| unavailable(message(error)))?;
     let next = (rows.len() as u32 == PAGE_SIZE).then(|| {
         let last = rows.last().expect("a full page");
         Cursor {
-            updated_at: last.updated_at as u64,
+            updated_at: last.updated_at,
             object: last.object.clone(),
         }
     });

@@ -24,7 +24,7 @@
 pub mod row;
 pub mod sql;
 
-pub use row::{IndexRow, IndexUpdate, IndexWrite, Indexed};
+pub use row::{IndexRow, IndexUpdate, IndexWrite, Indexed, TableRow};
 
 use crate::delivery::Identity;
 use crate::receipt::{DeliveryKind, Receipt, ReceiptState};

@@ -24,6 +24,49 @@ pub struct IndexRow {
     pub version: u64,
 }
 
+/// A row as D1's table holds it, column by column, its key as text: what
+/// a listing shows (even a row a later version wrote with a key this one
+/// could not send), and what the simulation's D1 keeps (a tombstone
+/// written before any row of its object has empty text for its key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableRow {
+    pub object: String,
+    pub route: String,
+    pub scope: String,
+    pub key: String,
+    pub path: Option<String>,
+    pub tenant_sha256: Option<String>,
+    pub receipt_id: String,
+    pub state: String,
+    pub attempts: u64,
+    pub last_status: Option<u16>,
+    pub next_wake_at: Option<u64>,
+    pub accepted_at: u64,
+    pub updated_at: u64,
+    pub version: u64,
+}
+
+impl From<&IndexRow> for TableRow {
+    fn from(row: &IndexRow) -> TableRow {
+        TableRow {
+            object: row.identity.object.clone(),
+            route: row.identity.route.clone(),
+            scope: row.identity.scope.clone(),
+            key: row.identity.key.to_string(),
+            path: row.identity.path.clone(),
+            tenant_sha256: row.identity.tenant_sha256.clone(),
+            receipt_id: row.identity.receipt_id.clone(),
+            state: row.state.clone(),
+            attempts: row.attempts,
+            last_status: row.last_status,
+            next_wake_at: row.next_wake_at,
+            accepted_at: row.accepted_at,
+            updated_at: row.updated_at,
+            version: row.version,
+        }
+    }
+}
+
 // An update lives only until it is written: its size is no cost.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1343,9 +1343,9 @@ mod tests {
     #[test]
     fn the_worlds_index_is_what_sqlite_keeps() {
         use crate::index::sql::{self, COLUMNS};
+        use crate::index::TableRow;
         use crate::index::{IndexRow, IndexUpdate};
         use rusqlite::{params, Connection};
-        use world::TableRow;
         let read = |db: &Connection| -> Vec<TableRow> {
             let query = format!("SELECT {COLUMNS} FROM receipt_index ORDER BY object");
             let mut statement = db.prepare(&query).expect("a query");

@@ -27,7 +27,7 @@ use crate::delivery::DeliveryRequest;
 use crate::engine::{Backend, Policy};
 use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest, CLAIM_MS};
 use crate::headers;
-use crate::index::{IndexRow, IndexUpdate, GONE};
+use crate::index::{IndexUpdate, TableRow, GONE};
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt, ReceiptState};
 use crate::signature::Secret;
@@ -98,47 +98,6 @@ pub struct Life {
 #[derive(Default)]
 pub struct D1 {
     pub rows: BTreeMap<String, TableRow>,
-}
-
-/// A row as D1's table holds it, column by column: a tombstone written
-/// before any row of its object has empty text where the key would be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableRow {
-    pub object: String,
-    pub route: String,
-    pub scope: String,
-    pub key: String,
-    pub path: Option<String>,
-    pub tenant_sha256: Option<String>,
-    pub receipt_id: String,
-    pub state: String,
-    pub attempts: u64,
-    pub last_status: Option<u16>,
-    pub next_wake_at: Option<u64>,
-    pub accepted_at: u64,
-    pub updated_at: u64,
-    pub version: u64,
-}
-
-impl From<&IndexRow> for TableRow {
-    fn from(row: &IndexRow) -> TableRow {
-        TableRow {
-            object: row.identity.object.clone(),
-            route: row.identity.route.clone(),
-            scope: row.identity.scope.clone(),
-            key: row.identity.key.to_string(),
-            path: row.identity.path.clone(),
-            tenant_sha256: row.identity.tenant_sha256.clone(),
-            receipt_id: row.identity.receipt_id.clone(),
-            state: row.state.clone(),
-            attempts: row.attempts,
-            last_status: row.last_status,
-            next_wake_at: row.next_wake_at,
-            accepted_at: row.accepted_at,
-            updated_at: row.updated_at,
-            version: row.version,
-        }
-    }
 }
 
 impl D1 {
