@@ -4,7 +4,7 @@
 //! A sender's retry that spans the upgrade would then land on a new object
 //! and be forwarded again. So for a retention after this version first ran
 //! against the deployment's index, a delivery whose previous identity
-//! differs ([`crate::pipeline::PreviousIdentity`]) is first offered to the
+//! differs ([`crate::pipeline::Admitted::previous`]) is first offered to the
 //! object the second version used, which answers it only if it holds a
 //! receipt of the key (a replay, a wait, a 422), and otherwise takes
 //! nothing.
