@@ -13,6 +13,7 @@ use idemgate_core::headers;
 use idemgate_core::object_call::{ObjectCall, ObjectOp};
 use idemgate_core::operator::{authorize, listing, query_pairs, receipt_address, route_of};
 use idemgate_core::problem::Problem;
+use idemgate_core::reconcile::run::ReconcileCall;
 
 use crate::edge_http;
 use crate::env::config_from_env;
@@ -20,6 +21,7 @@ use crate::flow_client;
 use crate::isolate::with_replays;
 use crate::object_client;
 use crate::receipt_index;
+use crate::reconcile_client;
 use crate::stats;
 
 /// The operator request: its method as sent (`worker::Method` would read
@@ -59,6 +61,7 @@ pub async fn handle(
         ("GET", "/__idemgate/summary") => summary(&call, env).await,
         ("GET" | "DELETE", "/__idemgate/receipts") => receipts(&call, env).await,
         ("POST", "/__idemgate/receipts/redrive") => redrive(&call, env).await,
+        ("GET" | "POST", "/__idemgate/reconcile") => reconcile(&call, env).await,
         _ => Err(Problem::NotFound),
     };
     match answer {
@@ -138,6 +141,31 @@ async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
         (name, limits, status.ok())
     }))
     .await;
+    // Reconciliation (SPEC §11): per reconciled route, its last run and
+    // the last day's counts.
+    let reconciled = visible
+        .iter()
+        .filter(|route| route.reconcile.is_some())
+        .map(|route| async move {
+            let answer = reconcile_client::call(env, &route.name, ReconcileCall::Status).await;
+            (route.name.as_str(), answer.ok().map(|answer| answer.body))
+        });
+    let reconciled = futures::future::join_all(reconciled).await;
+    if let Some(routes) = summary["routes"].as_array_mut() {
+        for (name, status) in reconciled {
+            if let Some(entry) = routes.iter_mut().find(|entry| entry["route"] == name) {
+                entry["reconcile"] = match status {
+                    Some(mut status) => serde_json::json!({
+                        "last_run": status["runs"].get_mut(0).map(serde_json::Value::take),
+                        "last_day": status["last_day"].take(),
+                    }),
+                    None => {
+                        serde_json::json!({ "error": "the route's reconciliation object could not be reached" })
+                    }
+                };
+            }
+        }
+    }
     if let Some(routes) = summary["routes"].as_array_mut() {
         for (name, limits, status) in statuses {
             if let Some(entry) = routes.iter_mut().find(|entry| entry["route"] == name) {
@@ -146,6 +174,36 @@ async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
         }
     }
     json(&summary)
+}
+
+/// A route's reconciliation (SPEC §11): `GET` its last 50 runs and its
+/// cursor; `POST` a run now, answered with its record when it ends.
+async fn reconcile(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
+    let config = config_from_env(env)?;
+    let route = authorized_route(&config, call)?;
+    if route.reconcile.is_none() {
+        return Err(Problem::NotFound);
+    }
+    let op = match call.method.as_str() {
+        "POST" => ReconcileCall::RunNow,
+        _ => ReconcileCall::Status,
+    };
+    let answer = reconcile_client::call(env, &route.name, op)
+        .await
+        .map_err(|message| Problem::StorageUnavailable {
+            message: format!("the route's reconciliation object failed: {message}"),
+        })?;
+    let body = match answer.status {
+        409 => serde_json::json!({
+            "route": route.name,
+            "running": true,
+            "detail": "a run of this route is in progress: GET shows it once it has ended",
+        }),
+        _ => answer.body,
+    };
+    edge_http::json(answer.status, &body).map_err(|error| Problem::StorageUnavailable {
+        message: error.to_string(),
+    })
 }
 
 fn stats_route(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {

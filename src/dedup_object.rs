@@ -125,6 +125,11 @@ impl DedupObject {
             }
             ObjectOp::Redrive { receipt_id } => reply(self.redrive(receipt_id.as_deref()).await),
             ObjectOp::Wake => reply(self.wake(&object).await),
+            ObjectOp::HasReceipt => reply(match self.engine.has_arrived() {
+                Ok(true) => empty(200),
+                Ok(false) => empty(404),
+                Err(message) => render_problem(&Problem::StorageUnavailable { message }),
+            }),
             ObjectOp::ClaimOnce { claimant, until } => {
                 reply(self.claim_once(&claimant, until).await)
             }
@@ -141,13 +146,16 @@ impl DedupObject {
                     Ok(delivery) => delivery,
                     Err(problem) => return reply(render_problem(&problem)),
                 };
-                let answer = match delivery.if_known {
-                    true => self.engine.deliver_if_known(delivery, &policy).await,
-                    false => Some(self.engine.deliver(delivery, &policy).await),
+                let if_absent = delivery.if_absent;
+                let answer = match (delivery.if_known, delivery.if_absent) {
+                    (true, _) => self.engine.deliver_if_known(delivery, &policy).await,
+                    (_, true) => self.engine.deliver_if_absent(delivery, &policy).await,
+                    _ => Some(self.engine.deliver(delivery, &policy).await),
                 };
                 let Some(answer) = answer else {
                     return Reply {
-                        unknown_key: true,
+                        unknown_key: !if_absent,
+                        already_received: if_absent,
                         ..reply(empty(204))
                     };
                 };
@@ -333,6 +341,7 @@ fn reply(response: HttpResponse) -> Reply {
         response,
         replayable_until: None,
         unknown_key: false,
+        already_received: false,
     }
 }
 

@@ -1,12 +1,13 @@
 // The worker's entry module. worker-build exports the Rust Durable Objects
 // (`DedupObject`, one per key; `FlowCoordinator`, one per flow-limited
-// route) as plain classes, and workerd serves RPC only on classes that
+// route; `ReconcileObject`, one per reconciled route) as plain classes, and workerd serves RPC only on classes that
 // extend `DurableObject`; these subclasses hand each call to the Rust
 // object, so it is reached over RPC instead of the much slower `fetch` path.
 import { DurableObject } from "cloudflare:workers";
 import gateway, {
   DedupObject as RustDedupObject,
   FlowCoordinator as RustFlowCoordinator,
+  ReconcileObject as RustReconcileObject,
 } from "../build/index.js";
 
 export default gateway;
@@ -38,6 +39,27 @@ export class FlowCoordinator extends DurableObject {
   constructor(ctx, env) {
     super(ctx, env);
     this.#object = new RustFlowCoordinator(ctx, env);
+  }
+
+  fetch(request) {
+    return this.#object.fetch(request);
+  }
+
+  alarm() {
+    return this.#object.alarm();
+  }
+
+  call(route, line) {
+    return this.#object.call(route, line);
+  }
+}
+
+export class ReconcileObject extends DurableObject {
+  #object;
+
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.#object = new RustReconcileObject(ctx, env);
   }
 
   fetch(request) {

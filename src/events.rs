@@ -17,6 +17,7 @@
 use worker::{AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
 use idemgate_core::decision_log::DecisionLog;
+use idemgate_core::reconcile::run::ReconcileLine;
 
 use crate::isolate::Tally;
 use crate::log_sink;
@@ -72,6 +73,29 @@ pub fn emit(env: &Env, event: &DecisionLog, logged: bool) {
             .add_double(event.origin_ms.unwrap_or(0) as f64)
             .add_double(event.duration_ms as f64)
             .add_double(event.status.map_or(0.0, f64::from))
+            .write_to(dataset);
+        if written.is_ok() {
+            stats::record(|stats| stats.metric_points += 1);
+        }
+    });
+}
+
+/// A reconciliation event (SPEC §11): `reconciled` per filled event,
+/// `reconcile-failed` per failed run (and `reconcile-event-failed` per
+/// event that was not filled), each logged, counted and a metrics point.
+pub fn reconcile(env: &Env, line: &ReconcileLine) {
+    count_locally(&line.route, line.decision, true);
+    log_sink::emit_text(&serde_json::to_string(line).expect("a line serializes"));
+    with_dataset(env, |dataset| {
+        let written = AnalyticsEngineDataPointBuilder::new()
+            .indexes([line.route.as_str()])
+            .add_blob(line.route.as_str())
+            .add_blob(line.decision)
+            .add_blob("")
+            .add_double(1)
+            .add_double(0)
+            .add_double(0)
+            .add_double(line.status.map_or(0.0, f64::from))
             .write_to(dataset);
         if written.is_ok() {
             stats::record(|stats| stats.metric_points += 1);

@@ -18,6 +18,8 @@
 //! | `durable_backend` | the object's `Backend`: SQLite storage, alarms, timers, `fetch` to the origin, the index, the coordinator |
 //! | `flow_coordinator` | a route's flow coordinator: permits in the object's SQLite, its alarm, its wakes |
 //! | `flow_client` | the RPC call to a route's flow coordinator |
+//! | [`reconcile_object`] | a route's reconciliation: its cursor, lock and runs; a run's I/O (§11) |
+//! | `reconcile_client` | the RPC call to a route's reconciliation object; the Cron Trigger's ticks |
 //! | `env` | the configuration, read once per isolate from `env` |
 //! | `log_sink` | writes decision log lines to the console, from a microtask |
 //! | `stats` | per-isolate counters (`/__idemgate/stats`) |
@@ -36,6 +38,8 @@ mod log_sink;
 mod object_client;
 mod public_key;
 mod receipt_index;
+mod reconcile_client;
+pub mod reconcile_object;
 mod stats;
 mod sweep;
 #[cfg(feature = "test-hooks")]
@@ -54,8 +58,9 @@ async fn fetch(
     gateway::handle(request, env).await
 }
 
-/// The Cron Trigger (`[triggers] crons`, every minute): the sweep.
+/// The Cron Trigger (`[triggers] crons`, every minute): the sweep, and a
+/// tick of each reconciled route's object (it runs when a run is due).
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _context: ScheduleContext) {
-    sweep::run(&env).await;
+    futures::join!(sweep::run(&env), reconcile_client::tick_all(&env));
 }

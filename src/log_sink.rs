@@ -19,3 +19,8 @@ extern "C" {
 pub fn emit(line: &DecisionLog) {
     log_line(&line.to_json());
 }
+
+/// A line that is not a decision's (reconciliation's), already JSON.
+pub fn emit_text(line: &str) {
+    log_line(line);
+}

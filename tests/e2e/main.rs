@@ -17,6 +17,7 @@ mod money;
 mod operator;
 mod passthrough;
 mod providers;
+mod reconcile;
 mod routes;
 mod send;
 mod senders;
@@ -299,6 +300,10 @@ fn main() {
         failures::crash_keeps_completed_keys_and_takes_over_in_flight_ones,
         failures::retention_makes_a_key_new_again_with_a_higher_epoch,
         money::an_interleaved_storm_over_a_thousand_connections,
+        reconcile::a_stripe_event_never_delivered_reaches_the_origin_once,
+        reconcile::a_failed_live_forward_is_forwarded_by_the_run,
+        reconcile::the_apis_errors_end_a_run_and_never_show_its_key,
+        reconcile::a_github_delivery_that_failed_is_redelivered_through_the_route,
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     world().gateways.lock().unwrap().clear();

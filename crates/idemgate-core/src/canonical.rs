@@ -48,6 +48,17 @@ impl Fingerprint {
         Fingerprint(hex::encode(hasher.finalize()))
     }
 
+    /// The fingerprint of a reconciled delivery (SPEC §11): the provider's
+    /// event id, since the API's rendering of an event and its webhook's
+    /// body differ in bytes. A prefix no request fingerprint hashes keeps
+    /// the two kinds apart.
+    pub fn of_event(event_id: &str) -> Fingerprint {
+        let mut hasher = Sha256::new();
+        hasher.update(b"idemgate/fingerprint/event\n");
+        hasher.update(event_id.as_bytes());
+        Fingerprint(hex::encode(hasher.finalize()))
+    }
+
     /// A fingerprint for tests and simulations that need one per payload.
     pub fn of_bytes(bytes: &[u8]) -> Fingerprint {
         Fingerprint(sha256_hex(bytes))

@@ -71,6 +71,11 @@ pub struct Delivery {
     /// lookup of a receipt the second version kept; SPEC §3, v3).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub if_known: bool,
+    /// Deliver only if the object holds no receipt of a delivery that
+    /// arrived: else it answers `already_received` and does nothing
+    /// (reconciliation's delivery of an event; SPEC §11, v4).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub if_absent: bool,
 }
 
 impl DeliveryRequest {

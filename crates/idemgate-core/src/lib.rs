@@ -29,6 +29,7 @@
 //! | [`replay_cache`] | §2 | replays an isolate answers without an object round trip |
 //! | [`sweep`] | §2b | the scheduled sweep that wakes overdue receipts |
 //! | [`upgrade`] | §3 | finding receipts the second version kept under other names |
+//! | [`reconcile`] | §11 | the providers' events APIs, and a reconciliation run |
 //! | `simulation` | §2 | deterministic simulation of the engine (tests only) |
 
 // The unit tests share support files with the integration tests, which
@@ -59,6 +60,7 @@ pub mod origin;
 pub mod pipeline;
 pub mod problem;
 pub mod receipt;
+pub mod reconcile;
 pub mod replay_cache;
 pub mod routes;
 pub mod signature;

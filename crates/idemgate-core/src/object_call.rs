@@ -49,6 +49,9 @@ pub enum ObjectOp {
     Wake,
     /// The route's flow coordinator reserved a permit for this object.
     PermitReady,
+    /// Reconciliation asks whether a delivery of the key arrived (SPEC
+    /// §11): 200 when the object holds a receipt of one, 404 when not.
+    HasReceipt,
     /// A signed transmission id's object ([`crate::single_use`]): is the
     /// transmission `claimant`'s (the key's object), until `until`?
     ClaimOnce { claimant: String, until: u64 },
@@ -104,6 +107,7 @@ impl ObjectCall {
         let delivery = Delivery {
             identity: admitted.previous.clone()?,
             if_known: true,
+            if_absent: false,
             ..admitted.delivery.clone()
         };
         Some(ObjectCall::deliver(delivery, 0))
@@ -148,6 +152,9 @@ pub struct ObjectReply {
     /// An `if_known` delivery found no receipt: nothing was done.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unknown_key: bool,
+    /// An `if_absent` delivery found a receipt: nothing was done.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub already_received: bool,
 }
 
 /// What the gateway gets back from a key's object.
@@ -156,6 +163,7 @@ pub struct Reply {
     pub response: HttpResponse,
     pub replayable_until: Option<u64>,
     pub unknown_key: bool,
+    pub already_received: bool,
 }
 
 impl ObjectReply {
@@ -166,6 +174,7 @@ impl ObjectReply {
             headers: reply.response.headers,
             replayable_until: reply.replayable_until,
             unknown_key: reply.unknown_key,
+            already_received: reply.already_received,
         };
         let json = serde_json::to_string(&encoded).expect("a reply serializes");
         (json, reply.response.body)
@@ -181,6 +190,7 @@ impl ObjectReply {
             },
             replayable_until: reply.replayable_until,
             unknown_key: reply.unknown_key,
+            already_received: reply.already_received,
         })
     }
 }
@@ -242,6 +252,7 @@ mod tests {
                     stale: false,
                 },
                 if_known: false,
+                if_absent: false,
             },
             previous: None,
         }
@@ -328,6 +339,7 @@ mod tests {
             response: response.clone(),
             replayable_until,
             unknown_key,
+            already_received: false,
         };
         let (json, body) = ObjectReply::encode(reply(Some(42), false));
         assert_eq!(ObjectReply::decode(&json, body), Ok(reply(Some(42), false)));

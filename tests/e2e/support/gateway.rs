@@ -219,6 +219,10 @@ class_name = "DedupObject"
 name = "FLOW_COORDINATOR"
 class_name = "FlowCoordinator"
 
+[[durable_objects.bindings]]
+name = "RECONCILE_OBJECT"
+class_name = "ReconcileObject"
+
 [[migrations]]
 tag = "v1"
 new_sqlite_classes = ["DedupObject"]
@@ -226,6 +230,10 @@ new_sqlite_classes = ["DedupObject"]
 [[migrations]]
 tag = "v2"
 new_sqlite_classes = ["FlowCoordinator"]
+
+[[migrations]]
+tag = "v3"
+new_sqlite_classes = ["ReconcileObject"]
 
 {}
 [triggers]

@@ -1,6 +1,7 @@
 pub mod demo_origin;
 pub mod gateway;
 pub mod origin;
+pub mod provider_api;
 pub mod stripe_origin;
 
 use reqwest::header::HeaderMap;

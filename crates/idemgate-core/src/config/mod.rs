@@ -19,6 +19,7 @@
 //! - [`settings`]: where a value comes from, and what may be said of it;
 //! - [`values`]: the formats of origin URLs and retry schedules.
 
+mod reconcile;
 mod route;
 mod settings;
 #[cfg(test)]
@@ -118,6 +119,9 @@ pub struct RouteConfig {
     /// The name `forward_secret` is read by (`FORWARD_SECRET`, or the
     /// route's own), which an async receipt keeps to sign later attempts.
     pub forward_secret_name: Option<String>,
+    /// `reconcile` (SPEC §11): the provider's events API this route is
+    /// compared with.
+    pub reconcile: Option<crate::reconcile::ReconcileConfig>,
     pub admin_token: Option<Secret>,
 }
 

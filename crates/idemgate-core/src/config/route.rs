@@ -206,6 +206,8 @@ pub(super) fn route_config(
         max_in_flight: max_in_flight.map(|max| max as u32),
         rate_thousandths,
     });
+    let reconcile =
+        super::reconcile::reconcile_config(settings, &signature_scheme, retention_seconds)?;
     let (forward_secret, forward_secret_name) = match settings.named_secret("FORWARD_SECRET")? {
         Some((name, secret)) => (Some(secret), Some(name)),
         None => (None, None),
@@ -238,6 +240,7 @@ pub(super) fn route_config(
         )?,
         forward_secret,
         forward_secret_name,
+        reconcile,
         admin_token: settings.secret("ADMIN_TOKEN")?,
     })
 }

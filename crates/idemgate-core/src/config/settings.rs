@@ -159,9 +159,10 @@ impl Settings<'_> {
             return Ok(());
         };
         for (field, _) in fields {
-            let known = ROUTE_VARIABLES
-                .iter()
-                .any(|variable| field_names(variable).iter().any(|name| name == field));
+            let known = field == "reconcile"
+                || ROUTE_VARIABLES
+                    .iter()
+                    .any(|variable| field_names(variable).iter().any(|name| name == field));
             if !known {
                 return Err(misconfigured(
                     format!("ROUTES.{route}.{}", printable(field)),
@@ -272,7 +273,7 @@ impl Settings<'_> {
     }
 
     /// The secret a route names `name`, blamed on `label`.
-    fn named(&self, label: &str, name: &str) -> Result<Secret, Problem> {
+    pub(super) fn named(&self, label: &str, name: &str) -> Result<Secret, Problem> {
         if !is_secret_name(name) || looks_like_secret(name) {
             let reason = match looks_like_secret(name) {
                 true => "holds a value, not the name of a secret: put the value in a Worker secret (wrangler secret put NAME) and name it here",

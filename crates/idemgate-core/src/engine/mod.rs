@@ -255,7 +255,33 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    pub async fn deliver(&self, delivery: Delivery, policy: &Policy) -> Answer {
+    /// [`Engine::deliver`], only if this object holds no receipt of a
+    /// delivery that arrived ([`Engine::has_arrived`]): else `None`, and
+    /// nothing is stored or sent. Reconciliation's delivery of an event
+    /// the provider lists (SPEC §11, v4).
+    pub async fn deliver_if_absent(&self, delivery: Delivery, policy: &Policy) -> Option<Answer> {
+        match self.has_arrived() {
+            // Storage that cannot be read answers as a delivery would.
+            Ok(true) => None,
+            _ => Some(self.deliver(delivery, policy).await),
+        }
+    }
+
+    /// Whether the key holds a live receipt of a delivery that arrived:
+    /// any but a sync one whose forward failed, which its sender retries
+    /// and reconciliation may forward again.
+    pub fn has_arrived(&self) -> Result<bool, String> {
+        let now = self.backend.now_ms();
+        self.with_receipt(|receipt| {
+            receipt.as_ref().is_some_and(|receipt| {
+                !receipt.is_expired(now)
+                    && !matches!(receipt.state, crate::receipt::ReceiptState::Failed { .. })
+            })
+        })
+    }
+
+    pub async fn deliver(&self, mut delivery: Delivery, policy: &Policy) -> Answer {
+        self.compare_by_event_id(&mut delivery);
         let started = self.backend.now_ms();
         let identity = delivery.identity.clone();
         let mut trace = Trace::default();
@@ -271,6 +297,21 @@ impl<B: Backend> Engine<B> {
         self.backend
             .emit(&event, event.is_logged(policy.log_duplicates));
         answer
+    }
+
+    /// Where the receipt or the delivery came from reconciliation, its
+    /// fingerprint is the provider's event id, which the key is (SPEC §11):
+    /// both are one event, whatever their bytes, and the delivery takes
+    /// the receipt's fingerprint, so it is a duplicate, not a mismatch.
+    fn compare_by_event_id(&self, delivery: &mut Delivery) {
+        let event = Fingerprint::of_event(delivery.identity.key.as_str());
+        let _ = self.with_receipt(|receipt| {
+            if let Some(receipt) = receipt {
+                if receipt.fingerprint == event || delivery.fingerprint == event {
+                    delivery.fingerprint = receipt.fingerprint.clone();
+                }
+            }
+        });
     }
 
     /// Runs `f` on the cached receipt, reading storage the first time.

@@ -88,6 +88,7 @@ pub(super) fn delivery(body: &str) -> Delivery {
             stale: false,
         },
         if_known: false,
+        if_absent: false,
     }
 }
 
@@ -1682,6 +1683,7 @@ fn an_if_known_delivery_goes_on_only_where_a_receipt_is() {
     let policy = policy(InFlightPolicy::Wait);
     let probe = || Delivery {
         if_known: true,
+        if_absent: false,
         ..delivery("a")
     };
     assert!(block_on(engine.deliver_if_known(probe(), &policy)).is_none());

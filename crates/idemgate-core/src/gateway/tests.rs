@@ -72,6 +72,7 @@ fn stored_replay(until: u64) -> Reply {
         },
         replayable_until: Some(until),
         unknown_key: false,
+        already_received: false,
     }
 }
 
@@ -84,6 +85,7 @@ fn unknown_key() -> Reply {
         },
         replayable_until: None,
         unknown_key: true,
+        already_received: false,
     }
 }
 

@@ -282,6 +282,42 @@ pub enum PublicKeyChecked {
     Verified,
 }
 
+/// The delivery a provider's webhook of a reconciled event would have
+/// made (SPEC §11): its key, scope and object derived from `body` through
+/// the route's own key sources, as the live delivery's are, so that both
+/// reach one object; the fingerprint is the event id; the request is a
+/// `POST` of the JSON body to the route's path, marked as reconciliation's.
+/// No sender's signature is checked: the provider's own API, over TLS with
+/// the route's key, gave the body.
+pub fn admit_reconciled(
+    route: &RouteConfig,
+    body: &[u8],
+    event_id: &str,
+    now: u64,
+) -> Result<Delivery, Problem> {
+    let headers = [("content-type".to_string(), "application/json".to_string())];
+    let inbound = Inbound {
+        method: "POST",
+        path: &route.path,
+        normalized_path: &route.path,
+        query: None,
+        headers: &headers,
+        body,
+        now,
+    };
+    let authenticated = Authenticated {
+        route,
+        inbound: &inbound,
+        raw_body_sha256: std::cell::OnceCell::new(),
+    };
+    let mut delivery = admit(&authenticated)?.delivery;
+    delivery.fingerprint = Fingerprint::of_event(event_id);
+    delivery.if_absent = true;
+    delivery.request.body = body.to_vec();
+    delivery.request.source = Some(crate::reconcile::RECONCILIATION.to_string());
+    Ok(delivery)
+}
+
 /// Steps 4 and 5: key, fingerprint and scope. The first failing check
 /// answers; nothing reaches a Durable Object.
 pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
@@ -376,6 +412,7 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
                 stale: false,
             },
             if_known: false,
+            if_absent: false,
         },
         previous,
     })

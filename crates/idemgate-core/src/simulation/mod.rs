@@ -582,6 +582,7 @@ impl Simulation {
                 stale: false,
             },
             if_known: false,
+            if_absent: false,
         };
         if !self.unacknowledged[key].contains(&payload) {
             self.unacknowledged[key].push(payload.clone());

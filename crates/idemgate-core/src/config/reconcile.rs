@@ -1,0 +1,230 @@
+//! A route's `reconcile` table (SPEC §11, v4), checked: every field is
+//! blamed by its own name, and the API key is read by the name of its
+//! secret, never shown.
+
+use super::settings::{misconfigured, printable, Settings};
+use crate::api_origin::parse_api_origin;
+use crate::json::{Json, Member};
+use crate::problem::Problem;
+use crate::reconcile::{ReconcileConfig, Source, TypeFilter};
+use crate::signature::SignatureScheme;
+
+const FIELDS: &[&str] = &[
+    "source",
+    "api_key",
+    "types",
+    "every_seconds",
+    "lookback_seconds",
+    "grace_seconds",
+    "api_base",
+    "endpoint",
+];
+
+/// An hour: what a lookback leaves of the route's retention, so that a
+/// receipt still says its event arrived when the event is last listed.
+const RETENTION_MARGIN_SECONDS: u64 = 3_600;
+
+/// The route's `reconcile`, if it has one.
+pub(super) fn reconcile_config(
+    settings: &Settings,
+    scheme: &SignatureScheme,
+    retention_seconds: u64,
+) -> Result<Option<ReconcileConfig>, Problem> {
+    let Some((route, fields)) = settings.route else {
+        return Ok(None);
+    };
+    let Some((_, table)) = fields.iter().find(|(field, _)| field == "reconcile") else {
+        return Ok(None);
+    };
+    let label = |field: &str| format!("ROUTES.{route}.reconcile.{field}");
+    let Json::Object(table) = table else {
+        return Err(misconfigured(
+            format!("ROUTES.{route}.reconcile"),
+            "must be a table (source, api_key, types, ...)",
+        ));
+    };
+    if let Some((field, _)) = table
+        .iter()
+        .find(|(field, _)| !FIELDS.contains(&field.as_ref()))
+    {
+        return Err(misconfigured(
+            label(&printable(field)),
+            "is not a reconcile setting",
+        ));
+    }
+    let text = |field: &str| -> Result<Option<String>, Problem> {
+        match member(table, field) {
+            None => Ok(None),
+            Some(Json::String(text)) if !text.trim().is_empty() => {
+                Ok(Some(text.trim().to_string()))
+            }
+            Some(_) => Err(misconfigured(label(field), "must be a non-empty string")),
+        }
+    };
+    let number = |field: &str, default: u64, least: u64, most: u64| -> Result<u64, Problem> {
+        let value = match member(table, field) {
+            None => return Ok(default),
+            Some(Json::Number(number)) => number.parse::<u64>().ok(),
+            Some(Json::String(number)) => number.trim().parse::<u64>().ok(),
+            Some(_) => None,
+        };
+        match value {
+            Some(value) if (least..=most).contains(&value) => Ok(value),
+            _ => Err(misconfigured(
+                label(field),
+                format!("must be a whole number from {least} to {most}"),
+            )),
+        }
+    };
+
+    let names = Source::ALL.map(Source::name).join(", ");
+    let source_name = text("source")?
+        .ok_or_else(|| misconfigured(label("source"), format!("is required: one of {names}")))?;
+    let source = Source::parse(&source_name).ok_or_else(|| {
+        misconfigured(
+            label("source"),
+            format!(
+                "unknown source {:?}; one of {names}",
+                printable(&source_name)
+            ),
+        )
+    })?;
+    if scheme.name() != source.scheme() {
+        return Err(misconfigured(
+            label("source"),
+            format!(
+                "{} lists the deliveries of SIGNATURE_SCHEME={}, and this route verifies {}",
+                source.name(),
+                source.scheme(),
+                scheme.name()
+            ),
+        ));
+    }
+    let api_key_name = text("api_key")?.ok_or_else(|| {
+        misconfigured(
+            label("api_key"),
+            "is required: the name of the secret holding the API key",
+        )
+    })?;
+    let api_key = settings.named(&label("api_key"), &api_key_name)?;
+    let types = match member(table, "types") {
+        Some(Json::Array(items)) => {
+            let names = items
+                .iter()
+                .map(|item| match item {
+                    Json::String(name) => Ok(name.to_string()),
+                    _ => Err(misconfigured(label("types"), "is a list of event types")),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            TypeFilter::parse(&names).map_err(|reason| misconfigured(label("types"), reason))?
+        }
+        Some(_) => return Err(misconfigured(label("types"), "is a list of event types")),
+        None => {
+            return Err(misconfigured(
+                label("types"),
+                "is required: the account's API lists every type, also those the endpoint never subscribed to ([\"*\"] for every type)",
+            ))
+        }
+    };
+    let every_seconds = number("every_seconds", 600, 60, 86_400)?;
+    let listed_for = source.listed_for_seconds();
+    let lookback_seconds = number("lookback_seconds", 172_800.min(listed_for), 60, listed_for)?;
+    if lookback_seconds.saturating_add(RETENTION_MARGIN_SECONDS) > retention_seconds {
+        return Err(misconfigured(
+            label("lookback_seconds"),
+            format!(
+                "must be shorter than RETENTION_SECONDS ({retention_seconds}) by at least an hour: an event listed after its receipt expired would be delivered again"
+            ),
+        ));
+    }
+    let grace_seconds = number("grace_seconds", 600, 0, 86_400)?;
+    if grace_seconds >= lookback_seconds {
+        return Err(misconfigured(
+            label("grace_seconds"),
+            "must be shorter than lookback_seconds",
+        ));
+    }
+    let api_base = match text("api_base")? {
+        Some(base) => parse_api_origin(&base).ok_or_else(|| {
+            misconfigured(
+                label("api_base"),
+                "must be an https:// origin (http:// only for 127.0.0.1, [::1] or localhost), without a path",
+            )
+        })?,
+        None => source.default_api_base().to_string(),
+    };
+    let endpoint = match (source, text("endpoint")?) {
+        (Source::Github, Some(hook)) if is_hook_path(&hook) => Some(hook),
+        (Source::Github, _) => {
+            return Err(misconfigured(
+                label("endpoint"),
+                "is required for github: the hook, as repos/OWNER/REPO/hooks/ID, orgs/ORG/hooks/ID or app/hook",
+            ))
+        }
+        (Source::Paddle, Some(destination)) if is_id(&destination) => Some(destination),
+        (Source::Paddle, _) => {
+            return Err(misconfigured(
+                label("endpoint"),
+                "is required for paddle: the notification destination's id (ntfset_...)",
+            ))
+        }
+        (Source::Paypal, Some(webhook)) if is_id(&webhook) => Some(webhook),
+        // PayPal's signing secret is the webhook id.
+        (Source::Paypal, None) => settings
+            .signing_secrets()?
+            .first()
+            .map(|secret| secret.expose().to_string()),
+        (_, Some(_)) => {
+            return Err(misconfigured(
+                label("endpoint"),
+                format!("is not used by {}", source.name()),
+            ))
+        }
+        (_, None) => None,
+    };
+    Ok(Some(ReconcileConfig {
+        source,
+        api_key_name,
+        api_key,
+        types,
+        every_seconds,
+        lookback_seconds,
+        grace_seconds,
+        api_base,
+        endpoint,
+    }))
+}
+
+fn member<'a>(table: &'a [Member<'a>], field: &str) -> Option<&'a Json<'a>> {
+    table
+        .iter()
+        .find(|(name, _)| name == field)
+        .map(|(_, value)| value)
+}
+
+fn is_id(text: &str) -> bool {
+    (1..=128).contains(&text.len())
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"-_".contains(&byte))
+}
+
+/// `repos/OWNER/REPO/hooks/ID`, `orgs/ORG/hooks/ID` or `app/hook`.
+fn is_hook_path(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('/').collect();
+    let numeric = |part: &str| !part.is_empty() && part.bytes().all(|byte| byte.is_ascii_digit());
+    let name = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"-_.".contains(&byte))
+            && part != "."
+            && part != ".."
+    };
+    match parts.as_slice() {
+        ["repos", owner, repo, "hooks", id] => name(owner) && name(repo) && numeric(id),
+        ["orgs", org, "hooks", id] => name(org) && numeric(id),
+        ["app", "hook"] => true,
+        _ => false,
+    }
+}

@@ -1,0 +1,542 @@
+//! One reconciliation run of a route, and what its Durable Object keeps
+//! between runs: the cursor of an unfinished window, the lock, when the
+//! next run is due, and the last runs' records.
+//!
+//! A run lists its window page by page and settles each event of the
+//! route's types: its key's object says whether it has a receipt (or, for
+//! GitHub, GitHub's own record does); one that has none is filled. A run
+//! stops before it could pass its [`Limits`] (a Cron invocation's
+//! subrequests and time), keeping the cursor, and the next run goes on
+//! from it. An API error ends the run; a 429 or a 5xx also backs off.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use super::api::{ApiError, ApiRequest, ApiResponse, ListedEvent, Window};
+use super::{FillBy, ReconcileConfig, Source, KEPT_RUNS};
+use crate::config::RouteConfig;
+use crate::delivery::{Delivery, Identity};
+
+/// What a run may spend: subrequests (API calls and calls to key objects)
+/// and milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub subrequests: u32,
+    pub duration_ms: u64,
+}
+
+/// Within a Cron invocation's 1,000 subrequests and its time, with room
+/// for the invocation's own calls.
+pub const RUN_LIMITS: Limits = Limits {
+    subrequests: 900,
+    duration_ms: 25_000,
+};
+
+/// The most a page can cost: the list request, and per event (at most 100
+/// on every source's page) a call to its key's object and a re-send.
+const PAGE_COST: u32 = 1 + 2 * 100;
+
+/// How long the lock holds if its run never ends (an evicted object).
+pub const LOCK_MS: u64 = 60_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    Schedule,
+    Operator,
+}
+
+/// A run, as the operator API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub trigger: Trigger,
+    /// Milliseconds since the Unix epoch.
+    pub started_at: u64,
+    pub ended_at: u64,
+    /// The creation times listed, Unix seconds.
+    pub window: Window,
+    /// Events of the route's types the API listed in the window.
+    pub listed: u64,
+    /// Of those, the ones whose delivery had arrived.
+    pub already_received: u64,
+    /// Delivered by this run (or re-sent by the provider at its request).
+    pub filled: u64,
+    /// Not filled; the next run tries again.
+    pub failed: u64,
+    /// Listed events of other types, left out.
+    pub other_types: u64,
+    /// Whether the run reached its window's end; if not, the next run
+    /// goes on from the cursor.
+    pub complete: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ApiError>,
+}
+
+/// Where an unfinished window goes on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub window: Window,
+    /// The next page's cursor (`None`: the first page).
+    pub page: Option<String>,
+}
+
+/// What a route's reconciliation object keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteRuns {
+    #[serde(default)]
+    pub cursor: Option<Cursor>,
+    /// Newest first, at most [`KEPT_RUNS`].
+    #[serde(default)]
+    pub runs: VecDeque<RunRecord>,
+    /// A run holds the lock until then (ms).
+    #[serde(default)]
+    pub locked_until: u64,
+    /// When the next scheduled run is due (ms).
+    #[serde(default)]
+    pub next_run_at: u64,
+    /// The current back-off after a 429 or 5xx (ms); 0 when none.
+    #[serde(default)]
+    pub backoff_ms: u64,
+}
+
+/// The shortest and longest back-off after a 429 or a 5xx.
+const BACKOFF_MIN_MS: u64 = 60_000;
+const BACKOFF_MAX_MS: u64 = 3_600_000;
+/// How soon a run that stopped at its limits is followed by the next.
+pub const CONTINUE_AFTER_MS: u64 = 1_000;
+
+impl RouteRuns {
+    /// Whether a scheduled run may start at `now`.
+    pub fn due(&self, now: u64) -> bool {
+        now >= self.next_run_at && now >= self.locked_until
+    }
+
+    pub fn locked(&self, now: u64) -> bool {
+        now < self.locked_until
+    }
+
+    /// Takes the lock for a run starting at `now`.
+    pub fn lock(&mut self, now: u64) {
+        self.locked_until = now.saturating_add(LOCK_MS);
+    }
+
+    /// Records an ended run: keeps its cursor, frees the lock, and sets
+    /// when the next run is due.
+    pub fn finish(
+        &mut self,
+        record: RunRecord,
+        cursor: Option<Cursor>,
+        retry_after_ms: Option<u64>,
+        config: &ReconcileConfig,
+    ) {
+        let now = record.ended_at;
+        self.locked_until = 0;
+        self.cursor = cursor;
+        self.next_run_at = match &record.error {
+            Some(error) if error.backs_off() => {
+                self.backoff_ms = (self.backoff_ms * 2)
+                    .clamp(BACKOFF_MIN_MS, BACKOFF_MAX_MS)
+                    .max(retry_after_ms.unwrap_or(0).min(BACKOFF_MAX_MS));
+                now + self.backoff_ms
+            }
+            _ => {
+                self.backoff_ms = 0;
+                match self.cursor.is_some() && record.error.is_none() {
+                    true => now + CONTINUE_AFTER_MS,
+                    false => record.started_at + config.every_seconds * 1_000,
+                }
+            }
+        };
+        self.runs.push_front(record);
+        self.runs.truncate(KEPT_RUNS);
+    }
+
+    /// The counts of the runs that started in the 24 hours before `now`.
+    pub fn last_day(&self, now: u64) -> DayCounts {
+        let since = now.saturating_sub(86_400_000);
+        self.runs.iter().filter(|run| run.started_at >= since).fold(
+            DayCounts::default(),
+            |mut day, run| {
+                day.runs += 1;
+                day.listed += run.listed;
+                day.already_received += run.already_received;
+                day.filled += run.filled;
+                day.failed += run.failed;
+                day.failed_runs += u64::from(run.error.is_some());
+                day
+            },
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DayCounts {
+    pub runs: u64,
+    pub listed: u64,
+    pub already_received: u64,
+    pub filled: u64,
+    pub failed: u64,
+    pub failed_runs: u64,
+}
+
+/// What the key's object says of a reconciled event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyAnswer {
+    /// It holds a receipt: the delivery arrived.
+    AlreadyReceived,
+    /// It had none, and delivered (accepted, or forwarded and answered 2xx).
+    Filled,
+    /// It had none, and the delivery failed (why, for the log).
+    Failed(String),
+}
+
+/// What a run needs from the world.
+#[allow(async_fn_in_trait)]
+pub trait RunBackend {
+    fn now_ms(&self) -> u64;
+    /// Sends a request to the provider's API; `Err` when no answer came.
+    async fn call_api(&self, request: ApiRequest) -> Result<ApiResponse, String>;
+    /// Hands a reconciled delivery (body in its request) to its key's
+    /// object, which delivers it only if it holds no receipt.
+    async fn deliver(&self, delivery: Delivery) -> Result<KeyAnswer, String>;
+    /// Whether the key's object holds a receipt of a delivery that arrived.
+    async fn has_receipt(&self, identity: &Identity) -> Result<bool, String>;
+    /// A `reconciled` line per filled event, a `reconcile-failed` line per
+    /// failed run; each counted.
+    fn log(&self, line: &ReconcileLine);
+}
+
+/// One log line of reconciliation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReconcileLine {
+    pub event: &'static str,
+    /// `reconciled` or `reconcile-failed`.
+    pub decision: &'static str,
+    pub route: String,
+    pub run_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// How a run ended: its record, the cursor to keep, and how long the API
+/// asked it to wait (`Retry-After`).
+pub struct Ended {
+    pub record: RunRecord,
+    pub cursor: Option<Cursor>,
+    pub retry_after_ms: Option<u64>,
+}
+
+/// Runs one reconciliation of `route` from `cursor` (a new window when
+/// `None`). `id` names the run.
+pub async fn run<B: RunBackend>(
+    backend: &B,
+    route: &RouteConfig,
+    config: &ReconcileConfig,
+    cursor: Option<Cursor>,
+    id: String,
+    trigger: Trigger,
+    limits: Limits,
+) -> Ended {
+    let started_at = backend.now_ms();
+    let mut run = Run {
+        backend,
+        route,
+        config,
+        spent: 0,
+        limits,
+        deadline: started_at.saturating_add(limits.duration_ms),
+        record: RunRecord {
+            id,
+            trigger,
+            started_at,
+            ended_at: started_at,
+            window: match &cursor {
+                Some(cursor) => cursor.window,
+                None => config.window(started_at / 1_000),
+            },
+            listed: 0,
+            already_received: 0,
+            filled: 0,
+            failed: 0,
+            other_types: 0,
+            complete: false,
+            error: None,
+        },
+        retry_after_ms: None,
+    };
+    let page = cursor.and_then(|cursor| cursor.page);
+    let next = run.pages(page).await;
+    let Run {
+        mut record,
+        retry_after_ms,
+        ..
+    } = run;
+    record.ended_at = backend.now_ms();
+    record.complete = next.is_none() && record.error.is_none();
+    if let Some(error) = &record.error {
+        backend.log(&ReconcileLine {
+            event: "reconcile",
+            decision: "reconcile-failed",
+            route: route.name.clone(),
+            run_id: record.id.clone(),
+            event_id: None,
+            event_type: None,
+            status: Some(error.status),
+            problem: Some(error.problem.clone()),
+        });
+    }
+    let cursor = next.map(|page| Cursor {
+        window: record.window,
+        page,
+    });
+    Ended {
+        record,
+        cursor,
+        retry_after_ms,
+    }
+}
+
+struct Run<'a, B> {
+    backend: &'a B,
+    route: &'a RouteConfig,
+    config: &'a ReconcileConfig,
+    spent: u32,
+    limits: Limits,
+    deadline: u64,
+    record: RunRecord,
+    retry_after_ms: Option<u64>,
+}
+
+impl<B: RunBackend> Run<'_, B> {
+    /// Lists from `page` on; answers where the next run goes on: `None`
+    /// when the window is done, `Some(page)` when it is not (the first
+    /// page when `Some(None)`).
+    async fn pages(&mut self, mut page: Option<String>) -> Option<Option<String>> {
+        let api = self.config.api();
+        let token = match api.token_request() {
+            Some(request) => match self.call(request).await {
+                Ok(response) => match api.read_token(&response) {
+                    Ok(token) => Some(token),
+                    Err(error) => return self.fail(error, page),
+                },
+                Err(error) => return self.fail(error, page),
+            },
+            None => None,
+        };
+        loop {
+            if !self.can_spend(PAGE_COST) {
+                return Some(page);
+            }
+            let request = api.list(self.record.window, page.as_deref(), token.as_deref());
+            let response = match self.call(request).await {
+                Ok(response) if response.status == 200 => response,
+                Ok(response) => return self.fail(api.error(&response), page),
+                Err(error) => return self.fail(error, page),
+            };
+            let listed = match api.read_page(self.record.window, &response) {
+                Ok(listed) => listed,
+                Err(error) => return self.fail(error, page),
+            };
+            for event in listed.events {
+                if !self.config.types.matches(&event.event_type) {
+                    self.record.other_types += 1;
+                    continue;
+                }
+                self.record.listed += 1;
+                match self.settle(&event, token.as_deref()).await {
+                    Ok(()) => {}
+                    // The API refused a re-send: the run ends there; the
+                    // page is listed again by the next, whose events that
+                    // were settled are then already received.
+                    Err(error) => return self.fail(error, page),
+                }
+            }
+            match listed.next {
+                Some(next) => page = Some(next),
+                None => return None,
+            }
+        }
+    }
+
+    fn can_spend(&self, cost: u32) -> bool {
+        self.spent.saturating_add(cost) <= self.limits.subrequests
+            && self.backend.now_ms() < self.deadline
+    }
+
+    async fn call(&mut self, request: ApiRequest) -> Result<ApiResponse, ApiError> {
+        self.spent += 1;
+        let response = self.backend.call_api(request).await.map_err(|_| ApiError {
+            status: 0,
+            problem: "the API could not be reached".into(),
+        })?;
+        if response.status == 429 || response.status >= 500 {
+            self.retry_after_ms = response
+                .header("retry-after")
+                .and_then(|seconds| seconds.trim().parse::<u64>().ok())
+                .map(|seconds| seconds.saturating_mul(1_000));
+        }
+        Ok(response)
+    }
+
+    fn fail(&mut self, error: ApiError, page: Option<String>) -> Option<Option<String>> {
+        self.record.error = Some(error);
+        Some(page)
+    }
+
+    /// Settles one event of the route's types. An `Err` is the API's
+    /// refusal of a re-send, which ends the run.
+    async fn settle(&mut self, event: &ListedEvent, token: Option<&str>) -> Result<(), ApiError> {
+        let arrived = match (self.config.source, self.config.source.fills_by()) {
+            (Source::Github, _) => Ok(event.delivered_per_provider == Some(true)),
+            (_, FillBy::Delivering) => return self.deliver(event).await,
+            (_, FillBy::AskingTheProvider) => match self.identity(event) {
+                Ok(delivery) => {
+                    self.spent += 1;
+                    self.backend
+                        .has_receipt(&delivery.identity)
+                        .await
+                        .map_err(|message| format!("its key's object could not say: {message}"))
+                }
+                Err(reason) => Err(reason),
+            },
+        };
+        match arrived {
+            Ok(true) => {
+                self.record.already_received += 1;
+                Ok(())
+            }
+            Ok(false) => self.resend(event, token).await,
+            Err(reason) => {
+                self.failed(event, reason);
+                Ok(())
+            }
+        }
+    }
+
+    async fn deliver(&mut self, event: &ListedEvent) -> Result<(), ApiError> {
+        let delivery = match self.identity(event) {
+            Ok(delivery) => delivery,
+            Err(reason) => {
+                self.failed(event, reason);
+                return Ok(());
+            }
+        };
+        self.spent += 1;
+        match self.backend.deliver(delivery).await {
+            Ok(KeyAnswer::AlreadyReceived) => self.record.already_received += 1,
+            Ok(KeyAnswer::Filled) => self.filled(event),
+            Ok(KeyAnswer::Failed(reason)) => self.failed(event, reason),
+            Err(message) => self.failed(event, format!("its key's object failed: {message}")),
+        }
+        Ok(())
+    }
+
+    async fn resend(&mut self, event: &ListedEvent, token: Option<&str>) -> Result<(), ApiError> {
+        let api = self.config.api();
+        let Some(request) = api.resend(event, token) else {
+            self.failed(event, "the provider cannot re-send it".into());
+            return Ok(());
+        };
+        let response = self.call(request).await?;
+        match api.read_resend(&response) {
+            Ok(()) => {
+                self.filled(event);
+                Ok(())
+            }
+            // One event's refusal (gone, or not re-sendable) fails it
+            // alone; the API's own trouble ends the run.
+            Err(error) if matches!(error.status, 400 | 404 | 409 | 422) => {
+                self.failed(event, error.problem);
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The delivery the live webhook of `event` would have made: its key
+    /// derived through the route's own key sources, which must find the
+    /// provider's event id (the key both sides share).
+    fn identity(&self, event: &ListedEvent) -> Result<Delivery, String> {
+        let now = self.backend.now_ms() / 1_000;
+        let delivery =
+            crate::pipeline::admit_reconciled(self.route, &event.body, &event.id, now)
+                .map_err(|problem| format!("its key could not be derived: {}", problem.detail()))?;
+        if delivery.identity.key.as_str() != event.id {
+            return Err(format!(
+                "the route's key sources do not find its event id (they read {}): a live delivery of it would have another key",
+                self.route.key_sources.iter().map(|source| source.label()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        Ok(delivery)
+    }
+
+    fn filled(&mut self, event: &ListedEvent) {
+        self.record.filled += 1;
+        self.backend.log(&ReconcileLine {
+            event: "reconcile",
+            decision: "reconciled",
+            route: self.route.name.clone(),
+            run_id: self.record.id.clone(),
+            event_id: Some(event.id.clone()),
+            event_type: Some(event.event_type.clone()),
+            status: None,
+            problem: None,
+        });
+    }
+
+    fn failed(&mut self, event: &ListedEvent, reason: String) {
+        self.record.failed += 1;
+        self.backend.log(&ReconcileLine {
+            event: "reconcile",
+            decision: "reconcile-event-failed",
+            route: self.route.name.clone(),
+            run_id: self.record.id.clone(),
+            event_id: Some(event.id.clone()),
+            event_type: Some(event.event_type.clone()),
+            status: None,
+            problem: Some(reason),
+        });
+    }
+}
+
+/// What a route's reconciliation object is asked, over RPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReconcileCall {
+    /// The Cron Trigger: run if a run is due and none is running.
+    Tick,
+    /// The operator: run now, unless one is running.
+    RunNow,
+    /// The operator: the last runs and the cursor.
+    Status,
+}
+
+impl RouteRuns {
+    /// What `GET /__idemgate/reconcile?route=R` answers (SPEC §11).
+    pub fn view(&self, route: &str, now: u64) -> serde_json::Value {
+        serde_json::json!({
+            "route": route,
+            "running": self.locked(now),
+            "cursor": self.cursor,
+            "next_run_at": self.next_run_at,
+            "last_day": self.last_day(now),
+            "runs": self.runs,
+        })
+    }
+
+    /// A route's line in the summary: its last run and the last day's counts.
+    pub fn summary(&self, now: u64) -> serde_json::Value {
+        serde_json::json!({
+            "last_run": self.runs.front(),
+            "last_day": self.last_day(now),
+        })
+    }
+}

@@ -1,0 +1,71 @@
+//! A route's reconciliation object, as the operator API and the Cron
+//! Trigger reach it: one RPC call to the `ReconcileObject` named for the
+//! route.
+
+use wasm_bindgen::prelude::*;
+use worker::js_sys::Promise;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::Env;
+
+use idemgate_core::reconcile::run::ReconcileCall;
+
+use crate::env::config_from_env;
+use crate::reconcile_object::RECONCILE_OBJECT_BINDING;
+use crate::stats;
+
+#[wasm_bindgen]
+extern "C" {
+    /// A stub of `ReconcileObject`, seen through the RPC method it exports.
+    #[wasm_bindgen(extends = worker::js_sys::Object)]
+    type ReconcileObjectStub;
+
+    #[wasm_bindgen(method, catch)]
+    fn call(this: &ReconcileObjectStub, route: &str, line: &str) -> Result<Promise, JsValue>;
+}
+
+/// The object's answer: a status and a JSON body.
+pub struct Answer {
+    pub status: u16,
+    pub body: serde_json::Value,
+}
+
+/// Sends `call` to `route`'s object. An error is an object that could not
+/// be reached or did not answer.
+pub async fn call(env: &Env, route: &str, call: ReconcileCall) -> Result<Answer, String> {
+    stats::record(|stats| stats.object_requests += 1);
+    let stub: ReconcileObjectStub = env
+        .durable_object(RECONCILE_OBJECT_BINDING)
+        .and_then(|namespace| namespace.get_by_name(&format!("reconcile:{route}")))
+        .map_err(|error| error.to_string())?
+        .into_rpc();
+    let line = serde_json::to_string(&call).expect("a call serializes");
+    let promise = stub
+        .call(route, &line)
+        .map_err(|error| worker::Error::from(error).to_string())?;
+    let reply = JsFuture::from(promise)
+        .await
+        .map_err(|error| worker::Error::from(error).to_string())?
+        .as_string()
+        .ok_or_else(|| "the reconciliation object answered no line".to_string())?;
+    let mut reply: serde_json::Value =
+        serde_json::from_str(&reply).map_err(|error| error.to_string())?;
+    Ok(Answer {
+        status: reply["status"].as_u64().unwrap_or(500) as u16,
+        body: reply["body"].take(),
+    })
+}
+
+/// The Cron Trigger: each reconciled route's object, told the time has
+/// come; each runs only if a run is due and none is running. A route
+/// whose object cannot be reached is tried again on the next tick.
+pub async fn tick_all(env: &Env) {
+    let Ok(config) = config_from_env(env) else {
+        return;
+    };
+    let routes = config
+        .routes
+        .iter()
+        .filter(|route| route.reconcile.is_some())
+        .map(|route| call(env, &route.name, ReconcileCall::Tick));
+    futures::future::join_all(routes).await;
+}

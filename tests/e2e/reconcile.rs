@@ -1,0 +1,318 @@
+//! Reconciliation (SPEC §11, v4): what the provider lists and never
+//! delivered reaches the origin once, marked and signed as
+//! reconciliation's; a live delivery and a reconciled one of the same
+//! event are one delivery whichever comes first; the API's errors end a
+//! run without ever showing its key. The providers' APIs are local fakes
+//! (support/provider_api.rs); the gateway, its objects and the origin are
+//! real.
+
+use serde_json::{json, Value};
+
+use crate::senders::{now, stripe_signature};
+use crate::support::provider_api::ProviderApi;
+use crate::support::{client, Gateway, Reply};
+use crate::{World, ADMIN_TOKEN, FORWARD_SECRET};
+
+const STRIPE_SECRET: &str = "whsec_reconcile_stripe";
+const GITHUB_SECRET: &str = "github-reconcile-secret";
+/// The API key: it must never appear in an answer or a log line.
+const API_KEY: &str = "rk_test_51ReconcileKey0000SecretPart";
+
+fn stripe_event(id: &str, event_type: &str, created: u64) -> Value {
+    json!({
+        "id": id, "object": "event", "api_version": "2024-06-20", "created": created,
+        "type": event_type, "livemode": false, "pending_webhooks": 1,
+        "request": {"id": null, "idempotency_key": null},
+        "data": {"object": {"id": format!("pi_{id}"), "object": "payment_intent", "amount": 1000}}
+    })
+}
+
+/// A gateway whose routes are under `/<tag>/`: each test's forwards are
+/// its own at the shared origin.
+async fn start(world: &World, api: &ProviderApi, delivery: &str, tag: &str) -> Gateway {
+    let origin = world.origin.url();
+    let routes = json!({
+        "stripe": {
+            "path": format!("/{tag}/stripe"), "signature": "stripe", "signing_secret": "RC_STRIPE_SECRET",
+            "delivery": delivery,
+            "reconcile": {
+                "source": "stripe", "api_key": "RC_STRIPE_API_KEY",
+                "types": ["payment_intent.*"], "every_seconds": 600,
+                "lookback_seconds": 3600, "grace_seconds": 0, "api_base": api.url()
+            }
+        },
+        "github": {
+            "path": format!("/{tag}/github"), "signature": "github", "signing_secret": "RC_GITHUB_SECRET",
+            "reconcile": {
+                "source": "github", "api_key": "RC_GITHUB_TOKEN", "types": ["*"],
+                "endpoint": "repos/acme/payments/hooks/7", "grace_seconds": 0,
+                "lookback_seconds": 3600, "api_base": api.url()
+            }
+        }
+    })
+    .to_string();
+    Gateway::start(&[
+        ("ROUTES", &routes),
+        ("ORIGIN_URL", &origin),
+        ("FORWARD_SECRET", FORWARD_SECRET),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+        ("RC_STRIPE_SECRET", STRIPE_SECRET),
+        ("RC_STRIPE_API_KEY", API_KEY),
+        ("RC_GITHUB_SECRET", GITHUB_SECRET),
+        ("RC_GITHUB_TOKEN", API_KEY),
+    ])
+    .await
+}
+
+async fn reconcile(gateway: &Gateway, method: reqwest::Method, route: &str) -> Reply {
+    let response = client()
+        .request(method, gateway.url("/__idemgate/reconcile"))
+        .query(&[("route", route)])
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    Reply::read(response).await
+}
+
+async fn send_stripe(gateway: &Gateway, tag: &str, body: &str) -> Reply {
+    let response = client()
+        .post(gateway.url(&format!("/{tag}/stripe/events")))
+        .header("content-type", "application/json")
+        .header(
+            "stripe-signature",
+            stripe_signature(STRIPE_SECRET, now(), body),
+        )
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    Reply::read(response).await
+}
+
+fn counts(run: &Value) -> [u64; 4] {
+    ["listed", "already_received", "filled", "failed"].map(|name| run[name].as_u64().unwrap())
+}
+
+/// The gap: an event Stripe lists and never delivered is delivered once,
+/// marked `Idempotency-Source: reconciliation` and signed so; one that
+/// arrived is not delivered again; another type is left out; the late
+/// live delivery of the reconciled event is replayed, not forwarded and
+/// not 422, although its bytes differ; a second run fills nothing.
+pub async fn a_stripe_event_never_delivered_reaches_the_origin_once(world: &'static World) {
+    let api = ProviderApi::start(API_KEY).await;
+    let gateway = start(world, &api, "sync", "rc1").await;
+    let t = now() - 60;
+    let arrived = stripe_event("evt_rc_arrived", "payment_intent.succeeded", t);
+    let missed = stripe_event("evt_rc_missed", "payment_intent.succeeded", t + 1);
+    let other = stripe_event("evt_rc_other", "customer.created", t + 2);
+    for event in [&arrived, &missed, &other] {
+        api.add_stripe_event(event.clone());
+    }
+    assert_eq!(
+        send_stripe(&gateway, "rc1", &arrived.to_string())
+            .await
+            .status,
+        201
+    );
+
+    let run = reconcile(&gateway, reqwest::Method::POST, "stripe").await;
+    assert_eq!(run.status, 200, "{}", run.json());
+    let run = run.json();
+    assert_eq!(counts(&run), [2, 1, 1, 0], "{run}");
+    assert_eq!(run["other_types"], 1);
+    assert_eq!(run["complete"], true);
+
+    let forwards = world.origin.received("/rc1/stripe");
+    let reconciled: Vec<_> = forwards
+        .iter()
+        .filter(|forward| forward.body.as_ref() == missed.to_string().as_bytes())
+        .collect();
+    assert_eq!(
+        reconciled.len(),
+        1,
+        "the missed event reached the origin once"
+    );
+    let forward = reconciled[0];
+    assert_eq!(forward.header("idempotency-source"), Some("reconciliation"));
+    assert_eq!(forward.header("idempotency-key"), Some("\"evt_rc_missed\""));
+    let verified = forward
+        .verify(FORWARD_SECRET)
+        .expect("the forward verifies");
+    assert_eq!(verified.key, "evt_rc_missed");
+    assert!(forward.header("idempotency-signature-v2").is_some());
+    assert_eq!(
+        forwards.len(),
+        2,
+        "the arrived event was not forwarded again"
+    );
+
+    // Stripe's own late delivery of the same event: other bytes.
+    let mut late = missed.clone();
+    late["pending_webhooks"] = json!(0);
+    let replay = send_stripe(&gateway, "rc1", &late.to_string()).await;
+    assert_eq!(replay.status, 201, "answered from the reconciled receipt");
+    assert!(replay.replayed());
+    assert_eq!(world.origin.received("/rc1/stripe").len(), 2);
+
+    let again = reconcile(&gateway, reqwest::Method::POST, "stripe")
+        .await
+        .json();
+    assert_eq!(counts(&again), [2, 2, 0, 0], "{again}");
+    let listing = reconcile(&gateway, reqwest::Method::GET, "stripe").await;
+    assert_eq!(listing.status, 200);
+    let listing = listing.json();
+    assert_eq!(listing["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(listing["last_day"]["filled"], 1);
+    assert!(api
+        .requests()
+        .iter()
+        .all(|(_, target)| target.contains("created[gte]=")));
+}
+
+/// A live delivery that comes while the run is listing, and a run over a
+/// receipt whose forward failed: the run forwards what failed, and never
+/// what arrived.
+pub async fn a_failed_live_forward_is_forwarded_by_the_run(world: &'static World) {
+    let api = ProviderApi::start(API_KEY).await;
+    let gateway = start(world, &api, "sync", "rc2").await;
+    world.origin.fail("/rc2/stripe/", true);
+    let event = stripe_event("evt_rc_failed_live", "payment_intent.created", now() - 30);
+    api.add_stripe_event(event.clone());
+    assert_eq!(
+        send_stripe(&gateway, "rc2", &event.to_string())
+            .await
+            .status,
+        503
+    );
+    world.origin.fail("/rc2/stripe/", false);
+    let run = reconcile(&gateway, reqwest::Method::POST, "stripe")
+        .await
+        .json();
+    assert_eq!(counts(&run), [1, 0, 1, 0], "{run}");
+    let epochs = world.origin.rising_epochs("/rc2/stripe");
+    assert_eq!(
+        epochs.len(),
+        2,
+        "the failed forward and the run's, at a higher epoch"
+    );
+}
+
+/// The API's errors: a wrong key (401) and a rate limit (429) end the run
+/// with the status and Stripe's message, never the key; a 429 backs off;
+/// the next run after the API recovers goes on. The Cron Trigger starts a
+/// run of a route that is due.
+pub async fn the_apis_errors_end_a_run_and_never_show_its_key(world: &'static World) {
+    let api = ProviderApi::start("rk_test_another_key").await;
+    let gateway = start(world, &api, "async", "rc3").await;
+    api.add_stripe_event(stripe_event(
+        "evt_rc_err",
+        "payment_intent.succeeded",
+        now() - 10,
+    ));
+    let refused = reconcile(&gateway, reqwest::Method::POST, "stripe").await;
+    let refused_text = String::from_utf8_lossy(&refused.body).to_string();
+    let run = refused.json();
+    assert_eq!(run["error"]["status"], 401, "{run}");
+    assert_eq!(counts(&run), [0, 0, 0, 0]);
+    assert!(!refused_text.contains(API_KEY));
+
+    let api_ok = ProviderApi::start(API_KEY).await;
+    let gateway = start(world, &api_ok, "async", "rc3").await;
+    api_ok.add_stripe_event(stripe_event(
+        "evt_rc_limited",
+        "payment_intent.succeeded",
+        now() - 10,
+    ));
+    api_ok.fail_next(&[429]);
+    let limited = reconcile(&gateway, reqwest::Method::POST, "stripe")
+        .await
+        .json();
+    assert_eq!(limited["error"]["status"], 429, "{limited}");
+    let status = reconcile(&gateway, reqwest::Method::GET, "stripe")
+        .await
+        .json();
+    let backoff = status["next_run_at"].as_u64().unwrap() - limited["ended_at"].as_u64().unwrap();
+    assert!(
+        backoff >= 60_000,
+        "a 429 backs off a minute at least: {backoff} ms"
+    );
+
+    // The Cron Trigger ticks the route, which is not due yet: no run.
+    let tick = client()
+        .get(gateway.url("/__scheduled"))
+        .send()
+        .await
+        .unwrap();
+    assert!(tick.status().is_success());
+    let status = reconcile(&gateway, reqwest::Method::GET, "stripe")
+        .await
+        .json();
+    assert_eq!(status["runs"].as_array().unwrap().len(), 1);
+
+    // The operator starts one now: the async route accepts the event.
+    let run = reconcile(&gateway, reqwest::Method::POST, "stripe")
+        .await
+        .json();
+    assert_eq!(counts(&run), [1, 0, 1, 0], "{run}");
+    crate::support::eventually(10, "the accepted event was delivered", || async {
+        world
+            .origin
+            .received("/rc3/stripe")
+            .iter()
+            .any(|forward| forward.header("idempotency-key") == Some("\"evt_rc_limited\""))
+    })
+    .await;
+    // Log lines reach wrangler's output a moment after the run answers.
+    crate::support::eventually(
+        10,
+        "the failed run and the filled event are logged",
+        || async {
+            let log = gateway.log();
+            log.contains("\"reconcile-failed\"") && log.contains("\"reconciled\"")
+        },
+    )
+    .await;
+    assert!(!gateway.log().contains(API_KEY), "the key is never logged");
+    let summary = crate::support::read_summary(&gateway, ADMIN_TOKEN).await;
+    let route = summary["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|route| route["route"] == "stripe")
+        .unwrap()
+        .clone();
+    assert_eq!(route["reconcile"]["last_day"]["filled"], 1, "{route}");
+    assert_eq!(route["reconcile"]["last_day"]["failed_runs"], 1, "{route}");
+}
+
+/// GitHub: the hook's deliveries say which event never got a 2xx; the run
+/// asks GitHub to redeliver it, and the redelivery comes through the
+/// route, signed, and reaches the origin once.
+pub async fn a_github_delivery_that_failed_is_redelivered_through_the_route(world: &'static World) {
+    let api = ProviderApi::start(API_KEY).await;
+    let gateway = start(world, &api, "sync", "rc4").await;
+    api.github_hook(GITHUB_SECRET, &gateway.url("/rc4/github/hook"));
+    let at = idemgate_core::reconcile::api::rfc3339(now() - 120);
+    let body_ok = r#"{"action":null,"ref":"refs/heads/main","after":"aaa"}"#;
+    let body_lost = r#"{"action":null,"ref":"refs/heads/main","after":"bbb"}"#;
+    api.add_github_delivery("guid-ok", "push", body_ok, 200, &at);
+    api.add_github_delivery("guid-lost", "push", body_lost, 0, &at);
+    let run = reconcile(&gateway, reqwest::Method::POST, "github")
+        .await
+        .json();
+    assert_eq!(counts(&run), [2, 1, 1, 0], "{run}");
+    crate::support::eventually(10, "the redelivery reached the origin", || async {
+        world
+            .origin
+            .received("/rc4/github")
+            .iter()
+            .any(|forward| forward.body.as_ref() == body_lost.as_bytes())
+    })
+    .await;
+    let again = reconcile(&gateway, reqwest::Method::POST, "github")
+        .await
+        .json();
+    assert_eq!(counts(&again), [2, 2, 0, 0], "{again}");
+    assert_eq!(world.origin.received("/rc4/github").len(), 1);
+}

@@ -1,0 +1,330 @@
+//! Local fakes of the providers' events APIs, which no test can reach:
+//! each follows its provider's API reference (named on each handler) in
+//! what reconciliation meets: authentication, page sizes, cursors,
+//! newest-first order, time and type filters, and 401, 429 and 5xx
+//! answers. What the fake is told to fail next, it fails.
+//!
+//! GitHub's fake re-sends a delivery when asked, as GitHub does: a signed
+//! POST to the webhook's URL (the gateway's route), recorded as a new
+//! delivery of the same `guid`.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+#[derive(Default)]
+struct Fake {
+    /// The bearer credential the API takes.
+    key: String,
+    /// Stripe's events, in creation order.
+    stripe: Vec<Value>,
+    /// GitHub's deliveries of the hook, in delivery order.
+    github: Vec<Value>,
+    /// The body of each GitHub event (`guid`), as first delivered.
+    github_bodies: Vec<(String, String)>,
+    github_secret: String,
+    /// Where GitHub's hook delivers.
+    webhook_url: String,
+    /// Statuses the next requests answer, first first.
+    fail_next: Vec<u16>,
+    /// Every request: method, path and query.
+    requests: Vec<(String, String)>,
+}
+
+#[derive(Clone)]
+pub struct ProviderApi {
+    addr: SocketAddr,
+    fake: Arc<Mutex<Fake>>,
+}
+
+impl ProviderApi {
+    pub async fn start(key: &str) -> ProviderApi {
+        let fake = Arc::new(Mutex::new(Fake {
+            key: key.to_string(),
+            ..Fake::default()
+        }));
+        let app = Router::new()
+            .route("/v1/events", get(stripe_events))
+            .route(
+                "/repos/{owner}/{repo}/hooks/{hook}/deliveries",
+                get(github_deliveries),
+            )
+            .route(
+                "/repos/{owner}/{repo}/hooks/{hook}/deliveries/{id}/attempts",
+                post(github_redeliver),
+            )
+            .with_state(fake.clone());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        ProviderApi { addr, fake }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.addr.port())
+    }
+
+    /// A Stripe event as the API renders it (https://docs.stripe.com/api/events/object).
+    pub fn add_stripe_event(&self, event: Value) {
+        self.fake.lock().unwrap().stripe.push(event);
+    }
+
+    /// The next `statuses.len()` requests answer these statuses.
+    pub fn fail_next(&self, statuses: &[u16]) {
+        self.fake.lock().unwrap().fail_next = statuses.to_vec();
+    }
+
+    pub fn requests(&self) -> Vec<(String, String)> {
+        self.fake.lock().unwrap().requests.clone()
+    }
+
+    /// GitHub's hook: its secret and where it delivers.
+    pub fn github_hook(&self, secret: &str, webhook_url: &str) {
+        let mut fake = self.fake.lock().unwrap();
+        fake.github_secret = secret.to_string();
+        fake.webhook_url = webhook_url.to_string();
+    }
+
+    /// A GitHub delivery GitHub recorded: `status_code` is what the
+    /// webhook answered (0: no connection).
+    pub fn add_github_delivery(
+        &self,
+        guid: &str,
+        event: &str,
+        body: &str,
+        status_code: u16,
+        delivered_at: &str,
+    ) {
+        let mut fake = self.fake.lock().unwrap();
+        let id = fake.github.len() as u64 + 1;
+        fake.github.push(json!({
+            "id": id, "guid": guid, "delivered_at": delivered_at, "redelivery": false,
+            "duration": 0.1, "status": if status_code == 0 { "failed to connect".to_string() } else { status_code.to_string() },
+            "status_code": status_code, "event": event, "action": null,
+            "installation_id": null, "repository_id": 1
+        }));
+        if !fake.github_bodies.iter().any(|(known, _)| known == guid) {
+            fake.github_bodies
+                .push((guid.to_string(), body.to_string()));
+        }
+    }
+}
+
+/// The fake's own checks, in the order a provider makes them: a failure
+/// it was told to give, then the credential.
+fn gate(
+    fake: &Arc<Mutex<Fake>>,
+    headers: &HeaderMap,
+    method: &str,
+    target: String,
+    unauthorized: Value,
+) -> Option<Response> {
+    let mut fake = fake.lock().unwrap();
+    fake.requests.push((method.to_string(), target));
+    if !fake.fail_next.is_empty() {
+        let status = fake.fail_next.remove(0);
+        let body = match status {
+            429 => {
+                json!({"error": {"type": "rate_limit_error", "message": "Too many requests hit the API too quickly."}})
+            }
+            _ => json!({"error": {"type": "api_error", "message": "An unknown error occurred."}}),
+        };
+        return Some((StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response());
+    }
+    let expected = format!("Bearer {}", fake.key);
+    let presented = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok());
+    (presented != Some(expected.as_str()))
+        .then(|| (StatusCode::UNAUTHORIZED, axum::Json(unauthorized)).into_response())
+}
+
+/// https://docs.stripe.com/api/events/list: `limit` 1 to 100 (default
+/// 10), `starting_after` an event id, `created[gte|lte]`, `types[]` (up to
+/// 20 exact names), newest first, `has_more`.
+async fn stripe_events(
+    State(fake): State<Arc<Mutex<Fake>>>,
+    headers: HeaderMap,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Response {
+    let target = format!(
+        "/v1/events?{}",
+        query
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("&")
+    );
+    let unauthorized = json!({"error": {"type": "invalid_request_error", "message": "Invalid API Key provided: rk_****"}});
+    if let Some(refused) = gate(&fake, &headers, "GET", target, unauthorized) {
+        return refused;
+    }
+    let value = |name: &str| {
+        query
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+    };
+    let limit: usize = value("limit").map_or(10, |limit| limit.parse().unwrap());
+    if !(1..=100).contains(&limit) {
+        let error = json!({"error": {"type": "invalid_request_error", "message": "This value must be less than or equal to 100."}});
+        return (StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
+    }
+    let types: Vec<String> = query
+        .iter()
+        .filter(|(key, _)| key == "types[]")
+        .map(|(_, value)| value.clone())
+        .collect();
+    let gte: Option<u64> = value("created[gte]").map(|at| at.parse().unwrap());
+    let lte: Option<u64> = value("created[lte]").map(|at| at.parse().unwrap());
+    let fake = fake.lock().unwrap();
+    let mut events: Vec<&Value> = fake
+        .stripe
+        .iter()
+        .filter(|event| {
+            let created = event["created"].as_u64().unwrap();
+            gte.is_none_or(|gte| created >= gte)
+                && lte.is_none_or(|lte| created <= lte)
+                && (types.is_empty() || types.iter().any(|name| event["type"] == name.as_str()))
+        })
+        .collect();
+    // Newest first; of one second, the later created first.
+    events.reverse();
+    events.sort_by_key(|event| std::cmp::Reverse(event["created"].as_u64().unwrap()));
+    if let Some(after) = value("starting_after") {
+        let at = events
+            .iter()
+            .position(|event| event["id"] == after.as_str())
+            .map_or(events.len(), |at| at + 1);
+        events.drain(..at);
+    }
+    let has_more = events.len() > limit;
+    events.truncate(limit);
+    axum::Json(json!({"object": "list", "url": "/v1/events", "has_more": has_more, "data": events}))
+        .into_response()
+}
+
+/// https://docs.github.com/en/rest/repos/webhooks#list-deliveries-for-a-repository-webhook:
+/// `per_page` up to 100 (default 30), `cursor`, newest first, the next
+/// page in `Link`.
+async fn github_deliveries(
+    State(fake): State<Arc<Mutex<Fake>>>,
+    Path((owner, repo, hook)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Response {
+    let path = format!("/repos/{owner}/{repo}/hooks/{hook}/deliveries");
+    let unauthorized =
+        json!({"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"});
+    if let Some(refused) = gate(&fake, &headers, "GET", path.clone(), unauthorized) {
+        return refused;
+    }
+    let value = |name: &str| {
+        query
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+    };
+    let per_page: usize = value("per_page").map_or(30, |n| n.parse::<usize>().unwrap().min(100));
+    let from: usize = value("cursor").map_or(0, |cursor| {
+        cursor.trim_start_matches("v1_").parse().unwrap()
+    });
+    let fake = fake.lock().unwrap();
+    let newest_first: Vec<&Value> = fake.github.iter().rev().collect();
+    let page: Vec<&Value> = newest_first
+        .iter()
+        .skip(from)
+        .take(per_page)
+        .copied()
+        .collect();
+    let mut response = axum::Json(json!(page)).into_response();
+    if from + per_page < newest_first.len() {
+        let host = headers
+            .get("host")
+            .and_then(|host| host.to_str().ok())
+            .unwrap_or("127.0.0.1");
+        let next = format!(
+            "<http://{host}{path}?per_page={per_page}&cursor=v1_{}>; rel=\"next\"",
+            from + per_page
+        );
+        response.headers_mut().insert("link", next.parse().unwrap());
+    }
+    response
+}
+
+/// https://docs.github.com/en/rest/repos/webhooks#redeliver-a-delivery-for-a-repository-webhook:
+/// 202, and the delivery goes out again, signed, with its `guid`.
+async fn github_redeliver(
+    State(fake): State<Arc<Mutex<Fake>>>,
+    Path((owner, repo, hook, id)): Path<(String, String, String, u64)>,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/repos/{owner}/{repo}/hooks/{hook}/deliveries/{id}/attempts");
+    let unauthorized = json!({"message": "Bad credentials"});
+    if let Some(refused) = gate(&fake, &headers, "POST", path, unauthorized) {
+        return refused;
+    }
+    let (guid, event, body, secret, url) = {
+        let fake = fake.lock().unwrap();
+        let Some(delivery) = fake.github.iter().find(|delivery| delivery["id"] == id) else {
+            return (
+                StatusCode::NOT_FOUND,
+                axum::Json(json!({"message": "Not Found"})),
+            )
+                .into_response();
+        };
+        let guid = delivery["guid"].as_str().unwrap().to_string();
+        let body = fake
+            .github_bodies
+            .iter()
+            .find(|(known, _)| *known == guid)
+            .unwrap()
+            .1
+            .clone();
+        (
+            guid,
+            delivery["event"].as_str().unwrap().to_string(),
+            body,
+            fake.github_secret.clone(),
+            fake.webhook_url.clone(),
+        )
+    };
+    let fake = fake.clone();
+    tokio::spawn(async move {
+        use hmac::{Hmac, Mac};
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(body.as_bytes());
+        let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+        let answer = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("x-github-delivery", &guid)
+            .header("x-github-event", &event)
+            .header("x-hub-signature-256", signature)
+            .body(body.clone())
+            .send()
+            .await;
+        let status = answer.map_or(0, |answer| answer.status().as_u16());
+        let mut fake = fake.lock().unwrap();
+        let id = fake.github.len() as u64 + 1;
+        fake.github.push(json!({
+            "id": id, "guid": guid, "delivered_at": rfc3339_now(), "redelivery": true,
+            "status": status.to_string(), "status_code": status, "event": event, "action": null
+        }));
+    });
+    (StatusCode::ACCEPTED, axum::Json(json!({}))).into_response()
+}
+
+fn rfc3339_now() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    idemgate_core::reconcile::api::rfc3339(now.as_secs())
+}
