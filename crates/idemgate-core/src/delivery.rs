@@ -46,6 +46,17 @@ pub struct DeliveryRequest {
     /// Kept out of the JSON: the body travels, and is stored, beside it.
     #[serde(skip)]
     pub body: Vec<u8>,
+    /// Forwarded as `Idempotency-Source` (`reconciliation` on a forward
+    /// that idemgate's reconciliation made); `None` on a live delivery.
+    /// Absent from the JSON when `None`, so that an async request stored
+    /// before the field existed reads as a live one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Forwarded as `Idempotency-Stale: true`: the forward is older than
+    /// one already delivered for its entity. Absent from the JSON when
+    /// false, as in a request stored before the field existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
 }
 
 /// One admitted delivery, as the gateway hands it to the key's object.
@@ -64,8 +75,8 @@ pub struct Delivery {
 
 impl DeliveryRequest {
     /// The forward of this request at `epoch` under `identity`'s key and
-    /// scope, with idemgate's idempotency headers, signed when there is a
-    /// `forward_secret`.
+    /// scope, with idemgate's idempotency headers (its source and staleness
+    /// among them), signed when there is a `forward_secret`.
     pub fn to_origin(
         self,
         identity: &Identity,
@@ -80,6 +91,8 @@ impl DeliveryRequest {
             headers,
             raw_body_sha256,
             body,
+            source,
+            stale,
         } = self;
         OutboundRequest {
             method,
@@ -95,6 +108,100 @@ impl DeliveryRequest {
             body_sha256: &raw_body_sha256,
             forward_secret,
             unix_seconds,
+            source: source.as_deref(),
+            stale,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> DeliveryRequest {
+        DeliveryRequest {
+            method: "POST".into(),
+            url: "https://origin.test/pay".into(),
+            path_and_query: "/pay".into(),
+            headers: vec![],
+            raw_body_sha256: "d".repeat(64),
+            body: b"{}".to_vec(),
+            source: None,
+            stale: false,
+        }
+    }
+
+    fn identity() -> Identity {
+        Identity {
+            receipt_id: "r".into(),
+            route: "stripe".into(),
+            object: "c".repeat(64),
+            scope: "b".repeat(64),
+            key: IdempotencyKey::parse("evt_1", "test").unwrap(),
+            path: None,
+            tenant_sha256: None,
+        }
+    }
+
+    /// An async request stored before `source` and `stale` existed reads
+    /// as a live delivery, and a live one is stored as it was then.
+    #[test]
+    fn source_and_stale_are_absent_from_json_unless_set() {
+        let stored = r#"{"method":"POST","url":"https://origin.test/pay","path_and_query":"/pay","headers":[],"raw_body_sha256":"dd"}"#;
+        let read: DeliveryRequest = serde_json::from_str(stored).unwrap();
+        assert_eq!((read.source, read.stale), (None, false));
+        let live = serde_json::to_value(request()).unwrap();
+        assert!(live.get("source").is_none() && live.get("stale").is_none());
+        let reconciled = DeliveryRequest {
+            source: Some("reconciliation".into()),
+            stale: true,
+            ..request()
+        };
+        let json = serde_json::to_string(&reconciled).unwrap();
+        assert!(json.contains(r#""source":"reconciliation","stale":true"#));
+        let back: DeliveryRequest = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            back,
+            DeliveryRequest {
+                body: vec![],
+                ..reconciled
+            }
+        );
+    }
+
+    #[test]
+    fn the_forward_carries_source_and_stale() {
+        let header = |request: &OutboundRequest, name: &str| {
+            request
+                .headers
+                .iter()
+                .find(|(header, _)| header == name)
+                .map(|(_, value)| value.clone())
+        };
+        let live = request().to_origin(&identity(), 7, Some("k"), 1);
+        assert_eq!(header(&live, "idempotency-source"), None);
+        assert_eq!(header(&live, "idempotency-stale"), None);
+        let reconciled = DeliveryRequest {
+            source: Some("reconciliation".into()),
+            stale: true,
+            ..request()
+        }
+        .to_origin(&identity(), 7, Some("k"), 1);
+        assert_eq!(
+            header(&reconciled, "idempotency-source").as_deref(),
+            Some("reconciliation")
+        );
+        assert_eq!(
+            header(&reconciled, "idempotency-stale").as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            header(&reconciled, "idempotency-signature"),
+            header(&live, "idempotency-signature")
+        );
+        assert_ne!(
+            header(&reconciled, "idempotency-signature-v2"),
+            header(&live, "idempotency-signature-v2")
+        );
     }
 }

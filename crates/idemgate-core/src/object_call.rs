@@ -238,6 +238,8 @@ mod tests {
                     headers: vec![("content-type".into(), "application/json".into())],
                     raw_body_sha256: "d".repeat(64),
                     body: Vec::new(),
+                    source: None,
+                    stale: false,
                 },
                 if_known: false,
             },

@@ -970,6 +970,9 @@ fn headers_set() -> BTreeSet<String> {
         body_sha256: "hash",
         forward_secret: Some("secret"),
         unix_seconds: 1,
+        // Every header the core may set: a reconciled forward, sent late.
+        source: Some("reconciliation"),
+        stale: true,
     });
     let problem = idemgate_core::answer::render_problem(&Problem::InFlight {
         retry_after_secs: 1,
@@ -989,7 +992,7 @@ fn headers_set() -> BTreeSet<String> {
         ]
         .map(str::to_ascii_lowercase),
     );
-    assert_eq!(headers.len(), 10, "{headers:?}");
+    assert_eq!(headers.len(), 13, "{headers:?}");
     headers
 }
 

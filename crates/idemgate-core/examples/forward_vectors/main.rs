@@ -119,6 +119,8 @@ impl Forward {
             body_sha256: &body_sha256,
             forward_secret: Some(self.secret),
             unix_seconds: self.signed_at,
+            source: None,
+            stale: false,
         });
         Received {
             method: outbound.method,

@@ -84,6 +84,8 @@ pub(super) fn delivery(body: &str) -> Delivery {
             headers: vec![],
             raw_body_sha256: sha256_hex(body.as_bytes()),
             body: body.as_bytes().to_vec(),
+            source: None,
+            stale: false,
         },
         if_known: false,
     }

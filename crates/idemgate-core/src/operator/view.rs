@@ -331,6 +331,8 @@ mod tests {
             headers: headers(&[("stripe-signature", "t=1,v1=ab"), ("x-trace", "1")]),
             raw_body_sha256: "x".into(),
             body: b"{}".to_vec(),
+            source: None,
+            stale: false,
         };
         let view = serde_json::to_value(ReceiptView::of(
             &receipt,

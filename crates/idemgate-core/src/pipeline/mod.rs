@@ -372,6 +372,8 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
                 headers: headers::for_origin(inbound.headers),
                 raw_body_sha256: authenticated.raw_body_sha256().to_string(),
                 body: Vec::new(),
+                source: None,
+                stale: false,
             },
             if_known: false,
         },

@@ -578,6 +578,8 @@ impl Simulation {
                 headers: vec![],
                 raw_body_sha256: String::new(),
                 body: payload.clone().into_bytes(),
+                source: None,
+                stale: false,
             },
             if_known: false,
         };
