@@ -229,7 +229,7 @@ async fn main() {
         "demo-origin: listening on http://127.0.0.1:{port}, ledger {}, {}",
         db.display(),
         if verifying {
-            "verifying Idempotency-Signature"
+            "verifying Idempotency-Signature-V2"
         } else {
             "FORWARD_SECRET unset: headers not verified"
         }
@@ -277,8 +277,16 @@ mod tests {
                 .duration_since(UNIX_EPOCH)
                 .unwrap()
                 .as_secs();
-            let signature = idemgate_origin::sign(secret, &request(body), SCOPE, key, epoch, now);
-            headers.insert("idempotency-signature", signature.parse().unwrap());
+            let fields = idemgate_origin::SignedFields {
+                scope: SCOPE,
+                key,
+                epoch,
+                source: None,
+                stale: false,
+            };
+            for (name, value) in idemgate_origin::sign(secret, &request(body), &fields, now) {
+                headers.insert(name, value.parse().unwrap());
+            }
         }
         headers
     }
@@ -309,6 +317,7 @@ mod tests {
                 "idempotency-scope",
                 "idempotency-epoch",
                 "idempotency-signature",
+                "idempotency-signature-v2",
             ] {
                 let mut repeated = headers("order-1", body, Some("whsec_test"));
                 let value = repeated.get(name).unwrap().clone();

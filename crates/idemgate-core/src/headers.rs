@@ -167,6 +167,11 @@ mod tests {
             ("Idempotency-Key", "\"k\""),
             ("idempotency-epoch", "99"),
             ("idempotency-signature", "t=1,v1=00"),
+            // What idemgate sets itself and v2 signs: never from a sender.
+            ("Idempotency-Signature-V2", "t=1,v2=00"),
+            ("idempotency-source", "reconciliation"),
+            ("Idempotency-Stale", "true"),
+            ("Idempotency_Source", "reconciliation"),
             ("x-idemgate-key", "forged"),
             ("Idempotency_Key", "forged"),
             ("IDEMPOTENCY_EPOCH", "99"),

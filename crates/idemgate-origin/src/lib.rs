@@ -1,23 +1,39 @@
 //! Verify what idemgate forwards, at the origin.
 //!
-//! idemgate adds four headers to every request it forwards:
+//! idemgate adds these headers to every request it forwards (the last two
+//! only with `FORWARD_SECRET`, and Source and Stale only when they apply):
 //!
 //! | header | value |
 //! | --- | --- |
 //! | `Idempotency-Key` | `"<key>"` (an RFC 8941 string) |
 //! | `Idempotency-Scope` | the key's scope id: 64 lowercase hex digits (route, path, tenant) |
 //! | `Idempotency-Epoch` | the forward's fencing epoch: higher than every earlier forward of the key |
+//! | `Idempotency-Source` | `reconciliation` on a forward that idemgate's reconciliation made; absent on a live delivery |
+//! | `Idempotency-Stale` | `true` on a forward older than one already delivered for its entity; absent otherwise |
 //! | `Idempotency-Signature` | `t=<unix>,v1=<hex HMAC-SHA256(FORWARD_SECRET, content)>` |
+//! | `Idempotency-Signature-V2` | `t=<unix>,v2=<hex HMAC-SHA256(FORWARD_SECRET, content2)>`, the same `t` |
 //!
-//! The signed content is seven lines joined by `\n`: `t`, the method, the
-//! path and query as the origin received them, the scope, the key, the
-//! epoch, and the hex SHA-256 of the raw body. [`Verifier::verify`] checks
-//! them, in constant time and within a clock tolerance, and returns the
-//! scope, key and epoch. The origin should then, in the same database
-//! transaction as its side effect, keep per (scope, key) the highest epoch
-//! it accepted and the body hash of its first request: refuse a lower
-//! epoch (409) and a different body hash (422), and answer a key it already
-//! processed with its first result.
+//! `content` is seven lines joined by `\n`: `t`, the method, the path and
+//! query as the origin received them, the scope, the key, the epoch, and
+//! the hex SHA-256 of the raw body. `content2` is nine: those seven, then
+//! the `Idempotency-Source` value and the `Idempotency-Stale` value, each
+//! an empty line when the header is absent.
+//!
+//! `v1` is what idemgate has always signed, and it still sends it byte for
+//! byte, so that an origin on a verifier of that version keeps verifying.
+//! But `v1` does not cover Source and Stale: anyone between idemgate and
+//! the origin could add or remove them. [`Verifier::verify`] therefore
+//! requires both headers, well-formed and with the same `t` (a pair with
+//! two `t`s was not signed as one forward: [`VerifyError::BadSignature`]),
+//! and checks the `v2` HMAC, which covers everything `v1` does and more; it
+//! does not compute `v1`'s. It checks in constant time and within a clock
+//! tolerance, and returns the scope, key, epoch, source and staleness.
+//!
+//! The origin should then, in the same database transaction as its side
+//! effect, keep per (scope, key) the highest epoch it accepted and the body
+//! hash of its first request: refuse a lower epoch (409) and a different
+//! body hash (422), and answer a key it already processed with its first
+//! result.
 //!
 //! ```
 //! use idemgate_origin::{ForwardedHeaders, ForwardedRequest, Verifier};
@@ -30,6 +46,11 @@
 //!     signature: Some(
 //!         "t=1700000000,v1=8e1ea884ae2ecdc87e84868792f99660b4abc821116df7295a93d13d6a0afa53",
 //!     ),
+//!     signature_v2: Some(
+//!         "t=1700000000,v2=97b6ee9585b362364454abe474303feee33744719d8c5cd8c28e0ee5342d8bd1",
+//!     ),
+//!     source: None,
+//!     stale: None,
 //! };
 //! let request = ForwardedRequest {
 //!     method: "POST",
@@ -41,6 +62,7 @@
 //!     .expect("a genuine forward");
 //! assert_eq!(forwarded.key, "order-42");
 //! assert_eq!(forwarded.epoch, 1_700_000_000_000_000);
+//! assert_eq!((forwarded.source, forwarded.stale), (None, false));
 //! ```
 
 use hmac::{Hmac, Mac};
@@ -50,6 +72,9 @@ pub const KEY_HEADER: &str = "Idempotency-Key";
 pub const SCOPE_HEADER: &str = "Idempotency-Scope";
 pub const EPOCH_HEADER: &str = "Idempotency-Epoch";
 pub const SIGNATURE_HEADER: &str = "Idempotency-Signature";
+pub const SIGNATURE_V2_HEADER: &str = "Idempotency-Signature-V2";
+pub const SOURCE_HEADER: &str = "Idempotency-Source";
+pub const STALE_HEADER: &str = "Idempotency-Stale";
 
 /// The Rust examples of `docs/origin.md`, compiled and run as doc tests
 /// (the documentation's own test checks that the page is included here).
@@ -60,13 +85,21 @@ pub struct OriginPageExamples;
 /// Default allowed distance between the signature's `t` and now.
 pub const DEFAULT_TOLERANCE_SECONDS: u64 = 300;
 
-/// The four header values as the request carried them (`None` if absent).
+/// The forwarded header values as the request carried them (`None` if
+/// absent).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ForwardedHeaders<'a> {
     pub key: Option<&'a str>,
     pub scope: Option<&'a str>,
     pub epoch: Option<&'a str>,
+    /// `Idempotency-Signature` (`t=..,v1=..`).
     pub signature: Option<&'a str>,
+    /// `Idempotency-Signature-V2` (`t=..,v2=..`).
+    pub signature_v2: Option<&'a str>,
+    /// `Idempotency-Source`, absent on a live delivery.
+    pub source: Option<&'a str>,
+    /// `Idempotency-Stale`, absent unless the forward is stale.
+    pub stale: Option<&'a str>,
 }
 
 impl<'a> ForwardedHeaders<'a> {
@@ -109,6 +142,12 @@ impl<'a> ForwardedHeaders<'a> {
                 (EPOCH_HEADER, &mut headers.epoch)
             } else if name.eq_ignore_ascii_case(SIGNATURE_HEADER) {
                 (SIGNATURE_HEADER, &mut headers.signature)
+            } else if name.eq_ignore_ascii_case(SIGNATURE_V2_HEADER) {
+                (SIGNATURE_V2_HEADER, &mut headers.signature_v2)
+            } else if name.eq_ignore_ascii_case(SOURCE_HEADER) {
+                (SOURCE_HEADER, &mut headers.source)
+            } else if name.eq_ignore_ascii_case(STALE_HEADER) {
+                (STALE_HEADER, &mut headers.stale)
             } else {
                 continue;
             };
@@ -134,6 +173,9 @@ impl<'a> ForwardedHeaders<'a> {
             scope: lookup(SCOPE_HEADER),
             epoch: lookup(EPOCH_HEADER),
             signature: lookup(SIGNATURE_HEADER),
+            signature_v2: lookup(SIGNATURE_V2_HEADER),
+            source: lookup(SOURCE_HEADER),
+            stale: lookup(STALE_HEADER),
         }
     }
 }
@@ -156,8 +198,14 @@ pub struct Forwarded {
     pub epoch: u64,
     /// Hex SHA-256 of the raw body: keep the first one per (scope, key).
     pub body_sha256: String,
-    /// The signature's `t`, in Unix seconds.
+    /// The signatures' `t`, in Unix seconds.
     pub signed_at: u64,
+    /// `Idempotency-Source`: `Some("reconciliation")` on a forward that
+    /// idemgate's reconciliation made, `None` on a live delivery.
+    pub source: Option<String>,
+    /// `Idempotency-Stale: true`: the forward is older than one already
+    /// delivered for its entity.
+    pub stale: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -174,7 +222,9 @@ pub enum VerifyError {
         skew_seconds: u64,
         tolerance_seconds: u64,
     },
-    #[error("the signature does not match the request, scope, key, epoch and body")]
+    #[error(
+        "the signature does not match the request, scope, key, epoch, source, staleness and body"
+    )]
     BadSignature,
 }
 
@@ -195,19 +245,45 @@ impl std::fmt::Debug for Verifier {
     }
 }
 
-/// The signed content: seven lines joined by `\n`.
-fn signed_content(
-    t: u64,
-    request: &ForwardedRequest<'_>,
-    scope: &str,
-    key: &str,
+/// What the signatures cover besides the request.
+#[derive(Debug, Clone, Copy)]
+struct Covered<'a> {
+    scope: &'a str,
+    key: &'a str,
     epoch: u64,
-    body_sha256: &str,
-) -> String {
+    body_sha256: &'a str,
+    source: Option<&'a str>,
+    stale: bool,
+}
+
+/// `v1`'s content: seven lines joined by `\n`.
+fn signed_content(t: u64, request: &ForwardedRequest<'_>, covered: &Covered<'_>) -> String {
     format!(
-        "{t}\n{}\n{}\n{scope}\n{key}\n{epoch}\n{body_sha256}",
-        request.method, request.path_and_query
+        "{t}\n{}\n{}\n{}\n{}\n{}\n{}",
+        request.method,
+        request.path_and_query,
+        covered.scope,
+        covered.key,
+        covered.epoch,
+        covered.body_sha256
     )
+}
+
+/// `v2`'s content: `v1`'s seven lines, then the source and the staleness
+/// (each empty when its header is absent), joined by `\n`.
+fn signed_content_v2(t: u64, request: &ForwardedRequest<'_>, covered: &Covered<'_>) -> String {
+    format!(
+        "{}\n{}\n{}",
+        signed_content(t, request, covered),
+        covered.source.unwrap_or(""),
+        if covered.stale { STALE_VALUE } else { "" }
+    )
+}
+
+fn hmac(secret: &[u8], content: &str) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes a key of any length");
+    mac.update(content.as_bytes());
+    mac
 }
 
 impl Verifier {
@@ -242,11 +318,26 @@ impl Verifier {
                 .epoch
                 .ok_or(VerifyError::MissingHeader(EPOCH_HEADER))?,
         )?;
-        let (signed_at, signature) = parse_signature(
+        // v1 must be there and well-formed, but its HMAC is not computed:
+        // v2's covers all that v1's does.
+        let (signed_at, _v1) = parse_signature(
             headers
                 .signature
                 .ok_or(VerifyError::MissingHeader(SIGNATURE_HEADER))?,
+            Version::V1,
         )?;
+        let (signed_at_v2, signature) = parse_signature(
+            headers
+                .signature_v2
+                .ok_or(VerifyError::MissingHeader(SIGNATURE_V2_HEADER))?,
+            Version::V2,
+        )?;
+        let source = headers.source.map(parse_source).transpose()?;
+        let stale = headers.stale.map(parse_stale).transpose()?.is_some();
+        // idemgate signs both at once: two `t`s were not one forward.
+        if signed_at != signed_at_v2 {
+            return Err(VerifyError::BadSignature);
+        }
         let skew_seconds = signed_at.abs_diff(now);
         if skew_seconds > self.tolerance_seconds {
             return Err(VerifyError::Stale {
@@ -255,17 +346,28 @@ impl Verifier {
             });
         }
         let body_sha256 = hex::encode(Sha256::digest(request.body));
-        let mut mac =
-            Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes a key of any length");
-        mac.update(signed_content(signed_at, request, scope, key, epoch, &body_sha256).as_bytes());
-        mac.verify_slice(&signature)
-            .map_err(|_| VerifyError::BadSignature)?;
+        let covered = Covered {
+            scope,
+            key,
+            epoch,
+            body_sha256: &body_sha256,
+            source,
+            stale,
+        };
+        hmac(
+            &self.secret,
+            &signed_content_v2(signed_at, request, &covered),
+        )
+        .verify_slice(&signature)
+        .map_err(|_| VerifyError::BadSignature)?;
         Ok(Forwarded {
             scope: scope.to_string(),
             key: key.to_string(),
             epoch,
             body_sha256,
             signed_at,
+            source: source.map(str::to_string),
+            stale,
         })
     }
 }
@@ -329,40 +431,126 @@ fn parse_epoch(value: &str) -> Result<u64, VerifyError> {
     }
 }
 
-/// `t=<unix seconds>,v1=<64 lowercase hex digits>`, and nothing else.
-fn parse_signature(value: &str) -> Result<(u64, Vec<u8>), VerifyError> {
-    let (t, v1) = trim_ows(value)
+#[derive(Debug, Clone, Copy)]
+enum Version {
+    V1,
+    V2,
+}
+
+/// `t=<unix seconds>,v1=<64 lowercase hex digits>` (`v2=` for
+/// `Idempotency-Signature-V2`), and nothing else.
+fn parse_signature(value: &str, version: Version) -> Result<(u64, Vec<u8>), VerifyError> {
+    let (header, prefix, form, digest_reason) = match version {
+        Version::V1 => (
+            SIGNATURE_HEADER,
+            "v1=",
+            "expected t=<unix>,v1=<hex>",
+            "v1 is not 64 lowercase hex digits",
+        ),
+        Version::V2 => (
+            SIGNATURE_V2_HEADER,
+            "v2=",
+            "expected t=<unix>,v2=<hex>",
+            "v2 is not 64 lowercase hex digits",
+        ),
+    };
+    let (t, digest) = trim_ows(value)
         .split_once(',')
-        .ok_or(malformed(SIGNATURE_HEADER, "expected t=<unix>,v1=<hex>"))?;
+        .ok_or(malformed(header, form))?;
     let signed_at = t
         .strip_prefix("t=")
         .and_then(canonical_decimal)
-        .ok_or(malformed(SIGNATURE_HEADER, "t is not a Unix time"))?;
-    let signature = v1
-        .strip_prefix("v1=")
+        .ok_or(malformed(header, "t is not a Unix time"))?;
+    let signature = digest
+        .strip_prefix(prefix)
         .filter(|digest| digest.len() == 64 && is_lowercase_hex(digest))
         .and_then(|digest| hex::decode(digest).ok())
-        .ok_or(malformed(
-            SIGNATURE_HEADER,
-            "v1 is not 64 lowercase hex digits",
-        ))?;
+        .ok_or(malformed(header, digest_reason))?;
     Ok((signed_at, signature))
 }
 
-/// Signs like idemgate does; for tests of origin code.
+/// An RFC 9110 token (`reconciliation`): one word of visible ASCII, never
+/// empty, since an empty value would sign as an absent header. Any token
+/// verifies, so that a source idemgate adds later needs no new verifier;
+/// what it means is the origin's to decide.
+fn parse_source(value: &str) -> Result<&str, VerifyError> {
+    let source = trim_ows(value);
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if !source.is_empty() && source.bytes().all(tchar) {
+        Ok(source)
+    } else {
+        Err(malformed(SOURCE_HEADER, "not a token"))
+    }
+}
+
+/// The only value idemgate sends.
+const STALE_VALUE: &str = "true";
+
+fn parse_stale(value: &str) -> Result<(), VerifyError> {
+    if trim_ows(value) == STALE_VALUE {
+        Ok(())
+    } else {
+        Err(malformed(STALE_HEADER, "not `true`"))
+    }
+}
+
+/// What [`sign`] signs besides the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignedFields<'a> {
+    pub scope: &'a str,
+    /// The key, without quotes.
+    pub key: &'a str,
+    pub epoch: u64,
+    /// Sent as `Idempotency-Source`, e.g. `Some("reconciliation")`.
+    pub source: Option<&'a str>,
+    /// Whether to send `Idempotency-Stale: true`.
+    pub stale: bool,
+}
+
+/// Signs like idemgate does, for tests of origin code. Returns the headers
+/// idemgate would add besides Key, Scope and Epoch, in its order:
+/// `Idempotency-Source` and `Idempotency-Stale` when `fields` has them,
+/// then `Idempotency-Signature` and `Idempotency-Signature-V2`, both at
+/// `now`.
 pub fn sign(
     secret: impl AsRef<[u8]>,
     request: &ForwardedRequest<'_>,
-    scope: &str,
-    key: &str,
-    epoch: u64,
+    fields: &SignedFields<'_>,
     now: u64,
-) -> String {
-    let mut mac =
-        Hmac::<Sha256>::new_from_slice(secret.as_ref()).expect("HMAC takes a key of any length");
+) -> Vec<(&'static str, String)> {
     let body_sha256 = hex::encode(Sha256::digest(request.body));
-    mac.update(signed_content(now, request, scope, key, epoch, &body_sha256).as_bytes());
-    format!("t={now},v1={}", hex::encode(mac.finalize().into_bytes()))
+    let covered = Covered {
+        scope: fields.scope,
+        key: fields.key,
+        epoch: fields.epoch,
+        body_sha256: &body_sha256,
+        source: fields.source,
+        stale: fields.stale,
+    };
+    let digest =
+        |content: String| hex::encode(hmac(secret.as_ref(), &content).finalize().into_bytes());
+    let mut headers = Vec::with_capacity(4);
+    if let Some(source) = fields.source {
+        headers.push((SOURCE_HEADER, source.to_string()));
+    }
+    if fields.stale {
+        headers.push((STALE_HEADER, STALE_VALUE.to_string()));
+    }
+    headers.push((
+        SIGNATURE_HEADER,
+        format!(
+            "t={now},v1={}",
+            digest(signed_content(now, request, &covered))
+        ),
+    ));
+    headers.push((
+        SIGNATURE_V2_HEADER,
+        format!(
+            "t={now},v2={}",
+            digest(signed_content_v2(now, request, &covered))
+        ),
+    ));
+    headers
 }
 
 #[cfg(test)]

@@ -8,6 +8,13 @@ const BODY: &[u8] = br#"{"amount":1000}"#;
 /// The README's test vector, computed independently with Python's hmac.
 const VECTOR: &str =
     "t=1700000000,v1=8e1ea884ae2ecdc87e84868792f99660b4abc821116df7295a93d13d6a0afa53";
+/// Its v2 (no source, not stale), computed the same way.
+const VECTOR_V2: &str =
+    "t=1700000000,v2=97b6ee9585b362364454abe474303feee33744719d8c5cd8c28e0ee5342d8bd1";
+/// v2 of the same forward as reconciliation sends it late: `Idempotency-Source:
+/// reconciliation` and `Idempotency-Stale: true`, computed the same way.
+const VECTOR_V2_RECONCILED_STALE: &str =
+    "t=1700000000,v2=a33ab68fdcf7820d9d99e1598b334049da0695db6e718e0636ac6ae2698b0e18";
 
 fn request(body: &[u8]) -> ForwardedRequest<'_> {
     ForwardedRequest {
@@ -28,6 +35,19 @@ fn headers<'a>(
         scope: Some(scope),
         epoch: Some(epoch),
         signature: Some(signature),
+        signature_v2: Some(VECTOR_V2),
+        source: None,
+        stale: None,
+    }
+}
+
+fn fields(source: Option<&'static str>, stale: bool) -> SignedFields<'static> {
+    SignedFields {
+        scope: SCOPE,
+        key: "order-42",
+        epoch: 1_700_000_000_000_000,
+        source,
+        stale,
     }
 }
 
@@ -54,17 +74,176 @@ fn accepts_the_test_vector() {
         forwarded.body_sha256,
         "612612d208fb618eb2b007d2a7f8d7a1cfb511532389298f1cc33322c3094bcc"
     );
+    assert_eq!((forwarded.source, forwarded.stale), (None, false));
+    assert_eq!(
+        sign(SECRET, &request(BODY), &fields(None, false), T),
+        [
+            (SIGNATURE_HEADER, VECTOR.to_string()),
+            (SIGNATURE_V2_HEADER, VECTOR_V2.to_string())
+        ]
+    );
+}
+
+#[test]
+fn a_reconciled_stale_forward_verifies_with_its_source_and_staleness() {
+    let reconciled = ForwardedHeaders {
+        signature_v2: Some(VECTOR_V2_RECONCILED_STALE),
+        source: Some("reconciliation"),
+        stale: Some("true"),
+        ..genuine()
+    };
+    let forwarded = verify(&reconciled, &request(BODY), T).unwrap();
+    assert_eq!(forwarded.source.as_deref(), Some("reconciliation"));
+    assert!(forwarded.stale);
     assert_eq!(
         sign(
             SECRET,
             &request(BODY),
-            SCOPE,
-            "order-42",
-            1_700_000_000_000_000,
+            &fields(Some("reconciliation"), true),
             T
         ),
-        VECTOR
+        [
+            (SOURCE_HEADER, "reconciliation".to_string()),
+            (STALE_HEADER, "true".to_string()),
+            // v1 is the same as a live forward's: it does not cover them.
+            (SIGNATURE_HEADER, VECTOR.to_string()),
+            (SIGNATURE_V2_HEADER, VECTOR_V2_RECONCILED_STALE.to_string())
+        ]
     );
+    // Removing, adding or changing either header breaks v2.
+    let tampered = [
+        ForwardedHeaders {
+            source: None,
+            ..reconciled
+        },
+        ForwardedHeaders {
+            stale: None,
+            ..reconciled
+        },
+        ForwardedHeaders {
+            source: Some("live"),
+            ..reconciled
+        },
+        ForwardedHeaders {
+            source: Some("reconciliation"),
+            ..genuine()
+        },
+        ForwardedHeaders {
+            stale: Some("true"),
+            ..genuine()
+        },
+    ];
+    for headers in tampered {
+        assert_eq!(
+            verify(&headers, &request(BODY), T),
+            Err(VerifyError::BadSignature),
+            "{headers:?}"
+        );
+    }
+}
+
+/// Each combination that `sign` writes verifies as what it says.
+#[test]
+fn sign_writes_what_verify_reads() {
+    for (source, stale) in [
+        (None, false),
+        (Some("reconciliation"), false),
+        (None, true),
+        (Some("reconciliation"), true),
+    ] {
+        let signed = sign(SECRET, &request(BODY), &fields(source, stale), T);
+        let mut pairs = vec![
+            (KEY_HEADER, "\"order-42\"".to_string()),
+            (SCOPE_HEADER, SCOPE.to_string()),
+            (EPOCH_HEADER, EPOCH.to_string()),
+        ];
+        pairs.extend(signed);
+        let headers =
+            ForwardedHeaders::from_pairs(pairs.iter().map(|(name, value)| (*name, value.as_str())))
+                .unwrap();
+        let forwarded = verify(&headers, &request(BODY), T).unwrap();
+        assert_eq!(
+            (forwarded.source.as_deref(), forwarded.stale),
+            (source, stale)
+        );
+    }
+}
+
+/// v2 covers all that v1 does: v1 must be present and well-formed, with
+/// v2's `t`, but its HMAC is not what decides.
+#[test]
+fn v1_must_be_there_with_v2s_t_but_v2_decides() {
+    let other_v1 = sign("whsec_other", &request(BODY), &fields(None, false), T)
+        .into_iter()
+        .find(|(name, _)| *name == SIGNATURE_HEADER)
+        .unwrap()
+        .1;
+    let v1_of_another_secret = ForwardedHeaders {
+        signature: Some(&other_v1),
+        ..genuine()
+    };
+    assert!(verify(&v1_of_another_secret, &request(BODY), T).is_ok());
+    let moved = VECTOR.replace("t=1700000000", "t=1699999999");
+    let t_differs = ForwardedHeaders {
+        signature: Some(&moved),
+        ..genuine()
+    };
+    assert_eq!(
+        verify(&t_differs, &request(BODY), T),
+        Err(VerifyError::BadSignature)
+    );
+    let v2_signed_elsewhere = Verifier::new("whsec_other").verify(&genuine(), &request(BODY), T);
+    assert_eq!(v2_signed_elsewhere, Err(VerifyError::BadSignature));
+    let without_v2 = ForwardedHeaders {
+        signature_v2: None,
+        ..genuine()
+    };
+    assert_eq!(
+        verify(&without_v2, &request(BODY), T),
+        Err(VerifyError::MissingHeader(SIGNATURE_V2_HEADER))
+    );
+}
+
+#[test]
+fn source_and_stale_are_read_as_idemgate_writes_them() {
+    for (source, stale) in [
+        (Some(""), None),
+        (Some("two words"), None),
+        (Some("reconciliation, reconciliation"), None),
+        (Some("récon"), None),
+        (None, Some("false")),
+        (None, Some("1")),
+        (None, Some("True")),
+        (None, Some("")),
+        (None, Some("true, true")),
+    ] {
+        let headers = ForwardedHeaders {
+            source,
+            stale,
+            ..genuine()
+        };
+        let header = if source.is_some() {
+            SOURCE_HEADER
+        } else {
+            STALE_HEADER
+        };
+        assert!(
+            matches!(
+                verify(&headers, &request(BODY), T),
+                Err(VerifyError::MalformedHeader { header: h, .. }) if h == header
+            ),
+            "{headers:?}"
+        );
+    }
+    // Spaces and tabs around them are HTTP's.
+    let padded = ForwardedHeaders {
+        signature_v2: Some(VECTOR_V2_RECONCILED_STALE),
+        source: Some(" reconciliation\t"),
+        stale: Some("\ttrue "),
+        ..genuine()
+    };
+    let forwarded = verify(&padded, &request(BODY), T).unwrap();
+    assert_eq!(forwarded.source.as_deref(), Some("reconciliation"));
 }
 
 #[test]
@@ -149,6 +328,14 @@ fn malformed_and_missing_headers_are_typed_errors() {
         headers("\"order-42\"", SCOPE, EPOCH, "v1=abc"),
         headers("\"order-42\"", SCOPE, EPOCH, "t=soon,v1=00"),
         headers("\"order-42\"", SCOPE, EPOCH, "t=1700000000,v1=abc"),
+        ForwardedHeaders {
+            signature_v2: Some("t=1700000000,v2=abc"),
+            ..genuine()
+        },
+        ForwardedHeaders {
+            signature_v2: Some(VECTOR),
+            ..genuine()
+        },
     ];
     for headers in malformed_cases {
         assert!(
@@ -184,13 +371,18 @@ fn headers_come_from_any_lookup() {
         ("idempotency-scope", SCOPE),
         ("idempotency-epoch", EPOCH),
         ("idempotency-signature", VECTOR),
+        ("idempotency-signature-v2", VECTOR_V2_RECONCILED_STALE),
+        ("idempotency-source", "reconciliation"),
+        ("idempotency-stale", "true"),
     ];
     let headers = ForwardedHeaders::from_lookup(|name| {
         list.iter()
             .find(|(header, _)| header.eq_ignore_ascii_case(name))
             .map(|(_, value)| *value)
     });
-    assert!(verify(&headers, &request(BODY), T).is_ok());
+    let forwarded = verify(&headers, &request(BODY), T).unwrap();
+    assert_eq!(forwarded.source.as_deref(), Some("reconciliation"));
+    assert!(forwarded.stale);
 }
 
 /// Forms idemgate never writes are refused even where they read as the
@@ -199,6 +391,8 @@ fn headers_come_from_any_lookup() {
 #[test]
 fn only_the_canonical_spelling_of_a_number_verifies() {
     let upper_v1 = VECTOR.replace("v1=8e1ea884ae", "v1=8E1EA884AE");
+    let upper_v2 = VECTOR_V2.replace("v2=97b6ee9585b", "v2=97B6EE9585B");
+    let leading_zero_v2 = VECTOR_V2.replace("t=1700000000", "t=01700000000");
     let non_canonical = [
         headers("\"order-42\"", SCOPE, "01700000000000000", VECTOR),
         headers("\"order-42\"", SCOPE, "+1700000000000000", VECTOR),
@@ -216,6 +410,14 @@ fn only_the_canonical_spelling_of_a_number_verifies() {
         ),
         headers("\"order-42\"", SCOPE, EPOCH, &upper_v1),
         headers("\"order-42\"", SCOPE, EPOCH, &format!("{VECTOR}\n")),
+        ForwardedHeaders {
+            signature_v2: Some(&upper_v2),
+            ..genuine()
+        },
+        ForwardedHeaders {
+            signature_v2: Some(&leading_zero_v2),
+            ..genuine()
+        },
     ]
     .map(|headers| verify(&headers, &request(BODY), T));
     for result in non_canonical {
@@ -236,11 +438,14 @@ fn a_forwarded_header_sent_twice_is_refused() {
         ("idempotency-scope", SCOPE),
         ("IDEMPOTENCY-EPOCH", EPOCH),
         ("Idempotency-Signature", VECTOR),
+        ("idempotency-signature-V2", VECTOR_V2_RECONCILED_STALE),
+        ("Idempotency-Source", "reconciliation"),
+        ("idempotency-stale", "true"),
         ("content-type", "application/json"),
     ];
     let headers = ForwardedHeaders::from_pairs(genuine).unwrap();
     assert!(verify(&headers, &request(BODY), T).is_ok());
-    for (name, value) in genuine.iter().take(4) {
+    for (name, value) in genuine.iter().take(7) {
         let mut twice = genuine.to_vec();
         let lowercase: &'static str = name.to_ascii_lowercase().leak();
         twice.push((lowercase, *value));

@@ -1,10 +1,19 @@
 export { IdemgateVerifyError, type VerifyErrorCode } from "./errors.js";
 export type { HeadersInput } from "./headers.js";
-export { EPOCH_HEADER, KEY_HEADER, SCOPE_HEADER, SIGNATURE_HEADER } from "./parse.js";
+export {
+  EPOCH_HEADER,
+  KEY_HEADER,
+  SCOPE_HEADER,
+  SIGNATURE_HEADER,
+  SIGNATURE_V2_HEADER,
+  SOURCE_HEADER,
+  STALE_HEADER,
+} from "./parse.js";
 export {
   DEFAULT_TOLERANCE_SECONDS,
   sign,
   signedContent,
+  signedContentV2,
   verify,
   type Forwarded,
   type SignInput,

@@ -5,6 +5,9 @@ export const KEY_HEADER = "Idempotency-Key";
 export const SCOPE_HEADER = "Idempotency-Scope";
 export const EPOCH_HEADER = "Idempotency-Epoch";
 export const SIGNATURE_HEADER = "Idempotency-Signature";
+export const SIGNATURE_V2_HEADER = "Idempotency-Signature-V2";
+export const SOURCE_HEADER = "Idempotency-Source";
+export const STALE_HEADER = "Idempotency-Stale";
 
 const U64_MAX = 18446744073709551615n;
 
@@ -14,6 +17,15 @@ const SCOPE = /^[0-9a-f]{64}$/;
 /** Decimal as idemgate writes numbers: no sign, no leading zero. */
 const DECIMAL = /^(?:0|[1-9][0-9]*)$/;
 const SIGNATURE = /^t=(0|[1-9][0-9]*),v1=([0-9a-f]{64})$/;
+const SIGNATURE_V2 = /^t=(0|[1-9][0-9]*),v2=([0-9a-f]{64})$/;
+/**
+ * An RFC 9110 token, never empty (an empty value would sign as an absent
+ * header). Any token verifies, so that a source idemgate adds later needs
+ * no new verifier; what it means is the origin's to decide.
+ */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** The only value of Idempotency-Stale. */
+export const STALE_VALUE = "true";
 
 function malformed(header: string, reason: string): IdemgateVerifyError {
   return new IdemgateVerifyError("malformed-header", `malformed header ${header}: ${reason}`, header);
@@ -25,10 +37,17 @@ function malformed(header: string, reason: string): IdemgateVerifyError {
  * application code that read another would disagree on the key.
  */
 function single(headers: HeadersInput, header: string): string {
-  const values = headerValues(headers, header);
-  if (values.length === 0) {
+  const value = optional(headers, header);
+  if (value === undefined) {
     throw new IdemgateVerifyError("missing-header", `missing header ${header}`, header);
   }
+  return value;
+}
+
+/** As `single`, for a header that may be absent. */
+function optional(headers: HeadersInput, header: string): string | undefined {
+  const values = headerValues(headers, header);
+  if (values.length === 0) return undefined;
   if (values.length > 1) throw malformed(header, "sent more than once");
   return values[0]!.replace(/^[ \t]+|[ \t]+$/g, "");
 }
@@ -66,12 +85,38 @@ export interface ParsedSignature {
   mac: Uint8Array;
 }
 
-export function parseSignature(headers: HeadersInput): ParsedSignature {
-  const match = SIGNATURE.exec(single(headers, SIGNATURE_HEADER));
-  if (!match) throw malformed(SIGNATURE_HEADER, "expected t=<unix seconds>,v1=<64 lowercase hex digits>");
+function signatureIn(headers: HeadersInput, header: string, form: RegExp, label: string): ParsedSignature {
+  const match = form.exec(single(headers, header));
+  if (!match) throw malformed(header, `expected t=<unix seconds>,${label}=<64 lowercase hex digits>`);
   const signedAt = BigInt(match[1]!);
-  if (signedAt > U64_MAX) throw malformed(SIGNATURE_HEADER, "t is not a Unix time");
+  if (signedAt > U64_MAX) throw malformed(header, "t is not a Unix time");
   const mac = new Uint8Array(32);
   for (let at = 0; at < 32; at++) mac[at] = parseInt(match[2]!.slice(2 * at, 2 * at + 2), 16);
   return { signedAt, mac };
+}
+
+/** `Idempotency-Signature`: `t=<unix seconds>,v1=<64 lowercase hex digits>`. */
+export function parseSignature(headers: HeadersInput): ParsedSignature {
+  return signatureIn(headers, SIGNATURE_HEADER, SIGNATURE, "v1");
+}
+
+/** `Idempotency-Signature-V2`: `t=<unix seconds>,v2=<64 lowercase hex digits>`. */
+export function parseSignatureV2(headers: HeadersInput): ParsedSignature {
+  return signatureIn(headers, SIGNATURE_V2_HEADER, SIGNATURE_V2, "v2");
+}
+
+/** `Idempotency-Source`, or null when absent (a live delivery). */
+export function parseSource(headers: HeadersInput): string | null {
+  const source = optional(headers, SOURCE_HEADER);
+  if (source === undefined) return null;
+  if (!TOKEN.test(source)) throw malformed(SOURCE_HEADER, "not a token");
+  return source;
+}
+
+/** Whether `Idempotency-Stale: true` came; any other value is refused. */
+export function parseStale(headers: HeadersInput): boolean {
+  const stale = optional(headers, STALE_HEADER);
+  if (stale === undefined) return false;
+  if (stale !== STALE_VALUE) throw malformed(STALE_HEADER, "not `true`");
+  return true;
 }

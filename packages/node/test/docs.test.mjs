@@ -69,13 +69,14 @@ test("docs/origin.md shows exactly the examples this file runs", () => {
 test("verify: the test vector verifies, as the comment says", async () => {
   const printed = [];
   const log = console.log;
-  console.log = (...args) => printed.push(args.join(" "));
+  // As console.log shows them (join would print null as nothing).
+  console.log = (...args) => printed.push(args.map(String).join(" "));
   try {
     await load("verify");
   } finally {
     console.log = log;
   }
-  assert.deepEqual(printed, ["order-42 1700000000000000"]);
+  assert.deepEqual(printed, ["order-42 1700000000000000 null false"]);
 });
 
 test("express: verifies, charges once, replays, and fences", async () => {

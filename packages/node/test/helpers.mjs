@@ -13,13 +13,16 @@ export async function forwardHeaders({
   epoch = 1_700_000_000_000_000,
   secret = SECRET,
   signedAt = Math.floor(Date.now() / 1000),
+  source = null,
+  stale = false,
 } = {}) {
   return {
     "content-type": "application/json",
     "idempotency-key": `"${key}"`,
     "idempotency-scope": SCOPE,
     "idempotency-epoch": String(epoch),
-    "idempotency-signature": await sign({ method, pathAndQuery, body, secret, scope: SCOPE, key, epoch, signedAt }),
+    // Both signatures, and Idempotency-Source and -Stale when given.
+    ...(await sign({ method, pathAndQuery, body, secret, scope: SCOPE, key, epoch, signedAt, source, stale })),
   };
 }
 
@@ -28,7 +31,9 @@ export async function post(base, options = {}) {
   const { pathAndQuery = "/payments", body = '{"amount":1000}', headers: extra = {} } = options;
   // What idemgate signed, if a proxy in between changes the path.
   const signed = options.signedPathAndQuery ?? pathAndQuery;
-  const headers = { ...(await forwardHeaders({ ...options, pathAndQuery: signed, body })), ...extra };
+  const merged = { ...(await forwardHeaders({ ...options, pathAndQuery: signed, body })), ...extra };
+  // An extra header given as undefined is removed from the forward.
+  const headers = Object.fromEntries(Object.entries(merged).filter(([, value]) => value !== undefined));
   const response = await fetch(base + pathAndQuery, { method: "POST", headers, body });
   const text = await response.text();
   return {

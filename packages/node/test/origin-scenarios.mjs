@@ -15,14 +15,17 @@ import { forwardHeaders, post, SECRET, sleep } from "./helpers.mjs";
 /** What the route does, shared by every framework's app. */
 export function paymentsRoute() {
   const charges = [];
+  /** Every verified forward the route was handed, as handed. */
+  const forwards = [];
   async function handle({ url, forwarded, body }) {
+    forwards.push(forwarded);
     const params = new URL(url, "http://origin").searchParams;
     await sleep(Number(params.get("delay_ms") ?? 0));
     if (params.get("fail") === "1") return { status: 500, json: { error: "boom" } };
     charges.push({ key: forwarded.key, epoch: forwarded.epoch, body: Buffer.from(body).toString() });
     return { status: 201, json: { charge: charges.length, key: forwarded.key, epoch: forwarded.epoch } };
   }
-  return { charges, handle };
+  return { charges, forwards, handle };
 }
 
 /** Sends the forward with each idempotency header given as two header lines. */
@@ -65,6 +68,29 @@ export function originScenarios(framework, start) {
       assert.deepEqual(route.charges, [{ key: "order-1", epoch: 7, body: '{"amount":1000}' }]);
     }));
 
+  test(`${framework}: a reconciled, stale forward reaches the route with its source and staleness`, () =>
+    withOrigin({}, async (base, route) => {
+      const live = await post(base, { epoch: 7 });
+      assert.equal(live.status, 201, live.text);
+      const late = await post(base, { epoch: 8, source: "reconciliation", stale: true });
+      assert.equal(late.status, 201, late.text);
+      assert.deepEqual(
+        route.forwards.map(({ epoch, source, stale }) => ({ epoch, source, stale })),
+        [
+          { epoch: 7, source: null, stale: false },
+          { epoch: 8, source: "reconciliation", stale: true },
+        ],
+      );
+      // Signed by v2: not to be removed or added on the way.
+      const stripped = await post(base, { source: "reconciliation", stale: true, headers: { "idempotency-source": undefined } });
+      assert.equal(stripped.json.code, "bad-signature");
+      const added = await post(base, { headers: { "idempotency-stale": "true" } });
+      assert.equal(added.json.code, "bad-signature");
+      const withoutV2 = await post(base, { headers: { "idempotency-signature-v2": undefined } });
+      assert.equal(withoutV2.json.code, "missing-header");
+      assert.equal(route.forwards.length, 2);
+    }));
+
   test(`${framework}: an async route's retry with an hours-old sender signature passes`, () =>
     withOrigin({}, async (base) => {
       const stale = Math.floor(Date.now() / 1000) - 5 * 3600;
@@ -92,8 +118,9 @@ export function originScenarios(framework, start) {
   test(`${framework}: an idempotency header sent twice is refused`, () =>
     withOrigin({}, async (base, route) => {
       const body = '{"amount":1000}';
-      const headers = await forwardHeaders({ body });
-      for (const name of ["idempotency-key", "idempotency-signature"]) {
+      const headers = await forwardHeaders({ body, source: "reconciliation", stale: true });
+      const names = ["idempotency-key", "idempotency-signature", "idempotency-signature-v2", "idempotency-source", "idempotency-stale"];
+      for (const name of names) {
         const answer = await postWithHeaderTwice(base, headers, name, body);
         assert.equal(answer.status, 401, name);
         assert.equal(answer.json.code, "malformed-header", name);

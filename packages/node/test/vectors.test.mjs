@@ -46,6 +46,8 @@ async function answer(vector, headers) {
       epoch: forwarded.epoch,
       body_sha256: forwarded.bodySha256,
       signed_at: forwarded.signedAt,
+      source: forwarded.source,
+      stale: forwarded.stale,
     };
   } catch (error) {
     if (!(error instanceof IdemgateVerifyError)) throw error;

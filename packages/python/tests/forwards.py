@@ -26,6 +26,8 @@ def forward_headers(
     epoch: int = 1_700_000_000_000_000,
     secret: str = SECRET,
     signed_at: int | None = None,
+    source: str | None = None,
+    stale: bool = False,
 ) -> list[tuple[str, str]]:
     signed_at = int(time.time()) if signed_at is None else signed_at
     return [
@@ -33,7 +35,8 @@ def forward_headers(
         ("Idempotency-Key", f'"{key}"'),
         ("Idempotency-Scope", SCOPE),
         ("Idempotency-Epoch", str(epoch)),
-        ("Idempotency-Signature", sign(method, path_and_query, body, secret, SCOPE, key, epoch, signed_at)),
+        # Both signatures, and Idempotency-Source and -Stale when given.
+        *sign(method, path_and_query, body, secret, SCOPE, key, epoch, signed_at, source=source, stale=stale),
     ]
 
 
@@ -72,10 +75,12 @@ def post(
     body: bytes = BODY,
     extra: list[tuple[str, str]] | None = None,
     replace: dict[str, str] | None = None,
+    drop: tuple[str, ...] = (),
     **signing: Any,
 ) -> Answer:
     """A signed forward of `body` to `path_and_query` (signed for
-    `signed_path_and_query` if a proxy in between changes it)."""
+    `signed_path_and_query` if a proxy in between changes it), its headers
+    named in `replace` (lowercase) changed and those in `drop` removed."""
     headers = forward_headers(path_and_query=signed_path_and_query or path_and_query, body=body, **signing)
-    headers = [(name, (replace or {}).get(name.lower(), value)) for name, value in headers]
+    headers = [(name, (replace or {}).get(name.lower(), value)) for name, value in headers if name.lower() not in drop]
     return send(base, path_and_query, headers + (extra or []), body)

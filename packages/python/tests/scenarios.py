@@ -33,9 +33,13 @@ class Decision:
 @dataclass
 class PaymentsRoute:
     charges: list[dict[str, Any]] = field(default_factory=list)
+    #: Every verified forward the app was handed, as handed.
+    forwards: list[Forwarded] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def decide(self, url: str, forwarded: Forwarded, body: bytes) -> Decision:
+        with self.lock:
+            self.forwards.append(forwarded)
         query = parse_qs(urlsplit(url).query)
         delay = int(query.get("delay_ms", ["0"])[0]) / 1000
         if query.get("fail") == ["1"]:
@@ -56,6 +60,23 @@ def test_a_signed_forward_reaches_the_app_with_what_it_says(origin: Any) -> None
         assert answer.status == 201, answer.text
         assert answer.json == {"charge": 1, "key": "order-1", "epoch": 7}
         assert route.charges == [{"key": "order-1", "epoch": 7, "body": BODY.decode()}]
+
+
+def test_a_reconciled_stale_forward_reaches_the_app_with_its_source_and_staleness(origin: Any) -> None:
+    with origin() as (base, route):
+        live = post(base, epoch=7)
+        assert live.status == 201, live.text
+        late = post(base, epoch=8, source="reconciliation", stale=True)
+        assert late.status == 201, late.text
+        assert [(f.epoch, f.source, f.stale) for f in route.forwards] == [(7, None, False), (8, "reconciliation", True)]
+        # Signed by v2: not to be removed or added on the way.
+        stripped = post(base, source="reconciliation", stale=True, drop=("idempotency-source",))
+        assert stripped.json["code"] == "bad-signature"
+        added = post(base, extra=[("Idempotency-Stale", "true")])
+        assert added.json["code"] == "bad-signature"
+        without_v2 = post(base, drop=("idempotency-signature-v2",))
+        assert without_v2.json["code"] == "missing-header"
+        assert len(route.forwards) == 2
 
 
 def test_an_async_routes_retry_with_an_hours_old_sender_signature_passes(origin: Any) -> None:
@@ -80,8 +101,9 @@ def test_unsigned_tampered_and_stale_forwards_get_401_problem_json(origin: Any) 
 
 def test_an_idempotency_header_sent_twice_is_refused(origin: Any) -> None:
     with origin() as (base, route):
-        headers = forward_headers()
-        for name in ("Idempotency-Key", "Idempotency-Signature"):
+        headers = forward_headers(source="reconciliation", stale=True)
+        names = ("Idempotency-Key", "Idempotency-Signature", "Idempotency-Signature-V2", "Idempotency-Source", "Idempotency-Stale")
+        for name in names:
             twice = headers + [(name, value) for header, value in headers if header == name]
             answer = send(base, "/payments", twice, BODY)
             assert (answer.status, answer.json["code"]) == (401, "malformed-header"), name

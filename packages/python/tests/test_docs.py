@@ -54,7 +54,7 @@ def test_verify_prints_what_its_comment_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run("verify", tmp_path, monkeypatch)
-    assert capsys.readouterr().out == "order-42 1700000000000000\n"
+    assert capsys.readouterr().out == "order-42 1700000000000000 None False\n"
 
 
 def test_asgi_verifies_charges_once_replays_and_fences(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -56,6 +56,8 @@ def answer(vector: dict[str, Any], headers: Any) -> dict[str, Any]:
         "epoch": forwarded.epoch,
         "body_sha256": forwarded.body_sha256,
         "signed_at": forwarded.signed_at,
+        "source": forwarded.source,
+        "stale": forwarded.stale,
     }
 
 

@@ -1,7 +1,9 @@
 //! Prints `tests/vectors/forwards.json`: forwards signed by the core's own
 //! `OutboundRequest::with_idempotency`, as an origin receives them, each
-//! with what a verifier must answer. The origin verifiers (the Rust crate,
-//! the Node.js and Python packages) are all tested against this one file.
+//! with what a verifier must answer (`expected`), and what a verifier of
+//! the previous version, which reads `Idempotency-Signature` alone, answers
+//! (`expected_v1`). The origin verifiers (the Rust crate, the Node.js and
+//! Python packages) are all tested against this one file.
 //!
 //! `cargo run -p idemgate-core --example forward_vectors > tests/vectors/forwards.json`
 //!
@@ -33,7 +35,12 @@ pub struct Vector {
     pub now: u64,
     pub tolerance_seconds: u64,
     pub request: Received,
+    /// What a verifier of `Idempotency-Signature-V2` answers.
     pub expected: Expected,
+    /// What a verifier of the previous version answers: it checks
+    /// `Idempotency-Signature` (`v1`, seven lines) and reads no other
+    /// signature, nor `Idempotency-Source` or `Idempotency-Stale`.
+    pub expected_v1: Expected,
 }
 
 /// The request as the origin receives it.
@@ -64,6 +71,25 @@ pub struct Expected {
     pub body_sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signed_at: Option<u64>,
+    /// When valid, from a v2 verifier: `Idempotency-Source`, `null` when
+    /// absent. A v1 verifier's answer has neither this nor `stale`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<Option<String>>,
+    /// When valid, from a v2 verifier: whether `Idempotency-Stale: true`
+    /// came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<bool>,
+}
+
+impl Expected {
+    /// The same answer without what only a v2 verifier reads.
+    fn as_v1(&self) -> Expected {
+        Expected {
+            source: None,
+            stale: None,
+            ..self.clone()
+        }
+    }
 }
 
 /// What idemgate forwards and signs.
@@ -79,6 +105,10 @@ struct Forward {
     secret: &'static str,
     /// The sender's own headers, which idemgate forwards as they came.
     other_headers: Vec<(String, String)>,
+    /// `Idempotency-Source`, on a forward that reconciliation made.
+    source: Option<&'static str>,
+    /// `Idempotency-Stale: true`.
+    stale: bool,
 }
 
 fn payments_scope() -> String {
@@ -97,6 +127,22 @@ impl Forward {
             signed_at: NOW,
             secret: SECRET,
             other_headers: vec![("Content-Type".into(), "application/json".into())],
+            source: None,
+            stale: false,
+        }
+    }
+
+    fn reconciled() -> Forward {
+        Forward {
+            source: Some("reconciliation"),
+            ..Forward::genuine()
+        }
+    }
+
+    fn stale() -> Forward {
+        Forward {
+            stale: true,
+            ..Forward::genuine()
         }
     }
 
@@ -119,8 +165,8 @@ impl Forward {
             body_sha256: &body_sha256,
             forward_secret: Some(self.secret),
             unix_seconds: self.signed_at,
-            source: None,
-            stale: false,
+            source: self.source,
+            stale: self.stale,
         });
         Received {
             method: outbound.method,
@@ -143,6 +189,8 @@ impl Forward {
             epoch: Some(self.epoch),
             body_sha256: Some(sha256_hex(&self.body)),
             signed_at: Some(self.signed_at),
+            source: Some(self.source.map(str::to_string)),
+            stale: Some(self.stale),
         }
     }
 }
@@ -153,6 +201,9 @@ fn mixed_case(name: &str) -> String {
         "idempotency-scope" => "idempotency-scope".into(),
         "idempotency-epoch" => "IDEMPOTENCY-EPOCH".into(),
         "idempotency-signature" => "Idempotency-signature".into(),
+        "idempotency-signature-v2" => "IDEMPOTENCY-SIGNATURE-V2".into(),
+        "idempotency-source" => "Idempotency-Source".into(),
+        "idempotency-stale" => "idempotency-Stale".into(),
         other => other.into(),
     }
 }
@@ -166,6 +217,8 @@ fn rejected(error: &'static str) -> Expected {
         epoch: None,
         body_sha256: None,
         signed_at: None,
+        source: None,
+        stale: None,
     }
 }
 
@@ -193,6 +246,13 @@ impl Received {
         self
     }
 
+    /// A header the forward did not have, as the last header.
+    fn with_added_header(mut self, name: &str, value: impl Into<String>) -> Received {
+        self.headers
+            .push([mixed_case(&name.to_ascii_lowercase()), value.into()]);
+        self
+    }
+
     /// The header sent a second time, as the last header.
     fn with_header_twice(mut self, name: &str, second: impl Into<String>) -> Received {
         let first = self.headers[self.position(name)][0].clone();
@@ -206,6 +266,8 @@ impl Received {
     }
 }
 
+/// A case that a verifier of the previous version answers the same way
+/// (without the fields only v2 reads); see [`Vector::v1_answers`].
 fn case(
     name: &'static str,
     description: &'static str,
@@ -219,7 +281,18 @@ fn case(
         now: NOW,
         tolerance_seconds: TOLERANCE_SECONDS,
         request,
+        expected_v1: expected.as_v1(),
         expected,
+    }
+}
+
+impl Vector {
+    /// What a verifier of the previous version answers instead.
+    fn v1_answers(self, expected_v1: Expected) -> Vector {
+        Vector {
+            expected_v1,
+            ..self
+        }
     }
 }
 
@@ -242,6 +315,9 @@ const KEY: &str = "Idempotency-Key";
 const SCOPE: &str = "Idempotency-Scope";
 const EPOCH_HEADER: &str = "Idempotency-Epoch";
 const SIGNATURE: &str = "Idempotency-Signature";
+const SIGNATURE_V2: &str = "Idempotency-Signature-V2";
+const SOURCE: &str = "Idempotency-Source";
+const STALE: &str = "Idempotency-Stale";
 
 fn accepted() -> Vec<Vector> {
     let query = Forward {
@@ -293,13 +369,30 @@ fn accepted() -> Vec<Vector> {
         ..Forward::genuine()
     };
     let genuine = Forward::genuine().received();
-    let padded =
-        [KEY, SCOPE, EPOCH_HEADER, SIGNATURE]
-            .into_iter()
-            .fold(genuine.clone(), |request, name| {
-                let value = format!(" \t{} ", request.value(name));
-                request.with_header(name, value)
-            });
+    let pad = |request: Received, names: &[&str]| {
+        names.iter().fold(request, |request, name| {
+            let value = format!(" \t{} ", request.value(name));
+            request.with_header(name, value)
+        })
+    };
+    let padded = pad(
+        genuine,
+        &[KEY, SCOPE, EPOCH_HEADER, SIGNATURE, SIGNATURE_V2],
+    );
+    let reconciled_and_stale = Forward {
+        stale: true,
+        ..Forward::reconciled()
+    };
+    let padded_source_and_stale = pad(reconciled_and_stale.received(), &[SOURCE, STALE]);
+    let v1_of_another_secret = {
+        let other = Forward {
+            secret: "whsec_other",
+            ..Forward::genuine()
+        }
+        .received()
+        .value(SIGNATURE);
+        Forward::genuine().received().with_header(SIGNATURE, other)
+    };
     vec![
         valid("genuine", "A forward as idemgate sends it.", Forward::genuine()),
         valid(
@@ -352,6 +445,34 @@ fn accepted() -> Vec<Vector> {
             padded,
             Forward::genuine().verified(),
         ),
+        valid(
+            "source-reconciliation",
+            "A forward that idemgate's reconciliation made: Idempotency-Source: reconciliation, covered by v2 only.",
+            Forward::reconciled(),
+        ),
+        valid(
+            "stale-true",
+            "A forward older than one already delivered for its entity: Idempotency-Stale: true, covered by v2 only.",
+            Forward::stale(),
+        ),
+        valid(
+            "source-reconciliation-and-stale-true",
+            "Both: a reconciled forward, older than one already delivered.",
+            reconciled_and_stale.clone(),
+        ),
+        case(
+            "whitespace-around-source-and-stale",
+            "Spaces and tabs around Idempotency-Source and Idempotency-Stale are not part of their values either.",
+            padded_source_and_stale,
+            reconciled_and_stale.verified(),
+        ),
+        case(
+            "signature-v1-of-another-secret",
+            "Idempotency-Signature signed with another secret, Idempotency-Signature-V2 genuine: a v2 verifier requires v1 present, well-formed and at v2's t, but checks v2's HMAC only, which covers all v1 does; a v1 verifier refuses it.",
+            v1_of_another_secret,
+            Forward::genuine().verified(),
+        )
+        .v1_answers(rejected("bad-signature")),
         valid(
             "async-retry-with-old-sender-signature",
             "An async route's delivery sent again hours later: idemgate's signature is fresh, the sender's Stripe-Signature (forwarded as it came) is five hours old. Verify idemgate's signature, not the sender's.",

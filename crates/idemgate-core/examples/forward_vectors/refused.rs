@@ -1,5 +1,7 @@
 //! The forwards a verifier must refuse: stale, not signed by the secret,
-//! missing a header, malformed.
+//! missing a header, malformed. Some of them only since v2: a verifier of
+//! the previous version, blind to what v2 covers, accepts them
+//! (`expected_v1`).
 
 use super::*;
 
@@ -41,6 +43,13 @@ pub fn refused_as_not_signed() -> Vec<Vector> {
         let changed = signature.replacen(&format!("t={NOW}"), &format!("t={}", NOW - 1), 1);
         request.with_header(SIGNATURE, changed)
     };
+    let other_secret_v2 = Forward {
+        secret: "whsec_other",
+        ..Forward::genuine()
+    }
+    .received()
+    .value(SIGNATURE_V2);
+    let earlier_v2 = signed_at(-1).received().value(SIGNATURE_V2);
     let received_as = |method: &str, path_and_query: &str| Received {
         method: method.into(),
         path_and_query: path_and_query.into(),
@@ -109,11 +118,67 @@ pub fn refused_as_not_signed() -> Vec<Vector> {
         ),
         case(
             "signed-at-changed",
-            "The signature's t moved one second back (still within the tolerance): t is signed too.",
+            "Idempotency-Signature's t moved one second back (still within the tolerance): t is signed too, and no longer v2's.",
             with_signed_at_changed,
             bad(),
         ),
+        case(
+            "signature-v2-wrong-secret",
+            "Idempotency-Signature-V2 signed with another secret than the verifier's, Idempotency-Signature genuine.",
+            genuine_with(SIGNATURE_V2, &other_secret_v2),
+            bad(),
+        )
+        .v1_answers(v1_valid()),
+        case(
+            "signature-v2-t-differs",
+            "Idempotency-Signature-V2 genuinely signed one second before Idempotency-Signature: idemgate signs both at once with one t, so two t's are refused as bad-signature (each header alone is well-formed).",
+            genuine_with(SIGNATURE_V2, &earlier_v2),
+            bad(),
+        )
+        .v1_answers(v1_valid()),
+        case(
+            "source-stripped",
+            "Idempotency-Source removed from a forward that reconciliation made: v2 covers it.",
+            Forward::reconciled().received().without_header(SOURCE),
+            bad(),
+        )
+        .v1_answers(Forward::reconciled().verified().as_v1()),
+        case(
+            "source-added",
+            "Idempotency-Source: reconciliation added to a live delivery.",
+            Forward::genuine()
+                .received()
+                .with_added_header(SOURCE, "reconciliation"),
+            bad(),
+        )
+        .v1_answers(v1_valid()),
+        case(
+            "source-changed",
+            "Idempotency-Source changed from reconciliation to another token.",
+            Forward::reconciled().received().with_header(SOURCE, "live"),
+            bad(),
+        )
+        .v1_answers(Forward::reconciled().verified().as_v1()),
+        case(
+            "stale-stripped",
+            "Idempotency-Stale removed from a stale forward: v2 covers it.",
+            Forward::stale().received().without_header(STALE),
+            bad(),
+        )
+        .v1_answers(Forward::stale().verified().as_v1()),
+        case(
+            "stale-added",
+            "Idempotency-Stale: true added to a forward that was not stale.",
+            Forward::genuine().received().with_added_header(STALE, "true"),
+            bad(),
+        )
+        .v1_answers(v1_valid()),
     ]
+}
+
+/// The genuine forward as a v1 verifier sees it.
+fn v1_valid() -> Expected {
+    Forward::genuine().verified().as_v1()
 }
 
 pub fn refused_as_missing() -> Vec<Vector> {
@@ -138,10 +203,26 @@ pub fn refused_as_missing() -> Vec<Vector> {
         ),
         case(
             "missing-signature",
-            "No Idempotency-Signature header (idemgate without FORWARD_SECRET).",
+            "Neither signature header (idemgate without FORWARD_SECRET).",
+            Forward::genuine()
+                .received()
+                .without_header(SIGNATURE)
+                .without_header(SIGNATURE_V2),
+            rejected("missing-header"),
+        ),
+        case(
+            "missing-signature-v1",
+            "Idempotency-Signature-V2 without Idempotency-Signature: a v2 verifier requires both.",
             Forward::genuine().received().without_header(SIGNATURE),
             rejected("missing-header"),
         ),
+        case(
+            "missing-signature-v2",
+            "Idempotency-Signature without Idempotency-Signature-V2, as idemgate sent before v2: a v2 verifier refuses it, a v1 verifier accepts it.",
+            Forward::genuine().received().without_header(SIGNATURE_V2),
+            rejected("missing-header"),
+        )
+        .v1_answers(v1_valid()),
     ]
 }
 
@@ -165,6 +246,12 @@ pub fn refused_as_malformed() -> Vec<Vector> {
             genuine.clone().with_header_twice(header, value),
             rejected("malformed-header"),
         )
+    };
+    let signature_v2 = genuine.value(SIGNATURE_V2);
+    let (_, v2) = signature_v2.split_once(',').expect("t=..,v2=..");
+    // Refused by a v2 verifier only: a v1 verifier reads none of these.
+    let malformed_since_v2 = |name: &'static str, description: &'static str, request: Received| {
+        case(name, description, request, rejected("malformed-header")).v1_answers(v1_valid())
     };
     let longer_key = format!("\"{}\"", "k".repeat(256));
     let upper_scope = payments_scope().to_uppercase();
@@ -289,5 +376,81 @@ pub fn refused_as_malformed() -> Vec<Vector> {
             "Idempotency-Signature sent twice with the same value.",
             SIGNATURE,
         ),
+        malformed_since_v2(
+            "duplicate-signature-v2",
+            "Idempotency-Signature-V2 sent twice with the same value.",
+            genuine
+                .clone()
+                .with_header_twice(SIGNATURE_V2, signature_v2.clone()),
+        ),
+        case(
+            "duplicate-source",
+            "Idempotency-Source sent twice with the same value.",
+            Forward::reconciled()
+                .received()
+                .with_header_twice(SOURCE, "reconciliation"),
+            rejected("malformed-header"),
+        )
+        .v1_answers(Forward::reconciled().verified().as_v1()),
+        case(
+            "duplicate-stale",
+            "Idempotency-Stale sent twice with the same value.",
+            Forward::stale().received().with_header_twice(STALE, "true"),
+            rejected("malformed-header"),
+        )
+        .v1_answers(Forward::stale().verified().as_v1()),
+        malformed_since_v2(
+            "signature-v2-uppercase-hex",
+            "v2 in uppercase hex digits: not how idemgate writes it.",
+            genuine_with(
+                SIGNATURE_V2,
+                &format!("{t},{}", v2.to_uppercase().replacen("V2=", "v2=", 1)),
+            ),
+        ),
+        malformed_since_v2(
+            "signature-v2-t-leading-zero",
+            "Idempotency-Signature-V2's t with a leading zero: not how idemgate writes it.",
+            genuine_with(SIGNATURE_V2, &format!("t=0{NOW},{v2}")),
+        ),
+        malformed_since_v2(
+            "signature-v2-labelled-v1",
+            "Idempotency-Signature-V2 holding its digest as v1=: the label must be v2.",
+            genuine_with(SIGNATURE_V2, &format!("{t},{}", v2.replacen("v2=", "v1=", 1))),
+        ),
+        malformed_since_v2(
+            "signature-v2-without-t",
+            "Idempotency-Signature-V2 with only v2.",
+            genuine_with(SIGNATURE_V2, v2),
+        ),
+        case(
+            "stale-false",
+            "Idempotency-Stale: false. idemgate sends the header only on a stale forward, and only as true; any other value is refused rather than read one way or the other.",
+            Forward::stale().received().with_header(STALE, "false"),
+            rejected("malformed-header"),
+        )
+        .v1_answers(Forward::stale().verified().as_v1()),
+        case(
+            "stale-one",
+            "Idempotency-Stale: 1, not true.",
+            Forward::stale().received().with_header(STALE, "1"),
+            rejected("malformed-header"),
+        )
+        .v1_answers(Forward::stale().verified().as_v1()),
+        case(
+            "source-empty",
+            "Idempotency-Source present with an empty value: it would sign as an absent header, so it is refused.",
+            Forward::reconciled().received().with_header(SOURCE, ""),
+            rejected("malformed-header"),
+        )
+        .v1_answers(Forward::reconciled().verified().as_v1()),
+        case(
+            "source-not-a-token",
+            "Idempotency-Source with a space: not one token.",
+            Forward::reconciled()
+                .received()
+                .with_header(SOURCE, "reconciliation run"),
+            rejected("malformed-header"),
+        )
+        .v1_answers(Forward::reconciled().verified().as_v1()),
     ]
 }

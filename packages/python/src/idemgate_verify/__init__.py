@@ -16,10 +16,18 @@ from .fence import (
     is_async_retryable_status,
     is_retryable_status,
 )
-from .parse import EPOCH_HEADER, KEY_HEADER, SCOPE_HEADER, SIGNATURE_HEADER
+from .parse import (
+    EPOCH_HEADER,
+    KEY_HEADER,
+    SCOPE_HEADER,
+    SIGNATURE_HEADER,
+    SIGNATURE_V2_HEADER,
+    SOURCE_HEADER,
+    STALE_HEADER,
+)
 from .problem import PROBLEM_CONTENT_TYPE
 from .sqlite_store import DEFAULT_LEASE_SECONDS, SqliteFenceStore
-from .verify import DEFAULT_TOLERANCE_SECONDS, Forwarded, sign, signed_content, verify
+from .verify import DEFAULT_TOLERANCE_SECONDS, Forwarded, sign, signed_content, signed_content_v2, verify
 from .wsgi import IdemgateWSGIMiddleware
 
 __all__ = [
@@ -40,6 +48,9 @@ __all__ = [
     "Proceed",
     "SCOPE_HEADER",
     "SIGNATURE_HEADER",
+    "SIGNATURE_V2_HEADER",
+    "SOURCE_HEADER",
+    "STALE_HEADER",
     "SqliteFenceStore",
     "StaleEpoch",
     "StoredResult",
@@ -49,5 +60,6 @@ __all__ = [
     "is_retryable_status",
     "sign",
     "signed_content",
+    "signed_content_v2",
     "verify",
 ]
