@@ -304,6 +304,8 @@ fn main() {
         reconcile::a_failed_live_forward_is_forwarded_by_the_run,
         reconcile::the_apis_errors_end_a_run_and_never_show_its_key,
         reconcile::a_github_delivery_that_failed_is_redelivered_through_the_route,
+        reconcile::a_paddle_notification_that_never_arrived_is_replayed,
+        reconcile::a_square_event_never_delivered_reaches_the_origin_once,
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     world().gateways.lock().unwrap().clear();

@@ -15,6 +15,9 @@ use crate::{World, ADMIN_TOKEN, FORWARD_SECRET};
 
 const STRIPE_SECRET: &str = "whsec_reconcile_stripe";
 const GITHUB_SECRET: &str = "github-reconcile-secret";
+const PADDLE_SECRET: &str = "pdl_ntfset_reconcile_secret";
+const SQUARE_KEY: &str = "square-reconcile-signature-key";
+const SQUARE_URL: &str = "https://hooks.example.com/square";
 /// The API key: it must never appear in an answer or a log line.
 const API_KEY: &str = "rk_test_51ReconcileKey0000SecretPart";
 
@@ -48,6 +51,21 @@ async fn start(world: &World, api: &ProviderApi, delivery: &str, tag: &str) -> G
                 "endpoint": "repos/acme/payments/hooks/7", "grace_seconds": 0,
                 "lookback_seconds": 3600, "api_base": api.url()
             }
+        },
+        "paddle": {
+            "path": format!("/{tag}/paddle"), "signature": "paddle", "signing_secret": "RC_PADDLE_SECRET",
+            "reconcile": {
+                "source": "paddle", "api_key": "RC_PADDLE_API_KEY", "types": ["transaction.*"],
+                "endpoint": "ntfset_e2e", "grace_seconds": 0, "lookback_seconds": 3600, "api_base": api.url()
+            }
+        },
+        "square": {
+            "path": format!("/{tag}/square"), "signature": "square", "signing_secret": "RC_SQUARE_KEY",
+            "signature_url": SQUARE_URL,
+            "reconcile": {
+                "source": "square", "api_key": "RC_SQUARE_TOKEN", "types": ["payment.updated"],
+                "grace_seconds": 0, "lookback_seconds": 3600, "api_base": api.url()
+            }
         }
     })
     .to_string();
@@ -60,6 +78,10 @@ async fn start(world: &World, api: &ProviderApi, delivery: &str, tag: &str) -> G
         ("RC_STRIPE_API_KEY", API_KEY),
         ("RC_GITHUB_SECRET", GITHUB_SECRET),
         ("RC_GITHUB_TOKEN", API_KEY),
+        ("RC_PADDLE_SECRET", PADDLE_SECRET),
+        ("RC_PADDLE_API_KEY", API_KEY),
+        ("RC_SQUARE_KEY", SQUARE_KEY),
+        ("RC_SQUARE_TOKEN", API_KEY),
     ])
     .await
 }
@@ -315,4 +337,159 @@ pub async fn a_github_delivery_that_failed_is_redelivered_through_the_route(worl
         .json();
     assert_eq!(counts(&again), [2, 2, 0, 0], "{again}");
     assert_eq!(world.origin.received("/rc4/github").len(), 1);
+}
+
+/// Signs `body` as the route's sender does, with the core's own signer.
+fn signed(scheme: &str, secret: &str, url: Option<&str>, body: &str) -> Vec<(String, String)> {
+    let settings = idemgate_core::signature::SchemeSettings {
+        secret: Some(secret.to_string()),
+        url: url.map(str::to_string),
+        ..Default::default()
+    };
+    let signer = idemgate_core::signature::SignatureScheme::configure(scheme, &settings).unwrap();
+    let mut message = idemgate_core::signature::Message {
+        headers: Vec::new(),
+        body: body.as_bytes().to_vec(),
+    };
+    signer.sign(&mut message, now());
+    message.headers
+}
+
+async fn send_signed(
+    gateway: &Gateway,
+    path: &str,
+    headers: Vec<(String, String)>,
+    body: &str,
+) -> Reply {
+    let mut request = client()
+        .post(gateway.url(path))
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    Reply::read(request.body(body.to_string()).send().await.unwrap()).await
+}
+
+fn paddle_payload(event_id: &str, at: u64) -> Value {
+    json!({
+        "event_id": event_id, "event_type": "transaction.completed",
+        "occurred_at": idemgate_core::reconcile::api::rfc3339(at),
+        "notification_id": format!("ntf_{event_id}"),
+        "data": {"id": format!("txn_{event_id}"), "status": "completed"}
+    })
+}
+
+/// Paddle: the run asks each event's object whether it arrived (the
+/// notification's payload gives the key), and replays the notification of
+/// the one that did not; Paddle sends it again, signed, through the route.
+pub async fn a_paddle_notification_that_never_arrived_is_replayed(world: &'static World) {
+    let api = ProviderApi::start(API_KEY).await;
+    let gateway = start(world, &api, "sync", "rc5").await;
+    api.paddle_destination(PADDLE_SECRET, &gateway.url("/rc5/paddle/hook"));
+    let arrived = paddle_payload("evt_rc_paddle_arrived", now() - 60);
+    let missed = paddle_payload("evt_rc_paddle_missed", now() - 50);
+    api.add_paddle_notification("ntf_1", "delivered", arrived.clone());
+    api.add_paddle_notification("ntf_2", "failed", missed.clone());
+    let body = arrived.to_string();
+    let live = send_signed(
+        &gateway,
+        "/rc5/paddle/hook",
+        signed("paddle", PADDLE_SECRET, None, &body),
+        &body,
+    )
+    .await;
+    assert_eq!(live.status, 201);
+    let run = reconcile(&gateway, reqwest::Method::POST, "paddle")
+        .await
+        .json();
+    assert_eq!(counts(&run), [2, 1, 1, 0], "{run}");
+    assert!(api
+        .requests()
+        .iter()
+        .any(|(method, target)| method == "POST" && target == "/notifications/ntf_2/replay"));
+    crate::support::eventually(10, "the replay reached the origin", || async {
+        world
+            .origin
+            .received("/rc5/paddle")
+            .iter()
+            .any(|forward| forward.body.as_ref() == missed.to_string().as_bytes())
+    })
+    .await;
+    let again = reconcile(&gateway, reqwest::Method::POST, "paddle")
+        .await
+        .json();
+    assert_eq!(
+        counts(&again),
+        [2, 2, 0, 0],
+        "the replay's own notification is not listed again: {again}"
+    );
+    assert_eq!(world.origin.received("/rc5/paddle").len(), 2);
+}
+
+/// Square: the event idemgate delivers is the webhook's body rebuilt from
+/// the API's event; the late live delivery of it is replayed.
+pub async fn a_square_event_never_delivered_reaches_the_origin_once(world: &'static World) {
+    let api = ProviderApi::start(API_KEY).await;
+    let gateway = start(world, &api, "sync", "rc6").await;
+    let event = |id: &str, at: u64| {
+        json!({
+            "merchant_id": "MERCHANT1", "location_id": "LOC1", "type": "payment.updated", "event_id": id,
+            "created_at": idemgate_core::reconcile::api::rfc3339(at),
+            "data": {"type": "payment", "id": format!("pay_{id}"), "object": {"payment": {"amount_money": {"amount": 100}}}}
+        })
+    };
+    let webhook = |event: &Value| {
+        json!({"merchant_id": event["merchant_id"], "type": event["type"], "event_id": event["event_id"],
+               "created_at": event["created_at"], "data": event["data"]})
+        .to_string()
+    };
+    let arrived = event("sq-rc-arrived", now() - 60);
+    let missed = event("sq-rc-missed", now() - 50);
+    api.add_square_event(arrived.clone());
+    api.add_square_event(missed.clone());
+    let body = webhook(&arrived);
+    let live = send_signed(
+        &gateway,
+        "/rc6/square",
+        signed("square", SQUARE_KEY, Some(SQUARE_URL), &body),
+        &body,
+    )
+    .await;
+    assert_eq!(live.status, 201);
+    let run = reconcile(&gateway, reqwest::Method::POST, "square")
+        .await
+        .json();
+    assert_eq!(counts(&run), [2, 1, 1, 0], "{run}");
+    let forwards = world.origin.received("/rc6/square");
+    assert_eq!(forwards.len(), 2);
+    let reconciled = forwards
+        .iter()
+        .find(|forward| forward.header("idempotency-source").is_some())
+        .unwrap();
+    let delivered: Value = serde_json::from_slice(&reconciled.body).unwrap();
+    assert_eq!(
+        delivered,
+        serde_json::from_str::<Value>(&webhook(&missed)).unwrap(),
+        "the webhook's body"
+    );
+    assert!(
+        reconciled
+            .body
+            .starts_with(br#"{"merchant_id":"MERCHANT1","type":"payment.updated""#),
+        "in the webhook's order"
+    );
+    assert_eq!(
+        reconciled.verify(FORWARD_SECRET).unwrap().key,
+        "sq-rc-missed"
+    );
+    let late = webhook(&missed).replace("\"amount\":100}", "\"amount\":100,\"note\":\"late\"}");
+    let replay = send_signed(
+        &gateway,
+        "/rc6/square",
+        signed("square", SQUARE_KEY, Some(SQUARE_URL), &late),
+        &late,
+    )
+    .await;
+    assert!(replay.replayed(), "{}", replay.status);
+    assert_eq!(world.origin.received("/rc6/square").len(), 2);
 }

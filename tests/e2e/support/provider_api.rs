@@ -32,6 +32,11 @@ struct Fake {
     github_secret: String,
     /// Where GitHub's hook delivers.
     webhook_url: String,
+    /// Paddle's notifications of the route's destination, oldest first.
+    paddle: Vec<Value>,
+    paddle_secret: String,
+    /// Square's events, oldest first.
+    square: Vec<Value>,
     /// Statuses the next requests answer, first first.
     fail_next: Vec<u16>,
     /// Every request: method, path and query.
@@ -60,6 +65,9 @@ impl ProviderApi {
                 "/repos/{owner}/{repo}/hooks/{hook}/deliveries/{id}/attempts",
                 post(github_redeliver),
             )
+            .route("/notifications", get(paddle_notifications))
+            .route("/notifications/{id}/replay", post(paddle_replay))
+            .route("/v2/events", post(square_search))
             .with_state(fake.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -90,6 +98,30 @@ impl ProviderApi {
         let mut fake = self.fake.lock().unwrap();
         fake.github_secret = secret.to_string();
         fake.webhook_url = webhook_url.to_string();
+    }
+
+    /// Paddle's destination: its endpoint secret and where it delivers.
+    pub fn paddle_destination(&self, secret: &str, webhook_url: &str) {
+        let mut fake = self.fake.lock().unwrap();
+        fake.paddle_secret = secret.to_string();
+        fake.webhook_url = webhook_url.to_string();
+    }
+
+    /// A Paddle notification of an event, as the API lists it
+    /// (https://developer.paddle.com/api-reference/notifications/list-notifications).
+    pub fn add_paddle_notification(&self, id: &str, status: &str, payload: Value) {
+        let mut fake = self.fake.lock().unwrap();
+        fake.paddle.push(json!({
+            "id": id, "type": payload["event_type"], "status": status, "origin": "event",
+            "occurred_at": payload["occurred_at"], "payload": payload,
+            "notification_setting_id": "ntfset_e2e", "times_attempted": 1
+        }));
+    }
+
+    /// A Square event as Search events returns it
+    /// (https://developer.squareup.com/reference/square/events-api/search-events).
+    pub fn add_square_event(&self, event: Value) {
+        self.fake.lock().unwrap().square.push(event);
     }
 
     /// A GitHub delivery GitHub recorded: `status_code` is what the
@@ -327,4 +359,223 @@ fn rfc3339_now() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
     idemgate_core::reconcile::api::rfc3339(now.as_secs())
+}
+
+/// https://developer.paddle.com/api-reference/notifications/list-notifications:
+/// `notification_setting_id`, `from`/`to` (RFC 3339), `per_page` (most
+/// 200), `order_by=id[DESC]` and `after`; `meta.pagination.next` is the
+/// whole next URL. A bad key is 403 `invalid_token`
+/// (https://developer.paddle.com/errors/shared/invalid_token).
+async fn paddle_notifications(
+    State(fake): State<Arc<Mutex<Fake>>>,
+    headers: HeaderMap,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Response {
+    let target = format!(
+        "/notifications?{}",
+        query
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("&")
+    );
+    let refused = json!({"error": {"type": "request_error", "code": "invalid_token", "detail": "Authentication token passed is invalid."}});
+    if let Some(mut refused) = gate(&fake, &headers, "GET", target, refused) {
+        if refused.status() == StatusCode::UNAUTHORIZED {
+            *refused.status_mut() = StatusCode::FORBIDDEN;
+        }
+        return refused;
+    }
+    let value = |name: &str| {
+        query
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+    };
+    let per_page: usize = value("per_page").map_or(50, |n| n.parse::<usize>().unwrap().min(200));
+    let from = value("from").and_then(|at| unix(&at));
+    let to = value("to").and_then(|at| unix(&at));
+    let destination = value("notification_setting_id");
+    let fake = fake.lock().unwrap();
+    let mut listed: Vec<&Value> = fake
+        .paddle
+        .iter()
+        .filter(|notification| {
+            let at = unix(notification["occurred_at"].as_str().unwrap()).unwrap();
+            from.is_none_or(|from| at >= from)
+                && to.is_none_or(|to| at <= to)
+                && destination
+                    .as_ref()
+                    .is_none_or(|id| notification["notification_setting_id"] == id.as_str())
+        })
+        .collect();
+    listed.reverse();
+    if let Some(after) = value("after") {
+        let at = listed
+            .iter()
+            .position(|n| n["id"] == after.as_str())
+            .map_or(listed.len(), |at| at + 1);
+        listed.drain(..at);
+    }
+    let has_more = listed.len() > per_page;
+    listed.truncate(per_page);
+    let host = headers
+        .get("host")
+        .and_then(|host| host.to_str().ok())
+        .unwrap_or("127.0.0.1")
+        .to_string();
+    let next = listed.last().filter(|_| has_more).map(|last| {
+        let kept: Vec<String> = query
+            .iter()
+            .filter(|(key, _)| key != "after")
+            .map(|(k, v)| format!("{k}={}", urlencode(v)))
+            .collect();
+        format!(
+            "http://{host}/notifications?{}&after={}",
+            kept.join("&"),
+            last["id"].as_str().unwrap()
+        )
+    });
+    axum::Json(json!({
+        "data": listed,
+        "meta": {"request_id": "req_e2e", "pagination": {"per_page": per_page, "next": next, "has_more": has_more, "estimated_total": fake.paddle.len()}}
+    }))
+    .into_response()
+}
+
+/// https://developer.paddle.com/api-reference/notifications/replay-notification:
+/// 202 with a new notification id; Paddle sends the payload again to the
+/// destination, signed (`Paddle-Signature: ts=..;h1=..`).
+async fn paddle_replay(
+    State(fake): State<Arc<Mutex<Fake>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let refused = json!({"error": {"type": "request_error", "code": "invalid_token", "detail": "Authentication token passed is invalid."}});
+    if let Some(refused) = gate(
+        &fake,
+        &headers,
+        "POST",
+        format!("/notifications/{id}/replay"),
+        refused,
+    ) {
+        return refused;
+    }
+    let (payload, secret, url, new_id) = {
+        let mut fake = fake.lock().unwrap();
+        let Some(original) = fake.paddle.iter().find(|n| n["id"] == id.as_str()).cloned() else {
+            return (
+                StatusCode::NOT_FOUND,
+                axum::Json(json!({"error": {"type": "request_error", "code": "not_found"}})),
+            )
+                .into_response();
+        };
+        let new_id = format!("ntf_replay_{}", fake.paddle.len() + 1);
+        let mut replay = original.clone();
+        replay["id"] = json!(new_id);
+        replay["origin"] = json!("replay");
+        replay["status"] = json!("delivered");
+        fake.paddle.push(replay);
+        (
+            original["payload"].clone(),
+            fake.paddle_secret.clone(),
+            fake.webhook_url.clone(),
+            new_id,
+        )
+    };
+    tokio::spawn(async move {
+        let body = payload.to_string();
+        let scheme = idemgate_core::signature::SignatureScheme::configure(
+            "paddle",
+            &idemgate_core::signature::SchemeSettings {
+                secret: Some(secret),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut message = idemgate_core::signature::Message {
+            headers: Vec::new(),
+            body: body.clone().into_bytes(),
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        scheme.sign(&mut message, now);
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json");
+        for (name, value) in message.headers {
+            request = request.header(name, value);
+        }
+        let _ = request.body(body).send().await;
+    });
+    (
+        StatusCode::ACCEPTED,
+        axum::Json(json!({"data": {"notification_id": new_id}, "meta": {"request_id": "req_e2e"}})),
+    )
+        .into_response()
+}
+
+/// https://developer.squareup.com/reference/square/events-api/search-events:
+/// `limit` up to 100, `cursor` with the same query, `query.filter`
+/// `created_at` and `event_types`, `query.sort`; errors as
+/// `{"errors": [{"category", "code", "detail"}]}`.
+async fn square_search(
+    State(fake): State<Arc<Mutex<Fake>>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let refused = json!({"errors": [{"category": "AUTHENTICATION_ERROR", "code": "UNAUTHORIZED", "detail": "This request could not be authorized."}]});
+    if let Some(refused) = gate(&fake, &headers, "POST", "/v2/events".into(), refused) {
+        return refused;
+    }
+    let search: Value = serde_json::from_str(&body).unwrap();
+    let limit = search["limit"].as_u64().unwrap_or(100).min(100) as usize;
+    let filter = &search["query"]["filter"];
+    let start = filter["created_at"]["start_at"].as_str().and_then(unix);
+    let end = filter["created_at"]["end_at"].as_str().and_then(unix);
+    let types: Vec<&str> = filter["event_types"]
+        .as_array()
+        .map(|t| t.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let fake = fake.lock().unwrap();
+    let mut events: Vec<&Value> = fake
+        .square
+        .iter()
+        .filter(|event| {
+            let at = unix(&format!(
+                "{}Z",
+                event["created_at"].as_str().unwrap().trim_end_matches('Z')
+            ))
+            .unwrap();
+            start.is_none_or(|start| at >= start)
+                && end.is_none_or(|end| at <= end)
+                && (types.is_empty() || types.contains(&event["type"].as_str().unwrap()))
+        })
+        .collect();
+    if search["query"]["sort"]["order"] == "DESC" {
+        events.reverse();
+    }
+    let from: usize = search["cursor"]
+        .as_str()
+        .map_or(0, |cursor| cursor.parse().unwrap());
+    let page: Vec<&Value> = events.iter().skip(from).take(limit).copied().collect();
+    let cursor = (from + limit < events.len()).then(|| (from + limit).to_string());
+    axum::Json(json!({"events": page, "metadata": [], "cursor": cursor})).into_response()
+}
+
+fn unix(text: &str) -> Option<u64> {
+    idemgate_core::signature::paypal::unix_seconds(text)
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (byte as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
