@@ -306,6 +306,7 @@ fn main() {
         reconcile::a_github_delivery_that_failed_is_redelivered_through_the_route,
         reconcile::a_paddle_notification_that_never_arrived_is_replayed,
         reconcile::a_square_event_never_delivered_reaches_the_origin_once,
+        reconcile::a_paypal_event_that_never_arrived_is_resent,
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     world().gateways.lock().unwrap().clear();

@@ -197,7 +197,7 @@ fn sign_v1a(message: &mut Message, secret: &str, t: u64) {
 /// PayPal: RSA-SHA256 over `id|time|webhook id|crc32(body)`, by the key of
 /// the certificate the test origin serves. `secret` is the webhook id
 /// signed.
-fn sign_paypal(message: &mut Message, origin: &str, webhook_id: &str, t: u64) {
+pub fn sign_paypal(message: &mut Message, origin: &str, webhook_id: &str, t: u64) {
     let id = format!("tx-{}", &sha256_hex(&message.body)[..16]);
     sign_paypal_transmission(message, origin, webhook_id, t, id);
 }

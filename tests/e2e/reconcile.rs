@@ -18,6 +18,10 @@ const GITHUB_SECRET: &str = "github-reconcile-secret";
 const PADDLE_SECRET: &str = "pdl_ntfset_reconcile_secret";
 const SQUARE_KEY: &str = "square-reconcile-signature-key";
 const SQUARE_URL: &str = "https://hooks.example.com/square";
+const PAYPAL_WEBHOOK_ID: &str = "4JH86294D6297924G";
+const PAYPAL_CLIENT: &str = "AeE2eClientId:EE2eClientSecretValue";
+/// The token the fake PayPal issues for the client (the fake's key).
+const PAYPAL_TOKEN: &str = "A21AAFe2eAccessToken";
 /// The API key: it must never appear in an answer or a log line.
 const API_KEY: &str = "rk_test_51ReconcileKey0000SecretPart";
 
@@ -59,6 +63,14 @@ async fn start(world: &World, api: &ProviderApi, delivery: &str, tag: &str) -> G
                 "endpoint": "ntfset_e2e", "grace_seconds": 0, "lookback_seconds": 3600, "api_base": api.url()
             }
         },
+        "paypal": {
+            "path": format!("/{tag}/paypal"), "signature": "paypal", "signing_secret": "RC_PAYPAL_WEBHOOK_ID",
+            "signature_cert_hosts": origin,
+            "reconcile": {
+                "source": "paypal", "api_key": "RC_PAYPAL_CLIENT", "types": ["PAYMENT.CAPTURE.*"],
+                "grace_seconds": 0, "lookback_seconds": 3600, "api_base": api.url()
+            }
+        },
         "square": {
             "path": format!("/{tag}/square"), "signature": "square", "signing_secret": "RC_SQUARE_KEY",
             "signature_url": SQUARE_URL,
@@ -82,6 +94,8 @@ async fn start(world: &World, api: &ProviderApi, delivery: &str, tag: &str) -> G
         ("RC_PADDLE_API_KEY", API_KEY),
         ("RC_SQUARE_KEY", SQUARE_KEY),
         ("RC_SQUARE_TOKEN", API_KEY),
+        ("RC_PAYPAL_WEBHOOK_ID", PAYPAL_WEBHOOK_ID),
+        ("RC_PAYPAL_CLIENT", PAYPAL_CLIENT),
     ])
     .await
 }
@@ -162,6 +176,11 @@ pub async fn a_stripe_event_never_delivered_reaches_the_origin_once(world: &'sta
         .verify(FORWARD_SECRET)
         .expect("the forward verifies");
     assert_eq!(verified.key, "evt_rc_missed");
+    assert_eq!(
+        verified.source.as_deref(),
+        Some("reconciliation"),
+        "the verifier exposes it"
+    );
     assert!(forward.header("idempotency-signature-v2").is_some());
     assert_eq!(
         forwards.len(),
@@ -492,4 +511,69 @@ pub async fn a_square_event_never_delivered_reaches_the_origin_once(world: &'sta
     .await;
     assert!(replay.replayed(), "{}", replay.status);
     assert_eq!(world.origin.received("/rc6/square").len(), 2);
+}
+
+/// PayPal: a token from the REST app's credentials first, then the events
+/// list; the run asks each event's object, and has PayPal resend the one
+/// that never arrived to the route's webhook id; it comes through the
+/// route, verified by PayPal's signature.
+pub async fn a_paypal_event_that_never_arrived_is_resent(world: &'static World) {
+    let api = ProviderApi::start(PAYPAL_TOKEN).await;
+    let gateway = start(world, &api, "sync", "rc7").await;
+    let origin = world.origin.url();
+    let signer_origin = origin.clone();
+    api.paypal_webhook(
+        PAYPAL_CLIENT,
+        &gateway.url("/rc7/paypal/hook"),
+        std::sync::Arc::new(move |message| {
+            crate::providers::sign_paypal(message, &signer_origin, PAYPAL_WEBHOOK_ID, now())
+        }),
+    );
+    let event = |id: &str, at: u64| {
+        json!({"id": id, "event_version": "1.0", "create_time": idemgate_core::reconcile::api::rfc3339(at),
+               "resource_type": "capture", "event_type": "PAYMENT.CAPTURE.COMPLETED",
+               "summary": "Payment completed", "resource": {"id": format!("cap_{id}"), "amount": {"value": "10.00", "currency_code": "EUR"}}})
+    };
+    let arrived = event("WH-RC-ARRIVED-1", now() - 60);
+    let missed = event("WH-RC-MISSED-2", now() - 50);
+    api.add_paypal_event(arrived.clone());
+    api.add_paypal_event(missed.clone());
+    let mut live = idemgate_core::signature::Message {
+        headers: Vec::new(),
+        body: arrived.to_string().into_bytes(),
+    };
+    crate::providers::sign_paypal(&mut live, &origin, PAYPAL_WEBHOOK_ID, now());
+    let body = arrived.to_string();
+    assert_eq!(
+        send_signed(&gateway, "/rc7/paypal/hook", live.headers, &body)
+            .await
+            .status,
+        201
+    );
+    let run = reconcile(&gateway, reqwest::Method::POST, "paypal")
+        .await
+        .json();
+    assert_eq!(counts(&run), [2, 1, 1, 0], "{run}");
+    let requests = api.requests();
+    assert_eq!(
+        requests[0],
+        ("POST".to_string(), "/v1/oauth2/token".to_string()),
+        "a token first"
+    );
+    assert!(requests.iter().any(|(method, target)| method == "POST"
+        && target.starts_with("/v1/notifications/webhooks-events/WH-RC-MISSED-2/resend")
+        && target.contains(PAYPAL_WEBHOOK_ID)));
+    crate::support::eventually(10, "the resent event reached the origin", || async {
+        world
+            .origin
+            .received("/rc7/paypal")
+            .iter()
+            .any(|forward| forward.body.as_ref() == missed.to_string().as_bytes())
+    })
+    .await;
+    let again = reconcile(&gateway, reqwest::Method::POST, "paypal")
+        .await
+        .json();
+    assert_eq!(counts(&again), [2, 2, 0, 0], "{again}");
+    assert_eq!(world.origin.received("/rc7/paypal").len(), 2);
 }

@@ -19,6 +19,9 @@ use axum::Router;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
+/// Signs a delivery as its provider does (PayPal's RSA key is the test's).
+pub type Signer = Arc<dyn Fn(&mut idemgate_core::signature::Message) + Send + Sync>;
+
 #[derive(Default)]
 struct Fake {
     /// The bearer credential the API takes.
@@ -37,6 +40,11 @@ struct Fake {
     paddle_secret: String,
     /// Square's events, oldest first.
     square: Vec<Value>,
+    /// PayPal: the REST app's `client_id:secret`, its events (oldest
+    /// first), and how its deliveries are signed.
+    paypal_client: String,
+    paypal: Vec<Value>,
+    paypal_signer: Option<Signer>,
     /// Statuses the next requests answer, first first.
     fail_next: Vec<u16>,
     /// Every request: method, path and query.
@@ -68,6 +76,12 @@ impl ProviderApi {
             .route("/notifications", get(paddle_notifications))
             .route("/notifications/{id}/replay", post(paddle_replay))
             .route("/v2/events", post(square_search))
+            .route("/v1/oauth2/token", post(paypal_token))
+            .route("/v1/notifications/webhooks-events", get(paypal_events))
+            .route(
+                "/v1/notifications/webhooks-events/{id}/resend",
+                post(paypal_resend),
+            )
             .with_state(fake.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -122,6 +136,20 @@ impl ProviderApi {
     /// (https://developer.squareup.com/reference/square/events-api/search-events).
     pub fn add_square_event(&self, event: Value) {
         self.fake.lock().unwrap().square.push(event);
+    }
+
+    /// PayPal's REST app (`client_id:secret`, whose token is the fake's
+    /// key) and its webhook: where it delivers and how it signs.
+    pub fn paypal_webhook(&self, client: &str, webhook_url: &str, signer: Signer) {
+        let mut fake = self.fake.lock().unwrap();
+        fake.paypal_client = client.to_string();
+        fake.webhook_url = webhook_url.to_string();
+        fake.paypal_signer = Some(signer);
+    }
+
+    /// A PayPal event as the API lists it (https://developer.paypal.com/docs/api/webhooks/v1/#webhooks-events_list).
+    pub fn add_paypal_event(&self, event: Value) {
+        self.fake.lock().unwrap().paypal.push(event);
     }
 
     /// A GitHub delivery GitHub recorded: `status_code` is what the
@@ -578,4 +606,151 @@ fn urlencode(text: &str) -> String {
             other => format!("%{other:02X}"),
         })
         .collect()
+}
+
+/// https://developer.paypal.com/api/rest/authentication/: Basic
+/// `client_id:secret`, `grant_type=client_credentials`; the token is the
+/// fake's key.
+async fn paypal_token(
+    State(fake): State<Arc<Mutex<Fake>>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    use base64::Engine as _;
+    let mut fake = fake.lock().unwrap();
+    fake.requests
+        .push(("POST".into(), "/v1/oauth2/token".into()));
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(&fake.paypal_client)
+    );
+    let presented = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok());
+    if presented != Some(expected.as_str()) || body != "grant_type=client_credentials" {
+        let refused =
+            json!({"error": "invalid_client", "error_description": "Client Authentication failed"});
+        return (StatusCode::UNAUTHORIZED, axum::Json(refused)).into_response();
+    }
+    axum::Json(json!({"scope": "https://uri.paypal.com/services/applications/webhooks", "access_token": fake.key, "token_type": "Bearer", "expires_in": 32400})).into_response()
+}
+
+/// https://developer.paypal.com/docs/api/webhooks/v1/#webhooks-events_list:
+/// `page_size` (default 10), `start_time`/`end_time` inclusive, one
+/// `event_type`; the next page in `links` (`rel` `next`).
+async fn paypal_events(
+    State(fake): State<Arc<Mutex<Fake>>>,
+    headers: HeaderMap,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Response {
+    let target = format!(
+        "/v1/notifications/webhooks-events?{}",
+        query
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("&")
+    );
+    let refused = json!({"name": "AUTHENTICATION_FAILURE", "message": "Authentication failed due to invalid authentication credentials or a missing Authorization header.", "debug_id": "e2e"});
+    if let Some(refused) = gate(&fake, &headers, "GET", target, refused) {
+        return refused;
+    }
+    let value = |name: &str| {
+        query
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+    };
+    let page_size: usize = value("page_size").map_or(10, |n| n.parse().unwrap());
+    let start = value("start_time").and_then(|at| unix(&at));
+    let end = value("end_time").and_then(|at| unix(&at));
+    let event_type = value("event_type");
+    let from: usize = value("page").map_or(0, |page| page.parse().unwrap());
+    let fake = fake.lock().unwrap();
+    let mut events: Vec<&Value> = fake
+        .paypal
+        .iter()
+        .filter(|event| {
+            let at = unix(event["create_time"].as_str().unwrap()).unwrap();
+            start.is_none_or(|start| at >= start)
+                && end.is_none_or(|end| at <= end)
+                && event_type
+                    .as_ref()
+                    .is_none_or(|name| event["event_type"] == name.as_str())
+        })
+        .collect();
+    events.reverse();
+    let page: Vec<&Value> = events.iter().skip(from).take(page_size).copied().collect();
+    let mut links = vec![];
+    if from + page_size < events.len() {
+        let host = headers
+            .get("host")
+            .and_then(|host| host.to_str().ok())
+            .unwrap_or("127.0.0.1");
+        let kept: Vec<String> = query
+            .iter()
+            .filter(|(key, _)| key != "page")
+            .map(|(k, v)| format!("{k}={}", urlencode(v)))
+            .collect();
+        links.push(json!({"href": format!("http://{host}/v1/notifications/webhooks-events?{}&page={}", kept.join("&"), from + page_size), "rel": "next", "method": "GET"}));
+    }
+    axum::Json(json!({"events": page, "count": page.len(), "links": links})).into_response()
+}
+
+/// https://developer.paypal.com/docs/api/webhooks/v1/#webhooks-events_resend:
+/// 202 with the event; PayPal delivers it again to the webhooks named,
+/// signed, under a new transmission id.
+async fn paypal_resend(
+    State(fake): State<Arc<Mutex<Fake>>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let refused = json!({"name": "AUTHENTICATION_FAILURE", "message": "Authentication failed.", "debug_id": "e2e"});
+    if let Some(refused) = gate(
+        &fake,
+        &headers,
+        "POST",
+        format!("/v1/notifications/webhooks-events/{id}/resend?{body}"),
+        refused,
+    ) {
+        return refused;
+    }
+    let (event, url, signer) = {
+        let fake = fake.lock().unwrap();
+        let Some(event) = fake
+            .paypal
+            .iter()
+            .find(|event| event["id"] == id.as_str())
+            .cloned()
+        else {
+            return (
+                StatusCode::NOT_FOUND,
+                axum::Json(json!({"name": "RESOURCE_NOT_FOUND"})),
+            )
+                .into_response();
+        };
+        (
+            event,
+            fake.webhook_url.clone(),
+            fake.paypal_signer.clone().unwrap(),
+        )
+    };
+    let delivered = event.clone();
+    tokio::spawn(async move {
+        let body = delivered.to_string();
+        let mut message = idemgate_core::signature::Message {
+            headers: Vec::new(),
+            body: body.clone().into_bytes(),
+        };
+        signer(&mut message);
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json");
+        for (name, value) in message.headers {
+            request = request.header(name, value);
+        }
+        let _ = request.body(body).send().await;
+    });
+    (StatusCode::ACCEPTED, axum::Json(event)).into_response()
 }
