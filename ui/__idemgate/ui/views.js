@@ -99,7 +99,21 @@ export async function overview() {
     );
     const facts = [["Oldest pending", entry.oldest_pending_age_ms === null ? "none" : duration(entry.oldest_pending_age_ms)]];
     if (entry.flow) facts.push(["Flow control", flowText(entry.flow)]);
+    if (entry.reconcile) {
+      facts.push(["Last reconciliation", lastRunText(entry.reconcile.last_run, entry.reconcile.error)]);
+      if (entry.reconcile.last_day) facts.push(["Reconciled, 24 h", dayText(entry.reconcile.last_day)]);
+    }
     const actions = h("div", { class: "actions" });
+    if (entry.reconcile && !entry.reconcile.error) {
+      actions.append(
+        h(
+          "button",
+          { type: "button", onclick: (event) => reconcileNow(entry.route, event.currentTarget) },
+          "Reconcile now",
+          hidden(` ${entry.route}`),
+        ),
+      );
+    }
     if (entry.dead > 0) {
       actions.append(
         h(
@@ -132,6 +146,35 @@ export async function overview() {
       : h("p", {}, "This token sees no route."),
     routes.length ? lookupForm(routes.map((entry) => entry.route)) : null,
   ];
+}
+
+/** A route's last reconciliation run, in a line (docs/reconciliation.md). */
+export function lastRunText(run, error) {
+  if (error) return error;
+  if (!run) return "no run yet";
+  const counts = `${run.listed} listed, ${run.already_received} already received, ${run.filled} filled, ${run.failed} failed`;
+  const failed = run.error ? `; the API answered ${run.error.status}: ${run.error.problem}` : "";
+  const unfinished = !run.error && !run.complete ? "; goes on from its cursor" : "";
+  return `${when(run.started_at)}: ${counts}${failed}${unfinished}`;
+}
+
+export function dayText(day) {
+  const failedRuns = day.failed_runs ? `, ${day.failed_runs} failed run${day.failed_runs === 1 ? "" : "s"}` : "";
+  return `${day.runs} run${day.runs === 1 ? "" : "s"}: ${day.filled} filled, ${day.failed} failed${failedRuns}`;
+}
+
+/** Starts a run now; its record comes back when it ends. */
+async function reconcileNow(routeName, button) {
+  button.disabled = true;
+  try {
+    const run = await api("POST", "/reconcile", { route: routeName });
+    notify(`Reconciled ${routeName}: ${lastRunText(run)}`);
+    route(false);
+  } catch (error) {
+    showError(error);
+  } finally {
+    button.disabled = false;
+  }
 }
 
 export function flowText(flow) {
