@@ -1191,6 +1191,12 @@ fn paypal_resends_to_the_webhook_its_signing_secret_names_unless_an_endpoint_is_
         r#"{"source":"paypal","api_key":"RECONCILE_KEY","types":["*"],"endpoint":"../x"}"#,
     )
     .unwrap_err();
+    // PayPal does use an endpoint: the detail says what it must be.
+    assert!(
+        !problem.detail().contains("is not used"),
+        "{}",
+        problem.detail()
+    );
     assert_eq!(variable_of(problem), "ROUTES.r.reconcile.endpoint");
 }
 
