@@ -2331,3 +2331,32 @@ fn has_arrived_holds_for_every_receipt_but_a_failed_sync_one() {
         }
     }
 }
+
+#[test]
+fn an_async_delivery_waiting_for_its_retry_has_arrived() {
+    // Accepted and acknowledged, its origin answered 503: the receipt is
+    // failed with a retry scheduled. Its sender will not retry (it was
+    // acknowledged) and the alarm delivers it: the event arrived. A run
+    // must count it already received, not ask the provider to re-send it
+    // or count a duplicate's acknowledgement as filled.
+    let engine = engine();
+    let policy = async_policy(&[60_000]);
+    engine.backend().answer_with(status(503));
+    block_on(engine.deliver(delivery("webhook body"), &policy));
+    assert!(block_on(engine.after_answer()));
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert!(
+        matches!(
+            receipt.state,
+            ReceiptState::Failed {
+                next_attempt_at: Some(_),
+                ..
+            }
+        ),
+        "{:?}",
+        receipt.state
+    );
+    assert_eq!(engine.has_arrived(), Ok(true));
+    assert!(block_on(engine.deliver_if_absent(reconciled("api rendering"), &policy)).is_none());
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+}
