@@ -169,6 +169,12 @@ pub(super) fn reconcile_config(
             ))
         }
         (Source::Paypal, Some(webhook)) if is_id(&webhook) => Some(webhook),
+        (Source::Paypal, Some(_)) => {
+            return Err(misconfigured(
+                label("endpoint"),
+                "must be the id of the route's PayPal webhook (letters, digits, - and _), or left out to take the route's signing secret",
+            ))
+        }
         // PayPal's signing secret is the webhook id.
         (Source::Paypal, None) => settings
             .signing_secrets()?

@@ -703,3 +703,520 @@ fn a_route_may_name_several_signing_secrets_and_any_one_verifies() {
         assert!(problem.detail().contains(reason), "{}", problem.detail());
     }
 }
+
+// --- A route's `reconcile` table (SPEC §11) ---
+
+/// The value of the API key's secret: it must never be shown.
+const RECONCILE_KEY: &str = "rk_live_51HxReconcileKeyValue0123";
+/// The value of the route's signing secret (PayPal's: the webhook id).
+const WEBHOOK_SECRET: &str = "WH8PT597110X687430LKGECATA";
+
+/// Route `r` verifying `scheme`, with `fields` added to its table (each
+/// starting with a comma) and `reconcile` (JSON) as its `reconcile`; the
+/// secrets `WEBHOOK_SECRET` and `RECONCILE_KEY` are set.
+fn reconciled_with(
+    scheme: &str,
+    fields: &str,
+    reconcile: &str,
+) -> Result<crate::reconcile::ReconcileConfig, Problem> {
+    let url = match scheme {
+        "square" => r#","signature_url":"https://hooks.example/square""#,
+        _ => "",
+    };
+    let routes = format!(
+        r#"{{"r":{{"path":"/r","signature":"{scheme}","signing_secret":"WEBHOOK_SECRET"{url}{fields},"reconcile":{reconcile}}}}}"#
+    );
+    let config = config(&[
+        ("ORIGIN_URL", "http://o"),
+        ("ROUTES", &routes),
+        ("WEBHOOK_SECRET", WEBHOOK_SECRET),
+        ("RECONCILE_KEY", RECONCILE_KEY),
+    ])?;
+    Ok(config.routes[0]
+        .reconcile
+        .clone()
+        .expect("the route has a reconcile table"))
+}
+
+fn reconciled(scheme: &str, reconcile: &str) -> Result<crate::reconcile::ReconcileConfig, Problem> {
+    reconciled_with(scheme, "", reconcile)
+}
+
+/// Its problem's detail, checked to name no secret's value.
+fn detail_without_secrets(problem: &Problem) -> String {
+    let detail = problem.detail();
+    for secret in [RECONCILE_KEY, WEBHOOK_SECRET, "Reconcile", "abc123def"] {
+        assert!(!detail.contains(secret), "{secret} shown in: {detail}");
+    }
+    detail
+}
+
+#[test]
+fn a_reconcile_table_parses_with_the_documented_defaults() {
+    let stripe = reconciled(
+        "stripe",
+        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["payment_intent.*","charge.refunded"]}"#,
+    )
+    .unwrap();
+    assert_eq!(stripe.source, crate::reconcile::Source::Stripe);
+    assert_eq!(stripe.api_key_name, "RECONCILE_KEY");
+    // The key is read from the secret it names, not taken as written.
+    assert_eq!(stripe.api_key.expose(), RECONCILE_KEY);
+    assert_eq!(
+        (
+            stripe.every_seconds,
+            stripe.lookback_seconds,
+            stripe.grace_seconds
+        ),
+        (600, 172_800, 600)
+    );
+    assert_eq!(stripe.api_base, "https://api.stripe.com");
+    assert_eq!(stripe.endpoint, None);
+    assert!(stripe.types.matches("payment_intent.succeeded"));
+    assert!(stripe.types.matches("charge.refunded"));
+    assert!(!stripe.types.matches("charge.succeeded"));
+    // The window a run starting at `now` lists.
+    let window = stripe.window(1_000_000);
+    assert_eq!(
+        (window.from, window.to),
+        (1_000_000 - 172_800, 1_000_000 - 600)
+    );
+
+    for (scheme, base, endpoint) in [
+        ("square", "https://connect.squareup.com", ""),
+        (
+            "paddle",
+            "https://api.paddle.com",
+            r#","endpoint":"ntfset_01h""#,
+        ),
+        ("paypal", "https://api-m.paypal.com", ""),
+        (
+            "github",
+            "https://api.github.com",
+            r#","endpoint":"repos/o/r/hooks/12""#,
+        ),
+    ] {
+        let reconcile =
+            format!(r#"{{"source":"{scheme}","api_key":"RECONCILE_KEY","types":["*"]{endpoint}}}"#);
+        let config = reconciled(scheme, &reconcile).unwrap();
+        assert_eq!(config.source.name(), scheme);
+        assert_eq!(config.api_base, base, "{scheme}");
+        // Every provider keeps at least 2 days: the default lookback holds.
+        assert_eq!(config.lookback_seconds, 172_800, "{scheme}");
+    }
+}
+
+#[test]
+fn every_field_of_a_reconcile_table_is_checked_and_blamed_by_its_own_name() {
+    const KEY: &str = r#""api_key":"RECONCILE_KEY""#;
+    const TYPES: &str = r#""types":["charge.*"]"#;
+    let stripe = |rest: &str| format!(r#"{{"source":"stripe",{KEY},{TYPES}{rest}}}"#);
+    let cases: Vec<(&str, &str, String, &str)> = vec![
+        // (scheme, extra route fields, reconcile, the field blamed)
+        ("stripe", "", format!("{{{KEY},{TYPES}}}"), "source"),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"braintree",{KEY},{TYPES}}}"#),
+            "source",
+        ),
+        // A route verifying Stripe cannot reconcile against Paddle's list:
+        // the deliveries listed would be another endpoint's.
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"paddle",{KEY},{TYPES},"endpoint":"ntfset_1"}}"#),
+            "source",
+        ),
+        (
+            "github",
+            "",
+            format!(r#"{{"source":"stripe",{KEY},{TYPES}}}"#),
+            "source",
+        ),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"stripe",{TYPES}}}"#),
+            "api_key",
+        ),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"stripe","api_key":"UNSET_KEY",{TYPES}}}"#),
+            "api_key",
+        ),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"stripe","api_key":"stripe_key",{TYPES}}}"#),
+            "api_key",
+        ),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"stripe","api_key":7,{TYPES}}}"#),
+            "api_key",
+        ),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"stripe",{KEY}}}"#),
+            "types",
+        ),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"stripe",{KEY},"types":[]}}"#),
+            "types",
+        ),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"stripe",{KEY},"types":["charge.*",7]}}"#),
+            "types",
+        ),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"stripe",{KEY},"types":"charge.*"}}"#),
+            "types",
+        ),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"stripe",{KEY},"types":["a*b"]}}"#),
+            "types",
+        ),
+        ("stripe", "", stripe(r#","every_seconds":59"#), "every_seconds"),
+        (
+            "stripe",
+            "",
+            stripe(r#","every_seconds":86401"#),
+            "every_seconds",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","every_seconds":"often""#),
+            "every_seconds",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","every_seconds":-600"#),
+            "every_seconds",
+        ),
+        // A lookback within an hour of the retention: an event listed
+        // after its receipt expired would be delivered a second time.
+        (
+            "stripe",
+            r#","retention_seconds":7200"#,
+            stripe(r#","lookback_seconds":3601"#),
+            "lookback_seconds",
+        ),
+        // The default lookback (2 days) needs a retention of 2 days and an
+        // hour: the route's own retention is checked against the default.
+        (
+            "stripe",
+            r#","retention_seconds":172800"#,
+            stripe(""),
+            "lookback_seconds",
+        ),
+        // Longer than the provider lists: such a run would list nothing more.
+        (
+            "github",
+            r#","retention_seconds":31536000"#,
+            r#"{"source":"github","api_key":"RECONCILE_KEY","types":["*"],"endpoint":"repos/o/r/hooks/1","lookback_seconds":259201}"#.to_string(),
+            "lookback_seconds",
+        ),
+        (
+            "stripe",
+            r#","retention_seconds":31536000"#,
+            stripe(r#","lookback_seconds":2592001"#),
+            "lookback_seconds",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","lookback_seconds":59"#),
+            "lookback_seconds",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","lookback_seconds":3600,"grace_seconds":3600"#),
+            "grace_seconds",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","lookback_seconds":3600,"grace_seconds":7200"#),
+            "grace_seconds",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","grace_seconds":86401"#),
+            "grace_seconds",
+        ),
+        // Plain http only to a loopback host (a local fake): the key must
+        // not cross a network in the clear.
+        (
+            "stripe",
+            "",
+            stripe(r#","api_base":"http://example.com""#),
+            "api_base",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","api_base":"https://api.stripe.com/v1""#),
+            "api_base",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","api_base":"http://localhost.attacker.example""#),
+            "api_base",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","api_base":"https://user:pw@api.stripe.com""#),
+            "api_base",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","endpoint":"we_123""#),
+            "endpoint",
+        ),
+        (
+            "github",
+            "",
+            format!(r#"{{"source":"github",{KEY},{TYPES}}}"#),
+            "endpoint",
+        ),
+        (
+            "github",
+            "",
+            format!(r#"{{"source":"github",{KEY},{TYPES},"endpoint":"repos/a/b/hooks/x"}}"#),
+            "endpoint",
+        ),
+        (
+            "github",
+            "",
+            format!(r#"{{"source":"github",{KEY},{TYPES},"endpoint":"../x"}}"#),
+            "endpoint",
+        ),
+        // A hook path that climbs out of the API's tree would send the
+        // token's redeliveries elsewhere.
+        (
+            "github",
+            "",
+            format!(r#"{{"source":"github",{KEY},{TYPES},"endpoint":"repos/../b/hooks/1"}}"#),
+            "endpoint",
+        ),
+        (
+            "github",
+            "",
+            format!(r#"{{"source":"github",{KEY},{TYPES},"endpoint":"repos/a/b/hooks/1/"}}"#),
+            "endpoint",
+        ),
+        (
+            "paddle",
+            "",
+            format!(r#"{{"source":"paddle",{KEY},{TYPES}}}"#),
+            "endpoint",
+        ),
+        (
+            "paddle",
+            "",
+            format!(r#"{{"source":"paddle",{KEY},{TYPES},"endpoint":"ntfset/../x"}}"#),
+            "endpoint",
+        ),
+        (
+            "stripe",
+            "",
+            stripe(r#","lookback":3600"#),
+            "lookback",
+        ),
+    ];
+    for (scheme, fields, reconcile, field) in cases {
+        let problem = reconciled_with(scheme, fields, &reconcile)
+            .expect_err(&format!("{scheme} {fields} {reconcile}"));
+        detail_without_secrets(&problem);
+        assert_eq!(
+            variable_of(problem),
+            format!("ROUTES.r.reconcile.{field}"),
+            "{scheme} {fields} {reconcile}"
+        );
+    }
+}
+
+#[test]
+fn a_reconcile_setting_at_its_bounds_is_taken() {
+    let stripe = |rest: &str| {
+        format!(r#"{{"source":"stripe","api_key":"RECONCILE_KEY","types":["charge.*"]{rest}}}"#)
+    };
+    let at = reconciled(
+        "stripe",
+        &stripe(r#","every_seconds":60,"grace_seconds":0"#),
+    )
+    .unwrap();
+    assert_eq!((at.every_seconds, at.grace_seconds), (60, 0));
+    let at = reconciled("stripe", &stripe(r#","every_seconds":86400"#)).unwrap();
+    assert_eq!(at.every_seconds, 86_400);
+    // Exactly an hour short of the retention is enough.
+    let at = reconciled_with(
+        "stripe",
+        r#","retention_seconds":7200"#,
+        &stripe(r#","lookback_seconds":3600,"grace_seconds":3599"#),
+    )
+    .unwrap();
+    assert_eq!((at.lookback_seconds, at.grace_seconds), (3_600, 3_599));
+    // Exactly what the provider keeps.
+    let at = reconciled_with(
+        "github",
+        r#","retention_seconds":31536000"#,
+        r#"{"source":"github","api_key":"RECONCILE_KEY","types":["*"],"endpoint":"repos/o/r/hooks/1","lookback_seconds":259200}"#,
+    )
+    .unwrap();
+    assert_eq!(at.lookback_seconds, 259_200);
+    // A local fake of the API, over plain http on loopback.
+    let local = reconciled("stripe", &stripe(r#","api_base":"http://127.0.0.1:8787""#)).unwrap();
+    assert_eq!(local.api_base, "http://127.0.0.1:8787");
+    for hook in ["repos/o-1/r.js/hooks/12", "orgs/acme/hooks/3", "app/hook"] {
+        let reconcile = format!(
+            r#"{{"source":"github","api_key":"RECONCILE_KEY","types":["*"],"endpoint":"{hook}"}}"#
+        );
+        assert_eq!(
+            reconciled("github", &reconcile)
+                .unwrap()
+                .endpoint
+                .as_deref(),
+            Some(hook)
+        );
+    }
+}
+
+#[test]
+fn a_reconcile_that_is_not_a_table_is_misconfigured() {
+    for reconcile in [r#""stripe""#, "[]", "true", "600"] {
+        let problem = reconciled("stripe", reconcile).unwrap_err();
+        assert_eq!(variable_of(problem), "ROUTES.r.reconcile", "{reconcile}");
+    }
+}
+
+#[test]
+fn a_route_without_a_signature_cannot_be_reconciled() {
+    // Its deliveries are no provider's: no events API lists them.
+    let problem = config(&[
+        ("ORIGIN_URL", "http://o"),
+        (
+            "ROUTES",
+            r#"{"r":{"path":"/r","reconcile":{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"]}}}"#,
+        ),
+        ("RECONCILE_KEY", RECONCILE_KEY),
+    ])
+    .unwrap_err();
+    assert_eq!(variable_of(problem), "ROUTES.r.reconcile.source");
+}
+
+#[test]
+fn a_key_written_where_its_secrets_name_belongs_is_refused_and_never_shown() {
+    for value in ["rk_live_abc123def456ghi789", RECONCILE_KEY] {
+        let reconcile = format!(r#"{{"source":"stripe","api_key":"{value}","types":["*"]}}"#);
+        let problem = reconciled("stripe", &reconcile).unwrap_err();
+        let detail = detail_without_secrets(&problem);
+        assert!(!detail.contains(value), "{detail}");
+        assert!(detail.contains("not the name of a secret"), "{detail}");
+        assert_eq!(variable_of(problem), "ROUTES.r.reconcile.api_key");
+    }
+}
+
+#[test]
+fn an_api_key_naming_an_unset_secret_says_its_name_and_no_value() {
+    let problem = reconciled(
+        "stripe",
+        r#"{"source":"stripe","api_key":"UNSET_KEY","types":["*"]}"#,
+    )
+    .unwrap_err();
+    let detail = detail_without_secrets(&problem);
+    assert!(detail.contains("UNSET_KEY"), "{detail}");
+    assert!(detail.contains("not set"), "{detail}");
+    // A secret set to nothing is not set either.
+    let routes = r#"{"r":{"path":"/r","signature":"stripe","signing_secret":"WEBHOOK_SECRET","reconcile":{"source":"stripe","api_key":"EMPTY_KEY","types":["*"]}}}"#;
+    let problem = config(&[
+        ("ORIGIN_URL", "http://o"),
+        ("ROUTES", routes),
+        ("WEBHOOK_SECRET", WEBHOOK_SECRET),
+        ("EMPTY_KEY", ""),
+    ])
+    .unwrap_err();
+    assert_eq!(variable_of(problem), "ROUTES.r.reconcile.api_key");
+}
+
+#[test]
+fn an_unknown_field_of_reconcile_is_named_but_a_secret_looking_one_is_not_shown() {
+    let problem = reconciled(
+        "stripe",
+        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"rk_live_abc123def456ghi789":1}"#,
+    )
+    .unwrap_err();
+    detail_without_secrets(&problem);
+    let variable = variable_of(problem);
+    assert!(variable.starts_with("ROUTES.r.reconcile."), "{variable}");
+    assert!(!variable.contains("abc123"), "{variable}");
+}
+
+#[test]
+fn paypal_resends_to_the_webhook_its_signing_secret_names_unless_an_endpoint_is_given() {
+    let paypal = reconciled(
+        "paypal",
+        r#"{"source":"paypal","api_key":"RECONCILE_KEY","types":["PAYMENT.CAPTURE.COMPLETED"]}"#,
+    )
+    .unwrap();
+    // PayPal's signing secret is the webhook id: the resend names it.
+    assert_eq!(paypal.endpoint.as_deref(), Some(WEBHOOK_SECRET));
+    let explicit = reconciled(
+        "paypal",
+        r#"{"source":"paypal","api_key":"RECONCILE_KEY","types":["*"],"endpoint":"5GP028458E2496506"}"#,
+    )
+    .unwrap();
+    assert_eq!(explicit.endpoint.as_deref(), Some("5GP028458E2496506"));
+    let problem = reconciled(
+        "paypal",
+        r#"{"source":"paypal","api_key":"RECONCILE_KEY","types":["*"],"endpoint":"../x"}"#,
+    )
+    .unwrap_err();
+    // PayPal does use an endpoint: the detail says what it must be.
+    assert!(
+        !problem.detail().contains("is not used"),
+        "{}",
+        problem.detail()
+    );
+    assert_eq!(variable_of(problem), "ROUTES.r.reconcile.endpoint");
+}
+
+#[test]
+fn a_broken_reconcile_table_breaks_its_route_alone() {
+    let routes = r#"{
+        "r": {"path": "/r", "signature": "stripe", "signing_secret": "WEBHOOK_SECRET", "reconcile": {"source": "stripe"}},
+        "other": {"path": "/other"}
+    }"#;
+    let config = whole_config(&[
+        ("ORIGIN_URL", "http://o"),
+        ("ROUTES", routes),
+        ("WEBHOOK_SECRET", WEBHOOK_SECRET),
+    ])
+    .unwrap();
+    assert_eq!(config.routes.len(), 1);
+    assert_eq!(config.routes[0].name, "other");
+    assert!(config.routes[0].reconcile.is_none());
+    assert_eq!(
+        variable_of(config.broken_route("r").unwrap().clone()),
+        "ROUTES.r.reconcile.api_key"
+    );
+}

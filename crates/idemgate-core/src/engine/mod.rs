@@ -275,7 +275,13 @@ impl<B: Backend> Engine<B> {
         self.with_receipt(|receipt| {
             receipt.as_ref().is_some_and(|receipt| {
                 !receipt.is_expired(now)
-                    && !matches!(receipt.state, crate::receipt::ReceiptState::Failed { .. })
+                    && !matches!(
+                        (receipt.delivery, &receipt.state),
+                        (
+                            DeliveryKind::Sync,
+                            crate::receipt::ReceiptState::Failed { .. }
+                        )
+                    )
             })
         })
     }

@@ -2082,3 +2082,281 @@ fn an_expiry_writes_again_a_removal_that_was_never_confirmed() {
     );
     assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
 }
+
+// --- Reconciliation's delivery (SPEC §11): only if no delivery arrived ---
+
+/// The delivery a reconciliation run makes of event `k-1` (the key is the
+/// provider's event id): its fingerprint is the event id, not its bytes,
+/// since the API's rendering and the webhook's body differ.
+fn reconciled(body: &str) -> Delivery {
+    let mut delivery = delivery(body);
+    delivery.fingerprint = Fingerprint::of_event("k-1");
+    delivery.if_absent = true;
+    delivery.request.source = Some(crate::reconcile::RECONCILIATION.into());
+    delivery
+}
+
+/// An engine whose key holds a receipt of `kind` in `state`, as an
+/// earlier life of the object left it.
+fn engine_holding(kind: DeliveryKind, state: ReceiptState) -> Engine<MemoryBackend> {
+    let engine = engine();
+    let mut receipt = Receipt::new(
+        delivery("live").identity,
+        Fingerprint::of_bytes(b"live"),
+        kind,
+        state,
+        NOW,
+        60_000,
+    );
+    receipt.identity.receipt_id = "receipt-earlier".into();
+    receipt.epoch = next_epoch(0, NOW - 1_000);
+    *engine.backend().stored.borrow_mut() = Some(receipt);
+    engine
+}
+
+#[test]
+fn a_reconciled_delivery_without_a_receipt_is_forwarded_once_marked_and_stored() {
+    let engine = engine();
+    let policy = policy(InFlightPolicy::Wait);
+    let answer = block_on(engine.deliver_if_absent(reconciled("api rendering"), &policy))
+        .expect("no receipt: delivered");
+    assert_eq!(
+        (answer.decision(), answer.render().status),
+        ("forwarded", 201)
+    );
+    let forwarded = engine.backend().forwarded.borrow();
+    assert_eq!(forwarded.len(), 1);
+    assert_eq!(forwarded[0].body, b"api rendering");
+    // The origin can tell (under idemgate's signature) where it came from.
+    assert_eq!(
+        get(&forwarded[0].headers, "idempotency-source"),
+        Some("reconciliation")
+    );
+    drop(forwarded);
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert_eq!(receipt.state_name(), "completed");
+    assert_eq!(receipt.fingerprint, Fingerprint::of_event("k-1"));
+    // Asked again (the next run), nothing more is sent.
+    assert!(block_on(engine.deliver_if_absent(reconciled("api rendering"), &policy)).is_none());
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+}
+
+#[test]
+fn a_reconciled_delivery_after_a_completed_live_one_does_nothing() {
+    let engine = engine();
+    let policy = policy(InFlightPolicy::Wait);
+    block_on(engine.deliver(delivery("webhook body"), &policy));
+    let before = engine.receipt().unwrap().unwrap();
+    let writes = engine.backend().ops.get().writes;
+    assert!(block_on(engine.deliver_if_absent(reconciled("api rendering"), &policy)).is_none());
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+    assert_eq!(engine.backend().ops.get().writes, writes, "nothing stored");
+    assert_eq!(engine.receipt().unwrap().unwrap(), before);
+}
+
+#[test]
+fn a_reconciled_delivery_forwards_again_a_live_one_whose_forward_failed() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = policy(InFlightPolicy::Wait);
+    backend.answer_with(status(503));
+    let live = block_on(engine.deliver(delivery("webhook body"), &policy));
+    assert_eq!(live.render().status, 503);
+    assert_eq!(engine.has_arrived(), Ok(false), "its sender retries");
+    // The sender stopped retrying; the run finds the event and delivers
+    // it. Its fingerprint is the event id, the failed receipt's is the
+    // body's: one event, so not a 422.
+    backend.now.set(NOW + 5_000);
+    let answer = block_on(engine.deliver_if_absent(reconciled("api rendering"), &policy))
+        .expect("a failed sync receipt is not an arrival");
+    assert_eq!(
+        (answer.decision(), answer.render().status),
+        ("forwarded", 201)
+    );
+    let forwarded = backend.forwarded.borrow();
+    assert_eq!(forwarded.len(), 2);
+    assert!(epoch_of(&forwarded[1]) > epoch_of(&forwarded[0]));
+    assert_eq!(forwarded[1].body, b"api rendering");
+    assert_eq!(
+        get(&forwarded[1].headers, "idempotency-source"),
+        Some("reconciliation")
+    );
+    drop(forwarded);
+    assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
+    assert!(!backend.counted().contains(&"mismatch"));
+}
+
+#[test]
+fn a_live_delivery_after_a_reconciled_one_is_replayed_though_its_bytes_differ() {
+    let engine = engine();
+    let policy = policy(InFlightPolicy::Wait);
+    let filled = block_on(engine.deliver_if_absent(reconciled("api rendering"), &policy)).unwrap();
+    // Stripe's webhook body differs from the API's (pending_webhooks).
+    let live = block_on(engine.deliver(delivery("webhook body"), &policy));
+    assert_eq!(live.decision(), "replayed");
+    assert_eq!(live.render().status, 201);
+    assert_eq!(live.render().body, filled.render().body);
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+    // And the live delivery's own retry, still the same event.
+    let again = block_on(engine.deliver(delivery("webhook body, retried"), &policy));
+    assert_eq!(again.decision(), "replayed");
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+}
+
+#[test]
+fn two_live_deliveries_of_one_key_with_different_bodies_are_still_a_mismatch() {
+    // The event-id rule holds only where one side came from
+    // reconciliation: a live body that differs is still 422.
+    let engine = engine();
+    let policy = policy(InFlightPolicy::Wait);
+    block_on(engine.deliver(delivery("webhook body"), &policy));
+    let other = block_on(engine.deliver(delivery("another body"), &policy));
+    assert_eq!((other.decision(), other.render().status), ("mismatch", 422));
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+    // Nor does a live delivery take the event-id rule for itself by
+    // carrying a key whose event fingerprint it does not hold.
+    assert_eq!(
+        engine.receipt().unwrap().unwrap().fingerprint,
+        Fingerprint::of_bytes(b"webhook body")
+    );
+}
+
+#[test]
+fn a_reconciled_delivery_to_an_async_route_is_accepted_and_delivered_by_the_alarm() {
+    let engine = engine();
+    let policy = async_policy(&[10_000]);
+    let answer = block_on(engine.deliver_if_absent(reconciled("api rendering"), &policy))
+        .expect("no receipt: accepted");
+    assert_eq!(answer.render().status, 202);
+    assert!(block_on(engine.after_answer()));
+    let forwarded = engine.backend().forwarded.borrow();
+    assert_eq!(forwarded.len(), 1);
+    assert_eq!(
+        get(&forwarded[0].headers, "idempotency-source"),
+        Some("reconciliation"),
+        "the stored request keeps its source for every attempt"
+    );
+    drop(forwarded);
+    // A live delivery arriving afterwards is a duplicate, not a mismatch.
+    let live = block_on(engine.deliver(delivery("webhook body"), &policy));
+    assert_eq!(live.render().status, 202);
+    assert!(!engine.backend().counted().contains(&"mismatch"));
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+}
+
+#[test]
+fn has_arrived_is_false_without_a_receipt_and_after_it_expired() {
+    let engine = engine();
+    assert_eq!(engine.has_arrived(), Ok(false));
+    let policy = policy(InFlightPolicy::Wait);
+    block_on(engine.deliver(delivery("webhook body"), &policy));
+    assert_eq!(engine.has_arrived(), Ok(true));
+    let expires_at = engine.receipt().unwrap().unwrap().expires_at;
+    engine.backend().now.set(expires_at);
+    // Past retention the receipt no longer says the event arrived: the
+    // lookback is kept an hour inside retention for this reason.
+    assert_eq!(engine.has_arrived(), Ok(false));
+    let answer = block_on(engine.deliver_if_absent(reconciled("api rendering"), &policy));
+    assert_eq!(answer.unwrap().decision(), "forwarded");
+}
+
+#[test]
+fn has_arrived_holds_for_every_receipt_but_a_failed_sync_one() {
+    let later = NOW + 10_000;
+    for (kind, state, arrived) in [
+        (
+            DeliveryKind::Sync,
+            ReceiptState::Failed {
+                failed_at: NOW,
+                next_attempt_at: None,
+            },
+            false,
+        ),
+        (
+            DeliveryKind::Sync,
+            ReceiptState::Completed {
+                completed_at: NOW,
+                response: crate::receipt::StoredResponse::keep(
+                    &HttpResponse {
+                        status: 200,
+                        headers: vec![],
+                        body: vec![],
+                    },
+                    0,
+                ),
+            },
+            true,
+        ),
+        (
+            DeliveryKind::Sync,
+            ReceiptState::InFlight {
+                lease_expires_at: later,
+            },
+            true,
+        ),
+        (
+            DeliveryKind::Async,
+            ReceiptState::Queued {
+                next_attempt_at: later,
+            },
+            true,
+        ),
+        (
+            DeliveryKind::Async,
+            ReceiptState::InFlight {
+                lease_expires_at: later,
+            },
+            true,
+        ),
+        (
+            DeliveryKind::Async,
+            ReceiptState::Dead {
+                dead_at: NOW,
+                expiry_warned: false,
+            },
+            true,
+        ),
+    ] {
+        let name = format!("{kind:?} {}", state.name());
+        let engine = engine_holding(kind, state);
+        assert_eq!(engine.has_arrived(), Ok(arrived), "{name}");
+        let policy = match kind {
+            DeliveryKind::Sync => policy(InFlightPolicy::Conflict),
+            DeliveryKind::Async => async_policy(&[10_000]),
+        };
+        let answer = block_on(engine.deliver_if_absent(reconciled("api rendering"), &policy));
+        assert_eq!(answer.is_some(), !arrived, "{name}");
+        if arrived {
+            assert!(engine.backend().forwarded.borrow().is_empty(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn an_async_delivery_waiting_for_its_retry_has_arrived() {
+    // Accepted and acknowledged, its origin answered 503: the receipt is
+    // failed with a retry scheduled. Its sender will not retry (it was
+    // acknowledged) and the alarm delivers it: the event arrived. A run
+    // must count it already received, not ask the provider to re-send it
+    // or count a duplicate's acknowledgement as filled.
+    let engine = engine();
+    let policy = async_policy(&[60_000]);
+    engine.backend().answer_with(status(503));
+    block_on(engine.deliver(delivery("webhook body"), &policy));
+    assert!(block_on(engine.after_answer()));
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert!(
+        matches!(
+            receipt.state,
+            ReceiptState::Failed {
+                next_attempt_at: Some(_),
+                ..
+            }
+        ),
+        "{:?}",
+        receipt.state
+    );
+    assert_eq!(engine.has_arrived(), Ok(true));
+    assert!(block_on(engine.deliver_if_absent(reconciled("api rendering"), &policy)).is_none());
+    assert_eq!(engine.backend().forwarded.borrow().len(), 1);
+}

@@ -540,3 +540,7 @@ impl RouteRuns {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;
