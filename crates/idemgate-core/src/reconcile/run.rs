@@ -37,8 +37,20 @@ pub const RUN_LIMITS: Limits = Limits {
 /// on every source's page) a call to its key's object and a re-send.
 const PAGE_COST: u32 = 1 + 2 * 100;
 
-/// How long the lock holds if its run never ends (an evicted object).
-pub const LOCK_MS: u64 = 60_000;
+/// How long the lock holds if its run never ends (an evicted object): a
+/// run's 25 s, and the longest a key's object may hold its last call (a
+/// sync forward, bounded by `ORIGIN_TIMEOUT_MS`, at most 300 s), with a
+/// margin. A lock that ran out under a live run would let a second run of
+/// the route ask for the same re-sends.
+pub const LOCK_MS: u64 = 360_000;
+
+/// How old a cursor's window may be before it is dropped for a new one:
+/// its oldest events must still have their receipts, which the route
+/// keeps `lookback_seconds` plus at least this long (SPEC §11).
+const CURSOR_MAX_AGE_SECONDS: u64 = 3_600;
+
+/// Most settled event ids a cursor keeps (they are stored in one value).
+const SETTLED_KEPT: usize = 2_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -80,6 +92,12 @@ pub struct Cursor {
     pub window: Window,
     /// The next page's cursor (`None`: the first page).
     pub page: Option<String>,
+    /// Events of this window already settled (the newest
+    /// [`SETTLED_KEPT`]): a run that stopped inside a page lists it again,
+    /// and GitHub lists one event on several pages; neither is settled,
+    /// counted or re-sent twice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settled: Vec<String>,
 }
 
 /// What a route's reconciliation object keeps.
@@ -246,6 +264,19 @@ pub async fn run<B: RunBackend>(
     limits: Limits,
 ) -> Ended {
     let started_at = backend.now_ms();
+    // A cursor too old for the receipts of its window (a long outage or
+    // back-off), or whose next page is no longer on the API's origin (the
+    // route's `api_base` changed), is dropped: a new window starts.
+    let cursor = cursor.filter(|cursor| {
+        let fresh = config.window(started_at / 1_000).from;
+        let on_base = cursor.page.as_deref().is_none_or(|page| {
+            !page.starts_with("http") || super::api::on_base(page, &config.api_base).is_some()
+        });
+        cursor.window.from.saturating_add(CURSOR_MAX_AGE_SECONDS) >= fresh && on_base
+    });
+    let settled: Vec<String> = cursor
+        .as_ref()
+        .map_or_else(Vec::new, |cursor| cursor.settled.clone());
     let mut run = Run {
         backend,
         route,
@@ -271,12 +302,15 @@ pub async fn run<B: RunBackend>(
             error: None,
         },
         retry_after_ms: None,
+        settled_set: settled.iter().cloned().collect(),
+        settled,
     };
     let page = cursor.and_then(|cursor| cursor.page);
     let next = run.pages(page).await;
     let Run {
         mut record,
         retry_after_ms,
+        mut settled,
         ..
     } = run;
     record.ended_at = backend.now_ms();
@@ -293,9 +327,14 @@ pub async fn run<B: RunBackend>(
             problem: Some(error.problem.clone()),
         });
     }
-    let cursor = next.map(|page| Cursor {
-        window: record.window,
-        page,
+    let cursor = next.map(|page| {
+        let over = settled.len().saturating_sub(SETTLED_KEPT);
+        settled.drain(..over);
+        Cursor {
+            window: record.window,
+            page,
+            settled,
+        }
     });
     Ended {
         record,
@@ -313,6 +352,9 @@ struct Run<'a, B> {
     deadline: u64,
     record: RunRecord,
     retry_after_ms: Option<u64>,
+    /// Ids of this window's settled events, in the order settled.
+    settled: Vec<String>,
+    settled_set: std::collections::HashSet<String>,
 }
 
 impl<B: RunBackend> Run<'_, B> {
@@ -346,11 +388,21 @@ impl<B: RunBackend> Run<'_, B> {
                 Err(error) => return self.fail(error, page),
             };
             for event in listed.events {
+                if self.settled_set.contains(&event.id) {
+                    continue;
+                }
                 if !self.config.types.matches(&event.event_type) {
                     self.record.other_types += 1;
                     continue;
                 }
+                // Out of time inside a page: the next run lists it again
+                // and skips what this one settled.
+                if self.backend.now_ms() >= self.deadline {
+                    return Some(page);
+                }
                 self.record.listed += 1;
+                self.settled_set.insert(event.id.clone());
+                self.settled.push(event.id.clone());
                 match self.settle(&event, token.as_deref()).await {
                     Ok(()) => {}
                     // The API refused a re-send: the run ends there; the

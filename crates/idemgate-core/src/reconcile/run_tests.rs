@@ -502,12 +502,13 @@ fn a_run_stops_at_its_time_limit_with_a_cursor() {
     );
     assert_eq!(ended.record.error, None);
     assert!(!ended.record.complete);
+    // The third page came back after the deadline: none of its events is
+    // settled, and the next run lists it again.
     assert_eq!(fake.requests.borrow().len(), 3);
-    assert_eq!(ended.record.listed, 300);
-    assert_eq!(
-        ended.cursor.and_then(|cursor| cursor.page).as_deref(),
-        Some("evt_0299")
-    );
+    assert_eq!(ended.record.listed, 200);
+    let cursor = ended.cursor.unwrap();
+    assert_eq!(cursor.page.as_deref(), Some("evt_0199"));
+    assert_eq!(cursor.settled.len(), 200);
     assert_eq!(ended.record.ended_at, NOW_MS + 30_000);
 }
 
@@ -629,12 +630,14 @@ fn a_5xx_backs_off_a_minute_then_doubles_to_an_hour_and_a_success_resets_it() {
         [60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000]
     );
     assert_eq!(runs.last_day(fake.now_ms()).failed_runs, 8);
-    // The API is back: the run goes on from the window it failed in.
+    // The API is back after hours: the window it failed in is older than
+    // its receipts may be, so a new window starts.
     fake.answer_with(stripe_api(stripe_events(3, |_| "charge.refunded")));
     let failed_window = runs.cursor.as_ref().unwrap().window;
     let (ended, _) = run_and_finish(&fake, &route, &mut runs);
     assert!(ended.record.complete);
-    assert_eq!(ended.record.window, failed_window);
+    assert_ne!(ended.record.window, failed_window);
+    assert!(ended.record.window.from > failed_window.from);
     assert_eq!(runs.backoff_ms, 0);
     assert_eq!(runs.next_run_at, ended.record.started_at + 600_000);
 }
@@ -1218,4 +1221,148 @@ fn the_last_day_sums_only_runs_started_in_the_last_24_hours_and_counts_failed_ru
     let summary = runs.summary(now);
     assert_eq!(summary["last_run"]["id"], "run-5");
     assert_eq!(summary["last_day"]["failed_runs"], 1);
+}
+
+/// A redelivery that got a 2xx is on an earlier page than the failed
+/// original it stands for: the event is one event, counted once and
+/// never redelivered again.
+#[test]
+fn a_github_event_on_two_pages_is_settled_once() {
+    let pages = vec![
+        vec![delivery_of(9, "g1", 1_000, 200, "push", None)],
+        vec![delivery_of(5, "g1", 2_000, 0, "push", None)],
+    ];
+    let fake = Fake::new(github_api(pages, HashMap::new()));
+    let ended = run_once(&fake, &github_route());
+    assert_eq!(
+        (
+            ended.record.listed,
+            ended.record.already_received,
+            ended.record.filled
+        ),
+        (1, 1, 0)
+    );
+    assert!(fake
+        .requests
+        .borrow()
+        .iter()
+        .all(|request| request.method == "GET"));
+}
+
+/// A run out of time inside a page stops there; the next lists the page
+/// again and settles only what the first did not: every event is handed
+/// to its object once.
+#[test]
+fn a_page_listed_again_after_a_stop_inside_it_settles_each_event_once() {
+    let fake = Fake::new(stripe_api(stripe_events(150, |_| {
+        "payment_intent.succeeded"
+    })));
+    let route = stripe_route();
+    // The deadline passes while the second page is being settled.
+    let limits = Limits {
+        subrequests: 100_000,
+        duration_ms: 25_000,
+    };
+    let first = {
+        let config = route.reconcile.as_ref().unwrap();
+        // Each call to a key's object takes 200 ms: 25 s cover 125.
+        let slow = SlowObjects {
+            inner: &fake,
+            step_ms: 200,
+        };
+        block_on(run(
+            &slow,
+            &route,
+            config,
+            None,
+            "first".into(),
+            Trigger::Schedule,
+            limits,
+        ))
+    };
+    assert!(!first.record.complete);
+    let settled_first = first.record.listed;
+    assert!(
+        settled_first > 100 && settled_first < 150,
+        "{settled_first}"
+    );
+    let second = run_with(&fake, &route, first.cursor, RUN_LIMITS);
+    assert!(second.record.complete);
+    assert_eq!(settled_first + second.record.listed, 150);
+    let mut keys = fake.handed_keys();
+    let handed = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!((handed, keys.len()), (150, 150), "each event handed once");
+}
+
+/// A key's object whose every call takes `step_ms` of the run's clock.
+struct SlowObjects<'a> {
+    inner: &'a Fake,
+    step_ms: u64,
+}
+
+impl RunBackend for SlowObjects<'_> {
+    fn now_ms(&self) -> u64 {
+        self.inner.now_ms()
+    }
+    async fn call_api(&self, request: ApiRequest) -> Result<ApiResponse, String> {
+        self.inner.call_api(request).await
+    }
+    async fn deliver(&self, delivery: Delivery) -> Result<KeyAnswer, String> {
+        self.inner.now.set(self.inner.now.get() + self.step_ms);
+        self.inner.deliver(delivery).await
+    }
+    async fn has_receipt(&self, identity: &Identity) -> Result<bool, String> {
+        self.inner.has_receipt(identity).await
+    }
+    fn log(&self, line: &ReconcileLine) {
+        self.inner.log(line)
+    }
+}
+
+/// After a 401 that lasted two days, the window the run stopped in is
+/// older than its receipts may be: a new window starts, and nothing older
+/// than the lookback is listed (it would be delivered a second time).
+#[test]
+fn a_cursor_older_than_an_hour_is_dropped_for_a_new_window() {
+    let fake = Fake::new(stripe_api(stripe_events(3, |_| "payment_intent.succeeded")));
+    let route = stripe_route();
+    let config = route.reconcile.as_ref().unwrap();
+    let stale = Cursor {
+        window: config.window(NOW - 2 * 86_400),
+        page: Some("evt_0001".into()),
+        settled: vec!["evt_0000".into()],
+    };
+    let ended = run_with(&fake, &route, Some(stale), RUN_LIMITS);
+    assert_eq!(ended.record.window, config.window(NOW));
+    assert!(param(&fake.requests.borrow()[0].url, "starting_after").is_none());
+    // Within the hour, a cursor is followed.
+    let recent = Cursor {
+        window: config.window(NOW - 1_800),
+        page: None,
+        settled: vec![],
+    };
+    let ended = run_with(&fake, &route, Some(recent.clone()), RUN_LIMITS);
+    assert_eq!(ended.record.window, recent.window);
+}
+
+/// A next-page link kept from another `api_base` is not followed (it
+/// would send the new key to the old host).
+#[test]
+fn a_cursor_link_off_the_apis_origin_is_dropped() {
+    let pages = vec![vec![delivery_of(1, "g1", 1_000, 200, "push", None)]];
+    let fake = Fake::new(github_api(pages, HashMap::new()));
+    let route = github_route();
+    let config = route.reconcile.as_ref().unwrap();
+    let elsewhere = Cursor {
+        window: config.window(NOW),
+        page: Some("https://old-api.example/repos/o/r/hooks/1/deliveries?cursor=7".into()),
+        settled: vec![],
+    };
+    run_with(&fake, &route, Some(elsewhere), RUN_LIMITS);
+    assert_eq!(
+        fake.requests.borrow()[0].url,
+        format!("{HOOK}/deliveries?per_page=100")
+    );
 }
