@@ -9,7 +9,10 @@
 use std::cell::RefCell;
 
 use wasm_bindgen::prelude::*;
-use worker::{durable_object, Date, DurableObject, Env, Request, Response, State, Storage};
+use worker::js_sys::{Date as JsDate, Number};
+use worker::{
+    durable_object, Date, DurableObject, Env, Request, Response, ScheduledTime, State, Storage,
+};
 
 use idemgate_core::answer::render_problem;
 use idemgate_core::config::RouteConfig;
@@ -128,8 +131,10 @@ impl ReconcileObject {
         let record = self.run(route, trigger).await;
         self.save(route_name).await?;
         let next = self.with_runs(|runs| runs.next_run_at);
+        // A date: `set_alarm` reads a bare number as an offset from now.
+        let at = JsDate::new(&Number::from(next as f64));
         self.storage
-            .set_alarm(next as i64)
+            .set_alarm(ScheduledTime::new(at))
             .await
             .map_err(|error| error.to_string())?;
         Ok(reply(200, serde_json::to_value(record).unwrap_or_default()))

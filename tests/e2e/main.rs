@@ -307,6 +307,7 @@ fn main() {
         reconcile::a_paddle_notification_that_never_arrived_is_replayed,
         reconcile::a_square_event_never_delivered_reaches_the_origin_once,
         reconcile::a_paypal_event_that_never_arrived_is_resent,
+        reconcile::a_window_longer_than_a_run_is_finished_by_the_next_run,
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     world().gateways.lock().unwrap().clear();

@@ -577,3 +577,53 @@ pub async fn a_paypal_event_that_never_arrived_is_resent(world: &'static World) 
     assert_eq!(counts(&again), [2, 2, 0, 0], "{again}");
     assert_eq!(world.origin.received("/rc7/paypal").len(), 2);
 }
+
+/// A window longer than a run's limits: the first run stops at its
+/// subrequest budget (seven pages of a hundred events, each a call to its
+/// key's object) with a cursor, and the route's object starts the next
+/// run from it by itself (its alarm), which delivers the rest; every event
+/// reaches the origin once.
+pub async fn a_window_longer_than_a_run_is_finished_by_the_next_run(world: &'static World) {
+    let api = ProviderApi::start(API_KEY).await;
+    let gateway = start(world, &api, "sync", "rc8").await;
+    let t = now() - 3_000;
+    for index in 0..800 {
+        api.add_stripe_event(stripe_event(
+            &format!("evt_rc_long_{index:03}"),
+            "payment_intent.succeeded",
+            t + index,
+        ));
+    }
+    let first = reconcile(&gateway, reqwest::Method::POST, "stripe")
+        .await
+        .json();
+    assert_eq!(first["complete"], false, "{first}");
+    assert_eq!(counts(&first), [700, 0, 700, 0]);
+    crate::support::eventually(30, "the next run finished the window", || async {
+        let status = reconcile(&gateway, reqwest::Method::GET, "stripe")
+            .await
+            .json();
+        status["runs"][0]["complete"] == true
+    })
+    .await;
+    let status = reconcile(&gateway, reqwest::Method::GET, "stripe")
+        .await
+        .json();
+    let next = &status["runs"][0];
+    assert_eq!(next["trigger"], "schedule");
+    assert_eq!(
+        next["window"], first["window"],
+        "the same window, from the cursor"
+    );
+    assert_eq!(counts(next), [100, 0, 100, 0], "{next}");
+    let mut keys: Vec<String> = world
+        .origin
+        .received("/rc8/stripe")
+        .iter()
+        .map(|forward| forward.header("idempotency-key").unwrap().to_string())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 800);
+    assert_eq!(world.origin.received("/rc8/stripe").len(), 800, "each once");
+}
