@@ -11,8 +11,10 @@
 //! and `SCALING_RATE` its pace (see `support/scaling.rs`); `BENCH_ONLY=drain`,
 //! `BENCH_ONLY=bodies`, `BENCH_ONLY=scaling` or `BENCH_ONLY=storms` (100 x
 //! 100 storms under the command, `STORM_REPEATS` of them, with their
-//! failures by kind) or `BENCH_ONLY=cpu` (the isolate CPU table alone,
-//! `CPU_ROUNDS` times) runs only that part.
+//! failures by kind), `BENCH_ONLY=cpu` (the isolate CPU table alone,
+//! `CPU_ROUNDS` times) or `BENCH_ONLY=reconcile` (two passes of
+//! reconciliation over `RECONCILE_EVENTS` events, default 10,000) runs
+//! only that part.
 
 #[path = "support/bodies.rs"]
 mod bodies;
@@ -26,6 +28,8 @@ mod isolate_cpu;
 mod machine;
 #[path = "../crates/idemgate-core/benches/support/payment_body.rs"]
 mod payment_body;
+#[path = "support/reconcile.rs"]
+mod reconcile;
 #[path = "support/scaling.rs"]
 mod scaling;
 #[path = "../tests/e2e/support/mod.rs"]
@@ -486,6 +490,7 @@ fn main() {
         .unwrap();
     let drain_keys = number_from_env("DRAIN_KEYS", 4_000);
     let scaling_keys = number_from_env("SCALING_KEYS", 4_000);
+    let reconcile_events = number_from_env("RECONCILE_EVENTS", 10_000);
     let folder = root().join("benches/results");
     let path = folder.join("latest.json");
     if let Ok(part) = std::env::var("BENCH_ONLY") {
@@ -496,7 +501,8 @@ fn main() {
             "scaling" => runtime.block_on(scaling::scaling(scaling_keys, scaling_pace())),
             "storms" => runtime.block_on(storms_only()),
             "cpu" => runtime.block_on(cpu_only(seconds)),
-            other => panic!("BENCH_ONLY={other}: drain, bodies, scaling, storms or cpu"),
+            "reconcile" => runtime.block_on(reconcile::reconcile(reconcile_events)),
+            other => panic!("BENCH_ONLY={other}: drain, bodies, scaling, storms, cpu or reconcile"),
         };
         match part.as_str() {
             "storms" => println!("{}", serde_json::to_string_pretty(&measured).unwrap()),
@@ -507,6 +513,7 @@ fn main() {
                 .for_each(print_isolate_cpu),
             "drain" => drain::print(&measured),
             "scaling" => scaling::print(&measured),
+            "reconcile" => reconcile::print(&measured),
             _ => bodies::print(&measured),
         }
         let mut results: Value = std::fs::read_to_string(&path)
@@ -552,6 +559,7 @@ fn main() {
         let bodies = bodies::bodies().await;
         let drained = drain::drain(drain_keys).await;
         let scaled = scaling::scaling(scaling_keys, scaling_pace()).await;
+        let reconciled = reconcile::reconcile(reconcile_events).await;
         json!({
             "reference": reference_results,
             "seconds": seconds,
@@ -566,6 +574,7 @@ fn main() {
             "drain": drained,
             "bodies": bodies,
             "scaling": scaled,
+            "reconcile": reconciled,
         })
     });
     results["cpu_stolen_share"] = json!(machine::stolen_share(ticks_before, machine::cpu_ticks()));
@@ -573,6 +582,7 @@ fn main() {
     bodies::print(&results["bodies"]);
     drain::print(&results["drain"]);
     scaling::print(&results["scaling"]);
+    reconcile::print(&results["reconcile"]);
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
     println!("\nwrote {}", path.display());
