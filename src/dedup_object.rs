@@ -13,7 +13,7 @@ use worker::{
 };
 
 use idemgate_core::answer::{render_problem, Answer};
-use idemgate_core::engine::{Backend, Engine, Policy};
+use idemgate_core::engine::{Backend, Engine, Policy, Presence};
 use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply, Reply};
 use idemgate_core::operator::view::ReceiptView;
 use idemgate_core::problem::Problem;
@@ -125,9 +125,10 @@ impl DedupObject {
             }
             ObjectOp::Redrive { receipt_id } => reply(self.redrive(receipt_id.as_deref()).await),
             ObjectOp::Wake => reply(self.wake(&object).await),
-            ObjectOp::HasReceipt => reply(match self.engine.has_arrived() {
-                Ok(true) => empty(200),
-                Ok(false) => empty(404),
+            ObjectOp::HasReceipt => reply(match self.engine.presence() {
+                Ok(Presence::Arrived) => empty(200),
+                Ok(Presence::Absent) => empty(404),
+                Ok(Presence::Failed) => empty(409),
                 Err(message) => render_problem(&Problem::StorageUnavailable { message }),
             }),
             ObjectOp::ClaimOnce { claimant, until } => {

@@ -22,7 +22,8 @@ use idemgate_core::origin::OutboundRequest;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::ForwardResult;
 use idemgate_core::reconcile::run::{
-    self, KeyAnswer, ReconcileCall, ReconcileLine, RouteRuns, RunBackend, Trigger, RUN_LIMITS,
+    self, KeyAnswer, Presence, ReconcileCall, ReconcileLine, RouteRuns, RunBackend, Trigger,
+    RUN_LIMITS,
 };
 use idemgate_core::reconcile::{ApiRequest, ApiResponse};
 
@@ -255,7 +256,7 @@ impl RunBackend for WorkerRun<'_> {
         })
     }
 
-    async fn has_receipt(&self, identity: &Identity) -> Result<bool, String> {
+    async fn presence(&self, identity: &Identity) -> Result<Presence, String> {
         let call = ObjectCall {
             route: self.route.name.clone(),
             object: identity.object.clone(),
@@ -266,8 +267,9 @@ impl RunBackend for WorkerRun<'_> {
             .await
             .map_err(|problem| problem.detail())?;
         match reply.response.status {
-            200 => Ok(true),
-            404 => Ok(false),
+            200 => Ok(Presence::Arrived),
+            404 => Ok(Presence::Absent),
+            409 => Ok(Presence::Failed),
             status => Err(format!("answered {status}")),
         }
     }

@@ -133,7 +133,7 @@ pub(super) fn reconcile_config(
         return Err(misconfigured(
             label("lookback_seconds"),
             format!(
-                "must be shorter than RETENTION_SECONDS ({retention_seconds}) by at least an hour: an event listed after its receipt expired would be delivered again"
+                "must be shorter than RETENTION_SECONDS, and DEAD_RETENTION_SECONDS on an async route ({retention_seconds}), by at least an hour: an event listed after its receipt expired would be delivered again"
             ),
         ));
     }

@@ -206,8 +206,12 @@ pub(super) fn route_config(
         max_in_flight: max_in_flight.map(|max| max as u32),
         rate_thousandths,
     });
-    let reconcile =
-        super::reconcile::reconcile_config(settings, &signature_scheme, retention_seconds)?;
+    // A receipt must outlive the lookback, a dead letter's too.
+    let kept_seconds = match &delivery {
+        Delivery::Async(terms) => retention_seconds.min(terms.dead_retention_seconds),
+        Delivery::Sync => retention_seconds,
+    };
+    let reconcile = super::reconcile::reconcile_config(settings, &signature_scheme, kept_seconds)?;
     let (forward_secret, forward_secret_name) = match settings.named_secret("FORWARD_SECRET")? {
         Some((name, secret)) => (Some(secret), Some(name)),
         None => (None, None),

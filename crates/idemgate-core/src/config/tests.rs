@@ -1220,3 +1220,22 @@ fn a_broken_reconcile_table_breaks_its_route_alone() {
         "ROUTES.r.reconcile.api_key"
     );
 }
+
+/// An async route's dead letters may be kept shorter than its receipts:
+/// the lookback must leave an hour of theirs too, or a dead letter that
+/// expired would be delivered again.
+#[test]
+fn an_async_routes_lookback_is_shorter_than_its_dead_letters_retention_too() {
+    let async_route = r#","delivery":"async","dead_retention_seconds":86400"#;
+    let too_long =
+        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":86400}"#;
+    let problem = reconciled_with("stripe", async_route, too_long).unwrap_err();
+    assert!(
+        detail_without_secrets(&problem).contains("DEAD_RETENTION_SECONDS"),
+        "{}",
+        problem.detail()
+    );
+    let shorter =
+        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":82800}"#;
+    assert!(reconciled_with("stripe", async_route, shorter).is_ok());
+}

@@ -47,6 +47,15 @@ use crate::receipt::{
 };
 use crate::signature::Secret;
 
+/// What a key's object holds of a delivery, as reconciliation asks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    Arrived,
+    /// A sync receipt whose forward failed or was abandoned.
+    Failed,
+    Absent,
+}
+
 /// What the engine needs from the world.
 #[allow(async_fn_in_trait)] // single-threaded (wasm32): no Send bound wanted
 pub trait Backend {
@@ -267,22 +276,29 @@ impl<B: Backend> Engine<B> {
         }
     }
 
-    /// Whether the key holds a live receipt of a delivery that arrived:
-    /// any but a sync one whose forward failed, which its sender retries
-    /// and reconciliation may forward again.
+    /// Whether the key holds a live receipt of a delivery that arrived.
     pub fn has_arrived(&self) -> Result<bool, String> {
+        Ok(self.presence()? == Presence::Arrived)
+    }
+
+    /// What the key holds of a delivery (SPEC §11): one that arrived (any
+    /// live receipt but the two below); a sync one whose forward failed,
+    /// or whose object died mid-forward (its lease ran out), which its
+    /// sender retries and reconciliation may forward again; or none.
+    pub fn presence(&self) -> Result<Presence, String> {
         let now = self.backend.now_ms();
-        self.with_receipt(|receipt| {
-            receipt.as_ref().is_some_and(|receipt| {
-                !receipt.is_expired(now)
-                    && !matches!(
-                        (receipt.delivery, &receipt.state),
-                        (
-                            DeliveryKind::Sync,
-                            crate::receipt::ReceiptState::Failed { .. }
-                        )
-                    )
-            })
+        self.with_receipt(|receipt| match receipt.as_ref() {
+            Some(receipt) if !receipt.is_expired(now) => match (receipt.delivery, &receipt.state) {
+                (DeliveryKind::Sync, crate::receipt::ReceiptState::Failed { .. }) => {
+                    Presence::Failed
+                }
+                (
+                    DeliveryKind::Sync,
+                    crate::receipt::ReceiptState::InFlight { lease_expires_at },
+                ) if crate::receipt::lease_expired(*lease_expires_at, now) => Presence::Failed,
+                _ => Presence::Arrived,
+            },
+            _ => Presence::Absent,
         })
     }
 

@@ -2294,6 +2294,14 @@ fn has_arrived_holds_for_every_receipt_but_a_failed_sync_one() {
             },
             true,
         ),
+        // Its object died mid-forward: the lease ran out, nothing came.
+        (
+            DeliveryKind::Sync,
+            ReceiptState::InFlight {
+                lease_expires_at: NOW,
+            },
+            false,
+        ),
         (
             DeliveryKind::Async,
             ReceiptState::Queued {

@@ -16,8 +16,8 @@
 //! - What a run cannot see: the list has no body, and a GitHub route's key
 //!   is the hash of the raw body, so no receipt can be looked up. GitHub's
 //!   own record answers instead: an event (`guid`, shared by its
-//!   redeliveries) with a delivery idemgate answered 2xx arrived; one
-//!   without is redelivered, and arrives through the route, where a body
+//!   redeliveries) with a delivery idemgate answered 2xx (or a 4xx a
+//!   redelivery would get again) arrived; one without is redelivered, and arrives through the route, where a body
 //!   that did arrive after all is a duplicate, answered from its receipt.
 
 use serde::Deserialize;
@@ -73,13 +73,16 @@ pub(super) fn read_page(
         let created = unix_seconds(&delivery.delivered_at)
             .ok_or_else(|| ApiError::unreadable("a delivery's delivered_at is not a time"))?;
         past_window |= created < window.from;
-        let answered = (200..300).contains(&delivery.status_code);
-        // The newest delivery of each event stands for it; any answered
-        // one marks it arrived.
+        let answered = reached_the_route(delivery.status_code);
+        // The newest delivery of each event is the one to redeliver; any
+        // delivery the route answered marks it arrived; its first
+        // delivery's time places it in the window, so that redeliveries
+        // never keep an event in it past its receipt.
         match events.iter_mut().find(|event| event.id == delivery.guid) {
             Some(event) => {
                 event.delivered_per_provider =
                     Some(event.delivered_per_provider == Some(true) || answered);
+                event.created = event.created.min(created);
             }
             None => events.push(ListedEvent {
                 id: delivery.guid,
@@ -102,6 +105,21 @@ pub(super) fn read_page(
         _ => None,
     };
     Ok(Page { events, next })
+}
+
+/// Whether an answer GitHub recorded means the delivery reached the route
+/// and was settled there: a 2xx, or a 4xx a redelivery of the same body
+/// would get again (the origin's own refusal, a payload the route
+/// refuses). Not: no connection (0), a 5xx, or a 401, 403, 404, 408 or
+/// 429, which a wrong secret, a wrong URL or a busy gateway answer, and
+/// which a redelivery may get past.
+fn reached_the_route(status: u16) -> bool {
+    match status {
+        200..=299 => true,
+        401 | 403 | 404 | 408 | 429 => false,
+        400..=499 => true,
+        _ => false,
+    }
 }
 
 /// The `rel="next"` target of a `Link` header.

@@ -145,6 +145,21 @@ impl ReconcileConfig {
         }
     }
 
+    /// What a run's cursor belongs to: the source, the API's origin, the
+    /// endpoint and the types. A cursor of other ones is not followed.
+    pub fn cursor_scope(&self) -> String {
+        crate::canonical::sha256_hex(
+            format!(
+                "{}\n{}\n{}\n{}",
+                self.source.name(),
+                self.api_base,
+                self.endpoint.as_deref().unwrap_or(""),
+                self.types.patterns().join(",")
+            )
+            .as_bytes(),
+        )
+    }
+
     pub fn api(&self) -> EventsApi<'_> {
         EventsApi { config: self }
     }

@@ -9,7 +9,8 @@
 //!   `notification.write` (which includes read) and nothing else. A bad key
 //!   is a 403, not a 401 (https://developer.paddle.com/errors/shared/invalid_token).
 //! - `notification_setting_id` (the route's destination, `endpoint`),
-//!   `from` and `to` (RFC 3339), `per_page` up to 200, `order_by=id[DESC]`;
+//!   `from` and `to` (RFC 3339), `per_page` (Paddle allows 200; a run asks
+//!   for 100, the most its page budget counts), `order_by=id[DESC]`;
 //!   the next page is `meta.pagination.next`, a whole URL, followed only on
 //!   the API's own origin (https://developer.paddle.com/api-reference/about/pagination).
 //! - A notification is `{id, type, status, payload, occurred_at, origin}`;
@@ -40,7 +41,7 @@ pub(super) fn list(
     // The cursor is the `next` link Paddle gave, checked to be on `base`.
     let url = cursor.map(str::to_string).unwrap_or_else(|| {
         format!(
-            "{base}/notifications?notification_setting_id={}&from={}&to={}&per_page=200&order_by=id%5BDESC%5D",
+            "{base}/notifications?notification_setting_id={}&from={}&to={}&per_page=100&order_by=id%5BDESC%5D",
             query_value(destination),
             query_value(&rfc3339(window.from)),
             query_value(&rfc3339(window.to))

@@ -17,6 +17,7 @@ use super::api::{ApiError, ApiRequest, ApiResponse, ListedEvent, Window};
 use super::{FillBy, ReconcileConfig, Source, KEPT_RUNS};
 use crate::config::RouteConfig;
 use crate::delivery::{Delivery, Identity};
+pub use crate::engine::Presence;
 
 /// What a run may spend: subrequests (API calls and calls to key objects)
 /// and milliseconds.
@@ -46,8 +47,9 @@ pub const LOCK_MS: u64 = 360_000;
 
 /// How old a cursor's window may be before it is dropped for a new one:
 /// its oldest events must still have their receipts, which the route
-/// keeps `lookback_seconds` plus at least this long (SPEC §11).
-const CURSOR_MAX_AGE_SECONDS: u64 = 3_600;
+/// keeps `lookback_seconds` plus at least an hour (SPEC §11); 50 minutes
+/// leave a run's own time, and its last forward's, inside that hour.
+const CURSOR_MAX_AGE_SECONDS: u64 = 3_000;
 
 /// Most settled event ids a cursor keeps (they are stored in one value).
 const SETTLED_KEPT: usize = 2_000;
@@ -92,6 +94,11 @@ pub struct Cursor {
     pub window: Window,
     /// The next page's cursor (`None`: the first page).
     pub page: Option<String>,
+    /// What the cursor was made for (source, API, endpoint, types): a
+    /// cursor kept across a change of them is dropped, so that a page of
+    /// another endpoint is never followed.
+    #[serde(default)]
+    pub made_for: String,
     /// Events of this window already settled (the newest
     /// [`SETTLED_KEPT`]): a run that stopped inside a page lists it again,
     /// and GitHub lists one event on several pages; neither is settled,
@@ -219,8 +226,8 @@ pub trait RunBackend {
     /// Hands a reconciled delivery (body in its request) to its key's
     /// object, which delivers it only if it holds no receipt.
     async fn deliver(&self, delivery: Delivery) -> Result<KeyAnswer, String>;
-    /// Whether the key's object holds a receipt of a delivery that arrived.
-    async fn has_receipt(&self, identity: &Identity) -> Result<bool, String>;
+    /// What the key's object holds of a delivery of it.
+    async fn presence(&self, identity: &Identity) -> Result<Presence, String>;
     /// A `reconciled` line per filled event, a `reconcile-failed` line per
     /// failed run; each counted.
     fn log(&self, line: &ReconcileLine);
@@ -272,7 +279,9 @@ pub async fn run<B: RunBackend>(
         let on_base = cursor.page.as_deref().is_none_or(|page| {
             !page.starts_with("http") || super::api::on_base(page, &config.api_base).is_some()
         });
-        cursor.window.from.saturating_add(CURSOR_MAX_AGE_SECONDS) >= fresh && on_base
+        cursor.window.from.saturating_add(CURSOR_MAX_AGE_SECONDS) >= fresh
+            && on_base
+            && cursor.made_for == config.cursor_scope()
     });
     let settled: Vec<String> = cursor
         .as_ref()
@@ -303,6 +312,7 @@ pub async fn run<B: RunBackend>(
         },
         retry_after_ms: None,
         settled_set: settled.iter().cloned().collect(),
+        token: None,
         settled,
     };
     let page = cursor.and_then(|cursor| cursor.page);
@@ -333,6 +343,7 @@ pub async fn run<B: RunBackend>(
         Cursor {
             window: record.window,
             page,
+            made_for: config.cursor_scope(),
             settled,
         }
     });
@@ -352,6 +363,8 @@ struct Run<'a, B> {
     deadline: u64,
     record: RunRecord,
     retry_after_ms: Option<u64>,
+    /// The API's access token (PayPal's), never shown.
+    token: Option<String>,
     /// Ids of this window's settled events, in the order settled.
     settled: Vec<String>,
     settled_set: std::collections::HashSet<String>,
@@ -363,7 +376,7 @@ impl<B: RunBackend> Run<'_, B> {
     /// page when `Some(None)`).
     async fn pages(&mut self, mut page: Option<String>) -> Option<Option<String>> {
         let api = self.config.api();
-        let token = match api.token_request() {
+        self.token = match api.token_request() {
             Some(request) => match self.call(request).await {
                 Ok(response) => match api.read_token(&response) {
                     Ok(token) => Some(token),
@@ -373,6 +386,7 @@ impl<B: RunBackend> Run<'_, B> {
             },
             None => None,
         };
+        let token = self.token.clone();
         loop {
             if !self.can_spend(PAGE_COST) {
                 return Some(page);
@@ -405,10 +419,15 @@ impl<B: RunBackend> Run<'_, B> {
                 self.settled.push(event.id.clone());
                 match self.settle(&event, token.as_deref()).await {
                     Ok(()) => {}
-                    // The API refused a re-send: the run ends there; the
-                    // page is listed again by the next, whose events that
-                    // were settled are then already received.
-                    Err(error) => return self.fail(error, page),
+                    // The API refused a re-send: the run ends there, and
+                    // the event is not settled after all: the next run
+                    // lists its page again and tries it.
+                    Err(error) => {
+                        self.record.listed -= 1;
+                        self.settled.pop();
+                        self.settled_set.remove(&event.id);
+                        return self.fail(error, page);
+                    }
                 }
             }
             match listed.next {
@@ -438,7 +457,16 @@ impl<B: RunBackend> Run<'_, B> {
         Ok(response)
     }
 
-    fn fail(&mut self, error: ApiError, page: Option<String>) -> Option<Option<String>> {
+    /// Ends the run with the API's error, whatever the provider's message
+    /// repeated of the credential taken out.
+    fn fail(&mut self, mut error: ApiError, page: Option<String>) -> Option<Option<String>> {
+        let key = self.config.api_key.expose();
+        let parts = std::iter::once(key)
+            .chain(key.split(':'))
+            .chain(self.token.as_deref());
+        for secret in parts.filter(|secret| secret.len() >= 4) {
+            error.problem = error.problem.replace(secret, "[redacted]");
+        }
         self.record.error = Some(error);
         Some(page)
     }
@@ -447,25 +475,35 @@ impl<B: RunBackend> Run<'_, B> {
     /// refusal of a re-send, which ends the run.
     async fn settle(&mut self, event: &ListedEvent, token: Option<&str>) -> Result<(), ApiError> {
         let arrived = match (self.config.source, self.config.source.fills_by()) {
-            (Source::Github, _) => Ok(event.delivered_per_provider == Some(true)),
+            (Source::Github, _) => Ok(Some(event.delivered_per_provider == Some(true))),
             (_, FillBy::Delivering) => return self.deliver(event).await,
             (_, FillBy::AskingTheProvider) => match self.identity(event) {
                 Ok(delivery) => {
                     self.spent += 1;
                     self.backend
-                        .has_receipt(&delivery.identity)
+                        .presence(&delivery.identity)
                         .await
                         .map_err(|message| format!("its key's object could not say: {message}"))
+                        .map(|presence| match presence {
+                            Presence::Arrived => Some(true),
+                            Presence::Absent => Some(false),
+                            Presence::Failed => None,
+                        })
                 }
                 Err(reason) => Err(reason),
             },
         };
         match arrived {
-            Ok(true) => {
+            Ok(Some(true)) => {
                 self.record.already_received += 1;
                 Ok(())
             }
-            Ok(false) => self.resend(event, token).await,
+            Ok(Some(false)) => self.resend(event, token).await,
+            // Its delivery came and its forward failed: a re-send would
+            // carry another body (Paddle's notification id) and be refused
+            // as another payload, so the run forwards the event itself,
+            // through the key's object, which compares it by event id.
+            Ok(None) => self.deliver(event).await,
             Err(reason) => {
                 self.failed(event, reason);
                 Ok(())

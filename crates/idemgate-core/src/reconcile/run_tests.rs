@@ -34,6 +34,8 @@ struct Fake {
     requests: RefCell<Vec<ApiRequest>>,
     /// Keys whose object holds a receipt of a delivery that arrived.
     received: RefCell<HashSet<String>>,
+    /// Keys whose object holds a sync receipt whose forward failed.
+    failed_here: RefCell<HashSet<String>>,
     /// Every delivery handed to a key's object, in order.
     handed: RefCell<Vec<Delivery>>,
     /// Every identity whose object was asked for a receipt.
@@ -49,6 +51,7 @@ impl Fake {
             api: RefCell::new(Box::new(api)),
             requests: RefCell::default(),
             received: RefCell::default(),
+            failed_here: RefCell::default(),
             handed: RefCell::default(),
             asked: RefCell::default(),
             lines: RefCell::default(),
@@ -107,9 +110,16 @@ impl RunBackend for Fake {
         }
     }
 
-    async fn has_receipt(&self, identity: &Identity) -> Result<bool, String> {
+    async fn presence(&self, identity: &Identity) -> Result<Presence, String> {
         self.asked.borrow_mut().push(identity.clone());
-        Ok(self.received.borrow().contains(identity.key.as_str()))
+        let key = identity.key.as_str();
+        Ok(if self.received.borrow().contains(key) {
+            Presence::Arrived
+        } else if self.failed_here.borrow().contains(key) {
+            Presence::Failed
+        } else {
+            Presence::Absent
+        })
     }
 
     fn log(&self, line: &ReconcileLine) {
@@ -678,6 +688,7 @@ fn events_whose_key_is_not_their_event_id_are_failed_and_never_delivered() {
 
 // --- GitHub: a hook's deliveries, the next page in `Link` ---
 
+#[derive(Clone)]
 struct GitHubDelivery {
     id: u64,
     guid: &'static str,
@@ -1313,8 +1324,8 @@ impl RunBackend for SlowObjects<'_> {
         self.inner.now.set(self.inner.now.get() + self.step_ms);
         self.inner.deliver(delivery).await
     }
-    async fn has_receipt(&self, identity: &Identity) -> Result<bool, String> {
-        self.inner.has_receipt(identity).await
+    async fn presence(&self, identity: &Identity) -> Result<Presence, String> {
+        self.inner.presence(identity).await
     }
     fn log(&self, line: &ReconcileLine) {
         self.inner.log(line)
@@ -1330,6 +1341,7 @@ fn a_cursor_older_than_an_hour_is_dropped_for_a_new_window() {
     let route = stripe_route();
     let config = route.reconcile.as_ref().unwrap();
     let stale = Cursor {
+        made_for: config.cursor_scope(),
         window: config.window(NOW - 2 * 86_400),
         page: Some("evt_0001".into()),
         settled: vec!["evt_0000".into()],
@@ -1339,6 +1351,7 @@ fn a_cursor_older_than_an_hour_is_dropped_for_a_new_window() {
     assert!(param(&fake.requests.borrow()[0].url, "starting_after").is_none());
     // Within the hour, a cursor is followed.
     let recent = Cursor {
+        made_for: config.cursor_scope(),
         window: config.window(NOW - 1_800),
         page: None,
         settled: vec![],
@@ -1356,6 +1369,7 @@ fn a_cursor_link_off_the_apis_origin_is_dropped() {
     let route = github_route();
     let config = route.reconcile.as_ref().unwrap();
     let elsewhere = Cursor {
+        made_for: config.cursor_scope(),
         window: config.window(NOW),
         page: Some("https://old-api.example/repos/o/r/hooks/1/deliveries?cursor=7".into()),
         settled: vec![],
@@ -1365,4 +1379,123 @@ fn a_cursor_link_off_the_apis_origin_is_dropped() {
         fake.requests.borrow()[0].url,
         format!("{HOOK}/deliveries?per_page=100")
     );
+}
+
+/// Paddle: an event whose live delivery came and whose forward failed is
+/// forwarded by the run itself, compared by event id; a replay would carry
+/// a new notification id and be refused as another payload.
+#[test]
+fn a_paddle_event_whose_forward_failed_is_forwarded_by_the_run_not_replayed() {
+    let route = route(
+        r#"{"paddle":{"path":"/webhooks/paddle","signature":"paddle","signing_secret":"WEBHOOK_SECRET",
+            "reconcile":{"source":"paddle","api_key":"RECONCILE_KEY","types":["transaction.*"],"endpoint":"ntfset_01route"}}}"#,
+    );
+    let fake = Fake::new(move |request: &ApiRequest| {
+        assert_eq!(request.method, "GET", "no replay is asked for");
+        json(
+            200,
+            format!(
+                r#"{{"data":[{}],"meta":{{"request_id":"r","pagination":{{"per_page":100,"next":null,"has_more":false,"estimated_total":1}}}}}}"#,
+                paddle_notification("ntf_1", "evt_1", "transaction.completed", "failed")
+            ),
+        )
+    });
+    fake.failed_here.borrow_mut().insert("evt_1".to_string());
+    let ended = run_once(&fake, &route);
+    assert_eq!((ended.record.listed, ended.record.filled), (1, 1));
+    let handed = fake.handed.borrow();
+    assert_eq!(handed.len(), 1);
+    assert!(handed[0].if_absent);
+    assert_eq!(
+        handed[0].fingerprint,
+        crate::canonical::Fingerprint::of_event("evt_1")
+    );
+}
+
+/// GitHub: a delivery the route answered with a 4xx a redelivery would
+/// get again (the origin's refusal) arrived; a 401 (a wrong secret) did
+/// not; an event's first delivery places it in the window, whatever its
+/// redeliveries' times.
+#[test]
+fn github_counts_a_settled_4xx_as_arrived_and_places_an_event_by_its_first_delivery() {
+    let pages = vec![vec![
+        delivery_of(4, "g-refused", 1_000, 400, "push", None),
+        delivery_of(3, "g-wrong-secret", 1_100, 401, "push", None),
+        // A redelivery inside the window of an event first delivered
+        // before it: not listed.
+        delivery_of(2, "g-old", 1_200, 503, "push", None),
+        delivery_of(1, "g-old", 200_000, 503, "push", None),
+    ]];
+    let fake = Fake::new(github_api(pages, HashMap::new()));
+    let ended = run_once(&fake, &github_route());
+    assert_eq!(
+        (
+            ended.record.listed,
+            ended.record.already_received,
+            ended.record.filled
+        ),
+        (2, 1, 1)
+    );
+    let posts: Vec<String> = fake
+        .requests
+        .borrow()
+        .iter()
+        .filter(|request| request.method == "POST")
+        .map(|request| request.url.clone())
+        .collect();
+    assert_eq!(posts, [format!("{HOOK}/deliveries/3/attempts")]);
+}
+
+/// A cursor made for another endpoint (the route's hook changed) is not
+/// followed.
+#[test]
+fn a_cursor_of_another_endpoint_is_dropped() {
+    let pages = vec![vec![delivery_of(1, "g1", 1_000, 200, "push", None)]];
+    let fake = Fake::new(github_api(pages, HashMap::new()));
+    let route = github_route();
+    let config = route.reconcile.as_ref().unwrap();
+    let other = Cursor {
+        made_for: "another hook".into(),
+        window: config.window(NOW),
+        page: Some(format!("{HOOK}/deliveries?per_page=100&cursor=0")),
+        settled: vec![],
+    };
+    run_with(&fake, &route, Some(other), RUN_LIMITS);
+    assert_eq!(
+        fake.requests.borrow()[0].url,
+        format!("{HOOK}/deliveries?per_page=100")
+    );
+}
+
+/// A re-send the API refused with a 5xx ends the run, and the event is
+/// not settled: the next run asks again.
+#[test]
+fn an_event_whose_resend_ended_the_run_is_tried_again_by_the_next() {
+    let pages = vec![vec![delivery_of(7, "g1", 1_000, 503, "push", None)]];
+    let fake = Fake::new(github_api(pages.clone(), HashMap::from([(7, 500)])));
+    let route = github_route();
+    let first = run_once(&fake, &route);
+    assert_eq!(first.record.error.as_ref().unwrap().status, 500);
+    assert_eq!(first.record.listed, 0);
+    let cursor = first.cursor.unwrap();
+    assert!(cursor.settled.is_empty());
+    fake.answer_with(github_api(pages, HashMap::new()));
+    let second = run_with(&fake, &route, Some(cursor), RUN_LIMITS);
+    assert_eq!((second.record.listed, second.record.filled), (1, 1));
+}
+
+/// A provider's error message that repeats the credential is shown
+/// without it.
+#[test]
+fn an_api_error_that_repeats_the_key_is_shown_without_it() {
+    let fake = Fake::new(|_: &ApiRequest| {
+        json(
+            401,
+            format!(r#"{{"error":{{"message":"Invalid API Key provided: {API_KEY}"}}}}"#),
+        )
+    });
+    let ended = run_once(&fake, &stripe_route());
+    let problem = &ended.record.error.as_ref().unwrap().problem;
+    assert!(!problem.contains(API_KEY), "{problem}");
+    assert!(problem.contains("[redacted]"));
 }
