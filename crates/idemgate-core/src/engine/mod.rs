@@ -325,7 +325,7 @@ impl<B: Backend> Engine<B> {
     /// fingerprint is the provider's event id, which the key is (SPEC §11):
     /// both are one event, whatever their bytes, and the delivery takes
     /// the receipt's fingerprint, so it is a duplicate, not a mismatch.
-    fn compare_by_event_id(&self, delivery: &mut Delivery) {
+    pub(super) fn compare_by_event_id(&self, delivery: &mut Delivery) {
         let event = Fingerprint::of_event(delivery.identity.key.as_str());
         let _ = self.with_receipt(|receipt| {
             if let Some(receipt) = receipt {

@@ -36,6 +36,9 @@ impl<B: Backend> Engine<B> {
         // on while the coordinator answered.
         let mut held: Option<(HeldPermit, ForwardClaim<'_, B>)> = None;
         loop {
+            // Again on each turn: a reconciled receipt may have been
+            // written while this delivery waited (SPEC §11).
+            self.compare_by_event_id(&mut delivery);
             let now = self.backend.now_ms();
             let decided = self.with_receipt(|receipt| {
                 let decision = decide(receipt.as_ref(), &delivery.fingerprint, now);
