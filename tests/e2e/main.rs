@@ -308,6 +308,7 @@ fn main() {
         reconcile::a_square_event_never_delivered_reaches_the_origin_once,
         reconcile::a_paypal_event_that_never_arrived_is_resent,
         reconcile::a_window_longer_than_a_run_is_finished_by_the_next_run,
+        reconcile::a_paddle_event_whose_live_forward_failed_is_forwarded_by_the_run,
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     world().gateways.lock().unwrap().clear();

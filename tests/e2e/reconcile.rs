@@ -431,7 +431,7 @@ pub async fn a_paddle_notification_that_never_arrived_is_replayed(world: &'stati
             .origin
             .received("/rc5/paddle")
             .iter()
-            .any(|forward| forward.body.as_ref() == missed.to_string().as_bytes())
+            .any(|forward| forward.header("idempotency-key") == Some("\"evt_rc_paddle_missed\""))
     })
     .await;
     let again = reconcile(&gateway, reqwest::Method::POST, "paddle")
@@ -626,4 +626,47 @@ pub async fn a_window_longer_than_a_run_is_finished_by_the_next_run(world: &'sta
     keys.dedup();
     assert_eq!(keys.len(), 800);
     assert_eq!(world.origin.received("/rc8/stripe").len(), 800, "each once");
+}
+
+/// Paddle, the review's case: the live delivery came and the origin
+/// failed it; Paddle gave up. A replay would be a new notification (a new
+/// `notification_id` in the body) and refused as another payload, so the
+/// run forwards the listed event itself, and the origin gets it once.
+pub async fn a_paddle_event_whose_live_forward_failed_is_forwarded_by_the_run(
+    world: &'static World,
+) {
+    let api = ProviderApi::start(API_KEY).await;
+    let gateway = start(world, &api, "sync", "rc9").await;
+    api.paddle_destination(PADDLE_SECRET, &gateway.url("/rc9/paddle/hook"));
+    let event = paddle_payload("evt_rc_paddle_failed", now() - 60);
+    api.add_paddle_notification("ntf_9", "failed", event.clone());
+    world.origin.fail("/rc9/paddle/", true);
+    let body = event.to_string();
+    let live = send_signed(
+        &gateway,
+        "/rc9/paddle/hook",
+        signed("paddle", PADDLE_SECRET, None, &body),
+        &body,
+    )
+    .await;
+    assert_eq!(live.status, 503);
+    world.origin.fail("/rc9/paddle/", false);
+    let run = reconcile(&gateway, reqwest::Method::POST, "paddle")
+        .await
+        .json();
+    assert_eq!(counts(&run), [1, 0, 1, 0], "{run}");
+    assert!(
+        !api.requests().iter().any(|(method, _)| method == "POST"),
+        "no replay asked for"
+    );
+    let forwards = world.origin.received("/rc9/paddle");
+    assert_eq!(forwards.len(), 2, "the failed live forward and the run's");
+    assert_eq!(
+        forwards[1].header("idempotency-source"),
+        Some("reconciliation")
+    );
+    let again = reconcile(&gateway, reqwest::Method::POST, "paddle")
+        .await
+        .json();
+    assert_eq!(counts(&again), [1, 1, 0, 0], "{again}");
 }

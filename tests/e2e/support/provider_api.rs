@@ -505,7 +505,13 @@ async fn paddle_replay(
         replay["status"] = json!("delivered");
         fake.paddle.push(replay);
         (
-            original["payload"].clone(),
+            // The replay is a new notification of the same event: its
+            // body names the new notification.
+            {
+                let mut payload = original["payload"].clone();
+                payload["notification_id"] = json!(new_id);
+                payload
+            },
             fake.paddle_secret.clone(),
             fake.webhook_url.clone(),
             new_id,
