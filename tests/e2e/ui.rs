@@ -20,9 +20,13 @@ const BULK: usize = 30;
 
 /// Four async routes: two that give up fast (dead letters), one that
 /// retries only in an hour (a pending delivery, purged by force), one with
-/// flow control (the overview's flow line).
-fn routes_json() -> String {
+/// flow control (the overview's flow line); and a Stripe route reconciled
+/// against `api` (the overview's reconciliation lines).
+fn routes_json(api: &str) -> String {
     serde_json::json!({
+        "stripe": {"path": "/ui/stripe", "signature": "stripe", "signing_secret": "UI_STRIPE_SECRET",
+                   "reconcile": {"source": "stripe", "api_key": "UI_STRIPE_API_KEY", "types": ["*"],
+                                 "grace_seconds": 0, "lookback_seconds": 3600, "api_base": api}},
         "payments": {"path": "/ui/pay", "delivery": "async", "retry_schedule": "1s,1s"},
         "refunds": {"path": "/ui/refunds", "delivery": "async", "retry_schedule": "1s"},
         "held": {"path": "/ui/held", "delivery": "async", "retry_schedule": "1h"},
@@ -197,8 +201,18 @@ pub async fn the_operator_page_drives_the_operator_api_in_a_browser(world: &'sta
     );
     let browser = chromium();
     let origin = world.origin.url();
-    let routes = routes_json();
+    // One event Stripe lists and never delivered: a run fills it before
+    // the browser comes, and the browser's run finds it received.
+    let api = crate::support::provider_api::ProviderApi::start("rk_test_ui_key").await;
+    let created = crate::senders::now() - 60;
+    api.add_stripe_event(serde_json::json!({
+        "id": "evt_ui_1", "object": "event", "type": "payment_intent.succeeded", "created": created,
+        "data": {"object": {"id": "pi_ui_1", "amount": 1500}}
+    }));
+    let routes = routes_json(&api.url());
     let gateway = Gateway::start(&[
+        ("UI_STRIPE_SECRET", "whsec_ui_stripe"),
+        ("UI_STRIPE_API_KEY", "rk_test_ui_key"),
         ("ROUTES", &routes),
         ("ORIGIN_URL", &origin),
         ("ORIGIN_TIMEOUT_MS", "8000"),
@@ -207,6 +221,15 @@ pub async fn the_operator_page_drives_the_operator_api_in_a_browser(world: &'sta
     ])
     .await;
     the_page_is_served_with_its_security_headers(world, &gateway).await;
+    let run = client()
+        .post(gateway.url("/__idemgate/reconcile"))
+        .query(&[("route", "stripe")])
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let run = Reply::read(run).await.json();
+    assert_eq!(run["filled"], 1, "{run}");
 
     // Dead letters of a failing origin: one to open and re-drive, 30 for
     // the bulk re-drive, one to purge, one for the keyboard; and a pending

@@ -203,6 +203,10 @@ async function withPointer(browser) {
     await expectText(page.locator('article[data-route="held"]'), /Oldest pending\s*\d/, "the oldest pending age");
     await expectText(page.locator('article[data-route="limited"]'), "Flow control", "the flow line");
     await expectText(page.locator('article[data-route="limited"]'), "at most 4 at once");
+    const stripe = page.locator('article[data-route="stripe"]');
+    await expectText(stripe, "Last reconciliation", "the last run");
+    await expectText(stripe, "1 listed, 0 already received, 1 filled, 0 failed", "the last run's counts");
+    await expectText(stripe, "1 run: 1 filled, 0 failed", "the last day");
     const where = await page.evaluate(() => ({ local: localStorage.length, session: sessionStorage.getItem("idemgate.adminToken") }));
     if (where.local !== 0 || !where.session) fail(`the token is not in sessionStorage alone: ${JSON.stringify(where)}`);
     await accessible(page, "the overview");
@@ -210,6 +214,12 @@ async function withPointer(browser) {
     if (process.env.IDEMGATE_UPDATE_SCREENSHOT) {
       await page.screenshot({ path: path.join(root, "docs/images/operator-page.png") });
     }
+  });
+
+  await step(page, "a reconciliation run now", async () => {
+    await page.locator('article[data-route="stripe"] button', { hasText: "Reconcile now" }).click();
+    await expectText(notice(page), "Reconciled stripe", "the run's notice");
+    await expectText(page.locator('article[data-route="stripe"]'), "1 listed, 1 already received, 0 filled", "the new last run");
   });
 
   await step(page, "the dead letters of a route", async () => {
