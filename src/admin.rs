@@ -81,6 +81,13 @@ async fn health(env: &Env) -> worker::Result<web_sys::Response> {
     };
     let configuration = match config_from_env(env) {
         Ok(config) => serde_json::json!({
+            // A route that reconciles needs its objects' binding.
+            "reconcile": match config.routes.iter().any(|route| route.reconcile.is_some())
+                && env.durable_object(crate::reconcile_object::RECONCILE_OBJECT_BINDING).is_err()
+            {
+                true => "the RECONCILE_OBJECT binding is missing (wrangler.toml)",
+                false => "ok",
+            },
             "routes": config.routes.iter().map(|route| route.name.as_str()).collect::<Vec<_>>(),
             "broken_routes": config.broken.iter().map(|broken| serde_json::json!({
                 "route": broken.name,

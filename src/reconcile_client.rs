@@ -7,7 +7,7 @@ use worker::js_sys::Promise;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
-use idemgate_core::reconcile::run::ReconcileCall;
+use idemgate_core::reconcile::run::{ReconcileCall, ReconcileLine};
 
 use crate::env::config_from_env;
 use crate::reconcile_object::RECONCILE_OBJECT_BINDING;
@@ -66,6 +66,27 @@ pub async fn tick_all(env: &Env) {
         .routes
         .iter()
         .filter(|route| route.reconcile.is_some())
-        .map(|route| call(env, &route.name, ReconcileCall::Tick));
+        .map(|route| async move {
+            if let Err(message) = call(env, &route.name, ReconcileCall::Tick).await {
+                // Said and counted, so that a missing binding or an object
+                // that cannot be reached does not stop reconciliation in
+                // silence.
+                crate::events::reconcile(
+                    env,
+                    &ReconcileLine {
+                        event: "reconcile",
+                        decision: "reconcile-failed",
+                        route: route.name.clone(),
+                        run_id: String::new(),
+                        event_id: None,
+                        event_type: None,
+                        status: None,
+                        problem: Some(format!(
+                            "the route's reconciliation object could not be reached: {message}"
+                        )),
+                    },
+                );
+            }
+        });
     futures::future::join_all(routes).await;
 }

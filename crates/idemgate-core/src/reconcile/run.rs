@@ -124,6 +124,10 @@ pub struct RouteRuns {
     /// The current back-off after a 429 or 5xx (ms); 0 when none.
     #[serde(default)]
     pub backoff_ms: u64,
+    /// The last 24 hours' counts, by the hour the runs started in (the
+    /// hour since the epoch), newest first.
+    #[serde(default)]
+    pub hours: VecDeque<(u64, DayCounts)>,
 }
 
 /// The shortest and longest back-off after a 429 or a 5xx.
@@ -174,29 +178,56 @@ impl RouteRuns {
                 }
             }
         };
+        self.count_in_its_hour(&record);
         self.runs.push_front(record);
         self.runs.truncate(KEPT_RUNS);
     }
 
-    /// The counts of the runs that started in the 24 hours before `now`.
+    /// Adds a run to the counts of the hour it started in; only the last
+    /// 24 hours' are kept (more runs than the 50 kept records may fall in
+    /// a day).
+    fn count_in_its_hour(&mut self, run: &RunRecord) {
+        let hour = run.started_at / HOUR_MS;
+        if !self.hours.iter().any(|(kept, _)| *kept == hour) {
+            self.hours.push_front((hour, DayCounts::default()));
+        }
+        let (_, counts) = self
+            .hours
+            .iter_mut()
+            .find(|(kept, _)| *kept == hour)
+            .expect("pushed above");
+        counts.runs += 1;
+        counts.listed += run.listed;
+        counts.already_received += run.already_received;
+        counts.filled += run.filled;
+        counts.failed += run.failed;
+        counts.failed_runs += u64::from(run.error.is_some());
+        self.hours
+            .retain(|(kept, _)| hour.saturating_sub(*kept) < 24);
+    }
+
+    /// The counts of the runs that started in the 24 hours before `now`,
+    /// by the hour (the oldest hour counts whole).
     pub fn last_day(&self, now: u64) -> DayCounts {
-        let since = now.saturating_sub(86_400_000);
-        self.runs.iter().filter(|run| run.started_at >= since).fold(
-            DayCounts::default(),
-            |mut day, run| {
-                day.runs += 1;
-                day.listed += run.listed;
-                day.already_received += run.already_received;
-                day.filled += run.filled;
-                day.failed += run.failed;
-                day.failed_runs += u64::from(run.error.is_some());
+        let hour = now / HOUR_MS;
+        self.hours
+            .iter()
+            .filter(|(started, _)| hour.saturating_sub(*started) < 24)
+            .fold(DayCounts::default(), |mut day, (_, counts)| {
+                day.runs += counts.runs;
+                day.listed += counts.listed;
+                day.already_received += counts.already_received;
+                day.filled += counts.filled;
+                day.failed += counts.failed;
+                day.failed_runs += counts.failed_runs;
                 day
-            },
-        )
+            })
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+const HOUR_MS: u64 = 3_600_000;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DayCounts {
     pub runs: u64,
     pub listed: u64,

@@ -1204,6 +1204,7 @@ fn a_lock_keeps_a_second_run_out_until_it_is_freed_or_expires() {
 
 #[test]
 fn the_last_day_sums_only_runs_started_in_the_last_24_hours_and_counts_failed_runs() {
+    // More runs than the 50 kept records still count: see below.
     let config = stripe_config();
     let day = 86_400_000;
     let now = NOW_MS + 2 * day;
@@ -1211,7 +1212,8 @@ fn the_last_day_sums_only_runs_started_in_the_last_24_hours_and_counts_failed_ru
     for (id, started_at, error) in [
         (1, now - day - 1, None),
         (2, now - day - 1, Some(503)),
-        (3, now - day, None),
+        // Counted by the hour: the current one and the 23 before it.
+        (3, now - day + 3_600_000, None),
         (4, now - 60_000, Some(401)),
         (5, now - 1_000, None),
     ] {
@@ -1498,4 +1500,23 @@ fn an_api_error_that_repeats_the_key_is_shown_without_it() {
     let problem = &ended.record.error.as_ref().unwrap().problem;
     assert!(!problem.contains(API_KEY), "{problem}");
     assert!(problem.contains("[redacted]"));
+}
+
+/// A day holds more runs than the 50 records kept: the day's counts are
+/// kept by the hour, apart from the records.
+#[test]
+fn the_last_day_counts_more_runs_than_the_records_kept() {
+    let config = stripe_config();
+    let mut runs = RouteRuns::default();
+    for id in 0..200 {
+        runs.finish(
+            record(id, NOW_MS + id as u64 * 60_000, None),
+            None,
+            None,
+            &config,
+        );
+    }
+    assert_eq!(runs.runs.len(), 50);
+    assert_eq!(runs.last_day(NOW_MS + 200 * 60_000).runs, 200);
+    assert!(runs.hours.len() <= 24);
 }
