@@ -209,6 +209,19 @@ pub async fn a_stripe_event_never_delivered_reaches_the_origin_once(world: &'sta
         .requests()
         .iter()
         .all(|(_, target)| target.contains("created[gte]=")));
+    let health = Reply::read(
+        client()
+            .get(gateway.url("/__idemgate/health"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        health.json()["configuration"]["reconcile"],
+        "ok",
+        "the binding is there"
+    );
 }
 
 /// A live delivery that comes while the run is listing, and a run over a
