@@ -214,24 +214,12 @@ async fn stripe_events(
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
-    let target = format!(
-        "/v1/events?{}",
-        query
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("&")
-    );
+    let target = logged("/v1/events", &query);
     let unauthorized = json!({"error": {"type": "invalid_request_error", "message": "Invalid API Key provided: rk_****"}});
     if let Some(refused) = gate(&fake, &headers, "GET", target, unauthorized) {
         return refused;
     }
-    let value = |name: &str| {
-        query
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.clone())
-    };
+    let value = |name: &str| param(&query, name);
     let limit: usize = value("limit").map_or(10, |limit| limit.parse().unwrap());
     if !(1..=100).contains(&limit) {
         let error = json!({"error": {"type": "invalid_request_error", "message": "This value must be less than or equal to 100."}});
@@ -286,12 +274,7 @@ async fn github_deliveries(
     if let Some(refused) = gate(&fake, &headers, "GET", path.clone(), unauthorized) {
         return refused;
     }
-    let value = |name: &str| {
-        query
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.clone())
-    };
+    let value = |name: &str| param(&query, name);
     let per_page: usize = value("per_page").map_or(30, |n| n.parse::<usize>().unwrap().min(100));
     let from: usize = value("cursor").map_or(0, |cursor| {
         cursor.trim_start_matches("v1_").parse().unwrap()
@@ -362,16 +345,12 @@ async fn github_redeliver(
         let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
         mac.update(body.as_bytes());
         let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-        let answer = reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("x-github-delivery", &guid)
-            .header("x-github-event", &event)
-            .header("x-hub-signature-256", signature)
-            .body(body.clone())
-            .send()
-            .await;
-        let status = answer.map_or(0, |answer| answer.status().as_u16());
+        let headers = vec![
+            ("x-github-delivery".to_string(), guid.clone()),
+            ("x-github-event".to_string(), event.clone()),
+            ("x-hub-signature-256".to_string(), signature),
+        ];
+        let status = deliver(&url, headers, body).await;
         let mut fake = fake.lock().unwrap();
         let id = fake.github.len() as u64 + 1;
         fake.github.push(json!({
@@ -399,14 +378,7 @@ async fn paddle_notifications(
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
-    let target = format!(
-        "/notifications?{}",
-        query
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("&")
-    );
+    let target = logged("/notifications", &query);
     let refused = json!({"error": {"type": "request_error", "code": "invalid_token", "detail": "Authentication token passed is invalid."}});
     if let Some(mut refused) = gate(&fake, &headers, "GET", target, refused) {
         if refused.status() == StatusCode::UNAUTHORIZED {
@@ -414,12 +386,7 @@ async fn paddle_notifications(
         }
         return refused;
     }
-    let value = |name: &str| {
-        query
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.clone())
-    };
+    let value = |name: &str| param(&query, name);
     let per_page: usize = value("per_page").map_or(50, |n| n.parse::<usize>().unwrap().min(200));
     let from = value("from").and_then(|at| unix(&at));
     let to = value("to").and_then(|at| unix(&at));
@@ -536,13 +503,7 @@ async fn paddle_replay(
             .unwrap()
             .as_secs();
         scheme.sign(&mut message, now);
-        let mut request = reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/json");
-        for (name, value) in message.headers {
-            request = request.header(name, value);
-        }
-        let _ = request.body(body).send().await;
+        deliver(&url, message.headers, body).await;
     });
     (
         StatusCode::ACCEPTED,
@@ -649,24 +610,12 @@ async fn paypal_events(
     headers: HeaderMap,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
-    let target = format!(
-        "/v1/notifications/webhooks-events?{}",
-        query
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("&")
-    );
+    let target = logged("/v1/notifications/webhooks-events", &query);
     let refused = json!({"name": "AUTHENTICATION_FAILURE", "message": "Authentication failed due to invalid authentication credentials or a missing Authorization header.", "debug_id": "e2e"});
     if let Some(refused) = gate(&fake, &headers, "GET", target, refused) {
         return refused;
     }
-    let value = |name: &str| {
-        query
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.clone())
-    };
+    let value = |name: &str| param(&query, name);
     let page_size: usize = value("page_size").map_or(10, |n| n.parse().unwrap());
     let start = value("start_time").and_then(|at| unix(&at));
     let end = value("end_time").and_then(|at| unix(&at));
@@ -750,13 +699,36 @@ async fn paypal_resend(
             body: body.clone().into_bytes(),
         };
         signer(&mut message);
-        let mut request = reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/json");
-        for (name, value) in message.headers {
-            request = request.header(name, value);
-        }
-        let _ = request.body(body).send().await;
+        deliver(&url, message.headers, body).await;
     });
     (StatusCode::ACCEPTED, axum::Json(event)).into_response()
+}
+
+/// A query parameter's (decoded) value.
+fn param(query: &[(String, String)], name: &str) -> Option<String> {
+    query
+        .iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.clone())
+}
+
+/// A request as the fake records it: its path and decoded query.
+fn logged(path: &str, query: &[(String, String)]) -> String {
+    let pairs: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{path}?{}", pairs.join("&"))
+}
+
+/// A provider's webhook delivery: a JSON POST with its signature headers;
+/// the status the webhook answered (0 when nothing answered).
+async fn deliver(url: &str, headers: Vec<(String, String)>, body: String) -> u16 {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    match request.body(body).send().await {
+        Ok(answer) => answer.status().as_u16(),
+        Err(_) => 0,
+    }
 }
