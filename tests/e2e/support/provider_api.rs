@@ -365,7 +365,7 @@ fn rfc3339_now() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
-    idemgate_core::reconcile::api::rfc3339(now.as_secs())
+    idemgate_core::reconcile::wire::rfc3339(now.as_secs())
 }
 
 /// https://developer.paddle.com/api-reference/notifications/list-notifications:

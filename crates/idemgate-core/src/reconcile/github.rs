@@ -22,8 +22,8 @@
 
 use serde::Deserialize;
 
-use super::api::{on_base, unix_seconds, ApiError, ApiRequest, ApiResponse, ListedEvent, Page};
-use super::Window;
+use super::wire::Window;
+use super::wire::{on_base, unix_seconds, ApiError, ApiRequest, ApiResponse, ListedEvent, Page};
 
 fn headers(token: &str) -> Vec<(String, String)> {
     vec![
@@ -62,7 +62,7 @@ pub(super) fn read_page(
     base: &str,
 ) -> Result<Page, ApiError> {
     if response.status != 200 {
-        let message = super::api::json_text(&response.body, &["/message"]);
+        let message = super::wire::json_text(&response.body, &["/message"]);
         return Err(ApiError::of(response, message));
     }
     let deliveries: Vec<Delivery> = serde_json::from_slice(&response.body)

@@ -19,9 +19,11 @@ pub mod run;
 mod square;
 mod stripe;
 mod types;
+pub mod wire;
 
-pub use api::{ApiError, ApiRequest, ApiResponse, EventsApi, ListedEvent, Page, Window};
+pub use api::EventsApi;
 pub use types::TypeFilter;
+pub use wire::{ApiError, ApiRequest, ApiResponse, ListedEvent, Page, Window};
 
 use serde::{Deserialize, Serialize};
 

@@ -25,11 +25,11 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::api::{
+use super::wire::Window;
+use super::wire::{
     bearer, on_base, query_value, rfc3339, unix_seconds, ApiError, ApiRequest, ApiResponse,
     ListedEvent, Page,
 };
-use super::Window;
 
 pub(super) fn list(
     base: &str,
@@ -95,7 +95,7 @@ struct Payload {
 
 pub(super) fn read_page(response: &ApiResponse, base: &str) -> Result<Page, ApiError> {
     if response.status != 200 {
-        let message = super::api::json_text(&response.body, &["/error/detail", "/error/code"]);
+        let message = super::wire::json_text(&response.body, &["/error/detail", "/error/code"]);
         return Err(ApiError::of(response, message));
     }
     let list: List = serde_json::from_slice(&response.body)

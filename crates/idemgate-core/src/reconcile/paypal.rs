@@ -23,11 +23,12 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::api::{
+use super::types::TypeFilter;
+use super::wire::Window;
+use super::wire::{
     bearer, on_base, query_value, rfc3339, unix_seconds, ApiError, ApiRequest, ApiResponse,
     ListedEvent, Page,
 };
-use super::{TypeFilter, Window};
 
 pub(super) fn token_request(base: &str, client: &str) -> ApiRequest {
     let basic = base64::engine::general_purpose::STANDARD.encode(client);
@@ -52,7 +53,7 @@ pub(super) fn read_token(response: &ApiResponse) -> Result<String, ApiError> {
         access_token: String,
     }
     if response.status != 200 {
-        let message = super::api::json_text(
+        let message = super::wire::json_text(
             &response.body,
             &["/error_description", "/message", "/error"],
         );
@@ -113,7 +114,7 @@ struct Event {
 
 pub(super) fn read_page(response: &ApiResponse, base: &str) -> Result<Page, ApiError> {
     if response.status != 200 {
-        let message = super::api::json_text(&response.body, &["/message", "/name"]);
+        let message = super::wire::json_text(&response.body, &["/message", "/name"]);
         return Err(ApiError::of(response, message));
     }
     let list: List = serde_json::from_slice(&response.body)

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use super::api::{ApiError, ApiRequest, ApiResponse, ListedEvent, Window};
+use super::wire::{ApiError, ApiRequest, ApiResponse, ListedEvent, Window};
 use super::{FillBy, ReconcileConfig, Source, KEPT_RUNS};
 use crate::config::RouteConfig;
 use crate::delivery::{Delivery, Identity};
@@ -308,7 +308,7 @@ pub async fn run<B: RunBackend>(
     let cursor = cursor.filter(|cursor| {
         let fresh = config.window(started_at / 1_000).from;
         let on_base = cursor.page.as_deref().is_none_or(|page| {
-            !page.starts_with("http") || super::api::on_base(page, &config.api_base).is_some()
+            !page.starts_with("http") || super::wire::on_base(page, &config.api_base).is_some()
         });
         cursor.window.from.saturating_add(CURSOR_MAX_AGE_SECONDS) >= fresh
             && on_base

@@ -11,7 +11,7 @@ use futures::executor::block_on;
 use super::*;
 use crate::canonical::{sha256_hex, Fingerprint};
 use crate::config::Config;
-use crate::reconcile::api::rfc3339;
+use crate::reconcile::wire::rfc3339;
 
 const NOW_MS: u64 = 1_700_000_000_000;
 const NOW: u64 = NOW_MS / 1_000;

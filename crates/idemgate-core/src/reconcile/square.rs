@@ -20,10 +20,11 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::api::{
+use super::types::TypeFilter;
+use super::wire::Window;
+use super::wire::{
     bearer, rfc3339, unix_seconds, ApiError, ApiRequest, ApiResponse, ListedEvent, Page,
 };
-use super::{TypeFilter, Window};
 
 /// The Square API version the requests name.
 const SQUARE_VERSION: &str = "2025-10-16";
@@ -82,7 +83,7 @@ struct Event<'a> {
 pub(super) fn read_page(response: &ApiResponse) -> Result<Page, ApiError> {
     if response.status != 200 {
         let message =
-            super::api::json_text(&response.body, &["/errors/0/detail", "/errors/0/code"]);
+            super::wire::json_text(&response.body, &["/errors/0/detail", "/errors/0/code"]);
         return Err(ApiError::of(response, message));
     }
     let search: Search = serde_json::from_slice(&response.body)

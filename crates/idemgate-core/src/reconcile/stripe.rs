@@ -21,8 +21,9 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::api::{bearer, query_value, ApiError, ApiRequest, ApiResponse, ListedEvent, Page};
-use super::{TypeFilter, Window};
+use super::types::TypeFilter;
+use super::wire::Window;
+use super::wire::{bearer, query_value, ApiError, ApiRequest, ApiResponse, ListedEvent, Page};
 
 /// Stripe's most per page.
 const PAGE_SIZE: u32 = 100;
@@ -75,7 +76,7 @@ struct Event {
 
 pub(super) fn read_page(response: &ApiResponse) -> Result<Page, ApiError> {
     if response.status != 200 {
-        let message = super::api::json_text(&response.body, &["/error/message"]);
+        let message = super::wire::json_text(&response.body, &["/error/message"]);
         return Err(ApiError::of(response, message));
     }
     let list: List = serde_json::from_slice(&response.body)
