@@ -7,7 +7,8 @@ use worker::js_sys::Promise;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
-use idemgate_core::reconcile::run::{ReconcileCall, ReconcileLine};
+use idemgate_core::reconcile::route_runs::ReconcileCall;
+use idemgate_core::reconcile::run::ReconcileLine;
 
 use crate::env::config_from_env;
 use crate::reconcile_object::RECONCILE_OBJECT_BINDING;

@@ -21,9 +21,9 @@ use idemgate_core::object_call::{ObjectCall, ObjectOp};
 use idemgate_core::origin::OutboundRequest;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::ForwardResult;
+use idemgate_core::reconcile::route_runs::{ReconcileCall, RouteRuns};
 use idemgate_core::reconcile::run::{
-    self, KeyAnswer, Presence, ReconcileCall, ReconcileLine, RouteRuns, RunBackend, Trigger,
-    RUN_LIMITS,
+    self, KeyAnswer, Presence, ReconcileLine, RunBackend, Trigger, RUN_LIMITS,
 };
 use idemgate_core::reconcile::{ApiRequest, ApiResponse};
 

@@ -15,6 +15,7 @@ pub mod api;
 mod github;
 mod paddle;
 mod paypal;
+pub mod route_runs;
 pub mod run;
 mod square;
 mod stripe;

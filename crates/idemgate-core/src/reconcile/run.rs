@@ -1,6 +1,5 @@
-//! One reconciliation run of a route, and what its Durable Object keeps
-//! between runs: the cursor of an unfinished window, the lock, when the
-//! next run is due, and the last runs' records.
+//! One reconciliation run of a route (what its object keeps between runs
+//! is [`super::route_runs`]).
 //!
 //! A run lists its window page by page and settles each event of the
 //! route's types: its key's object says whether it has a receipt (or, for
@@ -9,12 +8,10 @@
 //! subrequests and time), keeping the cursor, and the next run goes on
 //! from it. An API error ends the run; a 429 or a 5xx also backs off.
 
-use std::collections::VecDeque;
-
 use serde::{Deserialize, Serialize};
 
 use super::wire::{ApiError, ApiRequest, ApiResponse, ListedEvent, Window};
-use super::{FillBy, ReconcileConfig, Source, KEPT_RUNS};
+use super::{FillBy, ReconcileConfig, Source};
 use crate::config::RouteConfig;
 use crate::delivery::{Delivery, Identity};
 pub use crate::engine::Presence;
@@ -37,13 +34,6 @@ pub const RUN_LIMITS: Limits = Limits {
 /// The most a page can cost: the list request, and per event (at most 100
 /// on every source's page) a call to its key's object and a re-send.
 const PAGE_COST: u32 = 1 + 2 * 100;
-
-/// How long the lock holds if its run never ends (an evicted object): a
-/// run's 25 s, and the longest a key's object may hold its last call (a
-/// sync forward, bounded by `ORIGIN_TIMEOUT_MS`, at most 300 s), with a
-/// margin. A lock that ran out under a live run would let a second run of
-/// the route ask for the same re-sends.
-pub const LOCK_MS: u64 = 360_000;
 
 /// How old a cursor's window may be before it is dropped for a new one:
 /// its oldest events must still have their receipts, which the route
@@ -105,136 +95,6 @@ pub struct Cursor {
     /// counted or re-sent twice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub settled: Vec<String>,
-}
-
-/// What a route's reconciliation object keeps.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RouteRuns {
-    #[serde(default)]
-    pub cursor: Option<Cursor>,
-    /// Newest first, at most [`KEPT_RUNS`].
-    #[serde(default)]
-    pub runs: VecDeque<RunRecord>,
-    /// A run holds the lock until then (ms).
-    #[serde(default)]
-    pub locked_until: u64,
-    /// When the next scheduled run is due (ms).
-    #[serde(default)]
-    pub next_run_at: u64,
-    /// The current back-off after a 429 or 5xx (ms); 0 when none.
-    #[serde(default)]
-    pub backoff_ms: u64,
-    /// The last 24 hours' counts, by the hour the runs started in (the
-    /// hour since the epoch), newest first.
-    #[serde(default)]
-    pub hours: VecDeque<(u64, DayCounts)>,
-}
-
-/// The shortest and longest back-off after a 429 or a 5xx.
-const BACKOFF_MIN_MS: u64 = 60_000;
-const BACKOFF_MAX_MS: u64 = 3_600_000;
-/// How soon a run that stopped at its limits is followed by the next.
-pub const CONTINUE_AFTER_MS: u64 = 1_000;
-
-impl RouteRuns {
-    /// Whether a scheduled run may start at `now`.
-    pub fn due(&self, now: u64) -> bool {
-        now >= self.next_run_at && now >= self.locked_until
-    }
-
-    pub fn locked(&self, now: u64) -> bool {
-        now < self.locked_until
-    }
-
-    /// Takes the lock for a run starting at `now`.
-    pub fn lock(&mut self, now: u64) {
-        self.locked_until = now.saturating_add(LOCK_MS);
-    }
-
-    /// Records an ended run: keeps its cursor, frees the lock, and sets
-    /// when the next run is due.
-    pub fn finish(
-        &mut self,
-        record: RunRecord,
-        cursor: Option<Cursor>,
-        retry_after_ms: Option<u64>,
-        config: &ReconcileConfig,
-    ) {
-        let now = record.ended_at;
-        self.locked_until = 0;
-        self.cursor = cursor;
-        self.next_run_at = match &record.error {
-            Some(error) if error.backs_off() => {
-                self.backoff_ms = (self.backoff_ms * 2)
-                    .clamp(BACKOFF_MIN_MS, BACKOFF_MAX_MS)
-                    .max(retry_after_ms.unwrap_or(0).min(BACKOFF_MAX_MS));
-                now + self.backoff_ms
-            }
-            _ => {
-                self.backoff_ms = 0;
-                match self.cursor.is_some() && record.error.is_none() {
-                    true => now + CONTINUE_AFTER_MS,
-                    false => record.started_at + config.every_seconds * 1_000,
-                }
-            }
-        };
-        self.count_in_its_hour(&record);
-        self.runs.push_front(record);
-        self.runs.truncate(KEPT_RUNS);
-    }
-
-    /// Adds a run to the counts of the hour it started in; only the last
-    /// 24 hours' are kept (more runs than the 50 kept records may fall in
-    /// a day).
-    fn count_in_its_hour(&mut self, run: &RunRecord) {
-        let hour = run.started_at / HOUR_MS;
-        if !self.hours.iter().any(|(kept, _)| *kept == hour) {
-            self.hours.push_front((hour, DayCounts::default()));
-        }
-        let (_, counts) = self
-            .hours
-            .iter_mut()
-            .find(|(kept, _)| *kept == hour)
-            .expect("pushed above");
-        counts.runs += 1;
-        counts.listed += run.listed;
-        counts.already_received += run.already_received;
-        counts.filled += run.filled;
-        counts.failed += run.failed;
-        counts.failed_runs += u64::from(run.error.is_some());
-        self.hours
-            .retain(|(kept, _)| hour.saturating_sub(*kept) < 24);
-    }
-
-    /// The counts of the runs that started in the 24 hours before `now`,
-    /// by the hour (the oldest hour counts whole).
-    pub fn last_day(&self, now: u64) -> DayCounts {
-        let hour = now / HOUR_MS;
-        self.hours
-            .iter()
-            .filter(|(started, _)| hour.saturating_sub(*started) < 24)
-            .fold(DayCounts::default(), |mut day, (_, counts)| {
-                day.runs += counts.runs;
-                day.listed += counts.listed;
-                day.already_received += counts.already_received;
-                day.filled += counts.filled;
-                day.failed += counts.failed;
-                day.failed_runs += counts.failed_runs;
-                day
-            })
-    }
-}
-
-const HOUR_MS: u64 = 3_600_000;
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DayCounts {
-    pub runs: u64,
-    pub listed: u64,
-    pub already_received: u64,
-    pub filled: u64,
-    pub failed: u64,
-    pub failed_runs: u64,
 }
 
 /// What the key's object says of a reconciled event.
@@ -625,40 +485,6 @@ impl<B: RunBackend> Run<'_, B> {
             status: None,
             problem: Some(reason),
         });
-    }
-}
-
-/// What a route's reconciliation object is asked, over RPC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReconcileCall {
-    /// The Cron Trigger: run if a run is due and none is running.
-    Tick,
-    /// The operator: run now, unless one is running.
-    RunNow,
-    /// The operator: the last runs and the cursor.
-    Status,
-}
-
-impl RouteRuns {
-    /// What `GET /__idemgate/reconcile?route=R` answers (SPEC §11).
-    pub fn view(&self, route: &str, now: u64) -> serde_json::Value {
-        serde_json::json!({
-            "route": route,
-            "running": self.locked(now),
-            "cursor": self.cursor,
-            "next_run_at": self.next_run_at,
-            "last_day": self.last_day(now),
-            "runs": self.runs,
-        })
-    }
-
-    /// A route's line in the summary: its last run and the last day's counts.
-    pub fn summary(&self, now: u64) -> serde_json::Value {
-        serde_json::json!({
-            "last_run": self.runs.front(),
-            "last_day": self.last_day(now),
-        })
     }
 }
 
