@@ -71,14 +71,9 @@ async fn receipt_ops(gateway: &Gateway, key: &str) -> Value {
 }
 
 async fn runs(gateway: &Gateway) -> Value {
-    let reply = client()
-        .get(gateway.url("/__idemgate/reconcile"))
-        .query(&[("route", "stripe")])
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
+    support::reconcile(gateway, ADMIN_TOKEN, reqwest::Method::GET, "stripe")
         .await
-        .unwrap();
-    Reply::read(reply).await.json()
+        .json()
 }
 
 /// One pass over the window: its runs, their counts and what they cost.
@@ -93,14 +88,8 @@ async fn pass(gateway: &Gateway, api: &ProviderApi) -> Value {
         .map(|run| run["id"].clone())
         .collect();
     let started = Instant::now();
-    let first = client()
-        .post(gateway.url("/__idemgate/reconcile"))
-        .query(&[("route", "stripe")])
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(first.status(), 200, "the first run of the pass");
+    let first = support::reconcile(gateway, ADMIN_TOKEN, reqwest::Method::POST, "stripe").await;
+    assert_eq!(first.status, 200, "the first run of the pass");
     // The pass's runs (a route keeps its last 50: two passes over 10,000
     // events take about 30), until one completes the window.
     let mut polls = 0.0;

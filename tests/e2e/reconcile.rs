@@ -101,14 +101,7 @@ async fn start(world: &World, api: &ProviderApi, delivery: &str, tag: &str) -> G
 }
 
 async fn reconcile(gateway: &Gateway, method: reqwest::Method, route: &str) -> Reply {
-    let response = client()
-        .request(method, gateway.url("/__idemgate/reconcile"))
-        .query(&[("route", route)])
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    Reply::read(response).await
+    crate::support::reconcile(gateway, ADMIN_TOKEN, method, route).await
 }
 
 async fn send_stripe(gateway: &Gateway, tag: &str, body: &str) -> Reply {

@@ -221,14 +221,9 @@ pub async fn the_operator_page_drives_the_operator_api_in_a_browser(world: &'sta
     ])
     .await;
     the_page_is_served_with_its_security_headers(world, &gateway).await;
-    let run = client()
-        .post(gateway.url("/__idemgate/reconcile"))
-        .query(&[("route", "stripe")])
-        .bearer_auth(ADMIN_TOKEN)
-        .send()
+    let run = crate::support::reconcile(&gateway, ADMIN_TOKEN, reqwest::Method::POST, "stripe")
         .await
-        .unwrap();
-    let run = Reply::read(run).await.json();
+        .json();
     assert_eq!(run["filled"], 1, "{run}");
 
     // Dead letters of a failing origin: one to open and re-drive, 30 for

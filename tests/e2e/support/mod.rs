@@ -127,6 +127,24 @@ pub async fn operator(
     Reply::read(response).await
 }
 
+/// A route's reconciliation (`GET` its runs, `POST` a run now), with
+/// `token`.
+pub async fn reconcile(
+    gateway: &Gateway,
+    token: &str,
+    method: reqwest::Method,
+    route: &str,
+) -> Reply {
+    let response = client()
+        .request(method, gateway.url("/__idemgate/reconcile"))
+        .query(&[("route", route)])
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    Reply::read(response).await
+}
+
 /// Polls `check` every 100 ms until it holds, failing after `seconds`.
 pub async fn eventually<F, Fut>(seconds: u64, what: &str, mut check: F)
 where
