@@ -144,6 +144,20 @@ pub async fn handle(request: web_sys::Request, env: Env) -> worker::Result<web_s
             edge_replay(env, &route, log_duplicates, &object, replay, started)
         }
         Handled::Answered(reply) => edge_http::response(&reply.response),
+        Handled::Batch {
+            route,
+            log_duplicates,
+            batch,
+            response,
+            edge_replays,
+        } => {
+            for (object, replay) in edge_replays {
+                let mut replayed = EdgeReplayed::new(&route, log_duplicates, &object, replay);
+                replayed.batch = Some(batch.clone());
+                replayed.count(env, started);
+            }
+            edge_http::response(&response)
+        }
     }
 }
 
@@ -168,8 +182,8 @@ fn reject(
     edge_http::response(&render_problem(&problem))
 }
 
-/// A replay this isolate answered alone: counted for the
-/// key's object and the route, logged only with `LOG_DUPLICATES`.
+/// A replay this isolate answered alone: counted for the key's object
+/// and the route, logged only with `LOG_DUPLICATES`.
 fn edge_replay(
     env: &Env,
     route: &str,
@@ -178,21 +192,53 @@ fn edge_replay(
     replay: HttpResponse,
     started: u64,
 ) -> worker::Result<web_sys::Response> {
-    let now = worker::Date::now().as_millis();
-    let duration_ms = now.saturating_sub(started);
-    stats::record(|stats| stats.cache_hits += 1);
-    object_client::count_absorbed(object_name);
-    if log_duplicates {
+    let replayed = EdgeReplayed::new(route, log_duplicates, object_name, replay);
+    replayed.count(env, started);
+    edge_http::response(&replayed.replay)
+}
+
+/// A replay this isolate answered alone, a batch's event's among them.
+struct EdgeReplayed<'a> {
+    route: &'a str,
+    log_duplicates: bool,
+    object_name: &'a str,
+    replay: HttpResponse,
+    batch: Option<String>,
+}
+
+impl<'a> EdgeReplayed<'a> {
+    fn new(
+        route: &'a str,
+        log_duplicates: bool,
+        object_name: &'a str,
+        replay: HttpResponse,
+    ) -> Self {
+        EdgeReplayed {
+            route,
+            log_duplicates,
+            object_name,
+            replay,
+            batch: None,
+        }
+    }
+
+    fn count(&self, env: &Env, started: u64) {
+        let now = worker::Date::now().as_millis();
+        let duration_ms = now.saturating_sub(started);
+        stats::record(|stats| stats.cache_hits += 1);
+        object_client::count_absorbed(self.object_name);
+        if !self.log_duplicates {
+            events::absorbed_at_edge(env, self.route, "replayed", now, duration_ms);
+            return;
+        }
         let mut event = DecisionLog::new("replayed", duration_ms);
-        event.route = Some(route.to_string());
-        event.receipt_id = headers::get(&replay.headers, RECEIPT_ID).map(str::to_string);
-        event.status = Some(replay.status);
-        event.origin_status = Some(replay.status);
+        event.route = Some(self.route.to_string());
+        event.receipt_id = headers::get(&self.replay.headers, RECEIPT_ID).map(str::to_string);
+        event.status = Some(self.replay.status);
+        event.origin_status = Some(self.replay.status);
         event.edge = true;
         event.absorbed = true;
+        event.batch = self.batch.clone();
         events::emit(env, &event, true);
-    } else {
-        events::absorbed_at_edge(env, route, "replayed", now, duration_ms);
     }
-    edge_http::response(&replay)
 }

@@ -44,6 +44,9 @@ pub struct DecisionLog {
     /// How long a delivery waited for its flow-control permit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waited_ms: Option<u64>,
+    /// The batch the delivery's event came in (SPEC §4, v4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
     /// True when the isolate answered without the Durable Object.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub edge: bool,
@@ -81,6 +84,7 @@ impl DecisionLog {
             reason: None,
             origin_ms: None,
             waited_ms: None,
+            batch: None,
             edge: false,
             duration_ms,
             swept: None,

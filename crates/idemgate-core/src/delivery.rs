@@ -57,6 +57,11 @@ pub struct DeliveryRequest {
     /// false, as in a request stored before the field existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stale: bool,
+    /// The batch this delivery's event came in (SPEC §4, v4): the first 32
+    /// hex digits of the batch body's SHA-256, for the log and the
+    /// receipt; `None` for a request of one event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
 }
 
 /// One admitted delivery, as the gateway hands it to the key's object.
@@ -98,6 +103,7 @@ impl DeliveryRequest {
             body,
             source,
             stale,
+            batch: _,
         } = self;
         OutboundRequest {
             method,
@@ -133,6 +139,7 @@ mod tests {
             body: b"{}".to_vec(),
             source: None,
             stale: false,
+            batch: None,
         }
     }
 

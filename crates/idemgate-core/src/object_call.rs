@@ -250,6 +250,7 @@ mod tests {
                     body: Vec::new(),
                     source: None,
                     stale: false,
+                    batch: None,
                 },
                 if_known: false,
                 if_absent: false,

@@ -110,6 +110,8 @@ pub struct RouteConfig {
     pub retryable_statuses: RetryableStatuses,
     pub max_body_bytes: u64,
     pub max_stored_response_bytes: u64,
+    /// `MAX_BATCH_EVENTS`: the most events one batch may hold (SPEC §4, v4).
+    pub max_batch_events: usize,
     /// `MAX_IN_FLIGHT` and `RATE_PER_SECOND`; `None` when neither is set.
     pub flow: Option<FlowLimits>,
     pub signature_scheme: SignatureScheme,
@@ -164,6 +166,9 @@ pub const MAX_ASYNC_BODY_BYTES: u64 = 1_048_576;
 /// copy sent to the key's object: about 16 times, 64 MiB for 4 MiB, in an
 /// isolate of 128 MB whose wasm memory never shrinks.
 pub const MAX_BODY_BYTES_LIMIT: u64 = 4_194_304;
+/// The most `MAX_BATCH_EVENTS` may be: each event is one Durable Object
+/// request of the batch's, and a Worker's request makes at most 1,000.
+pub const MAX_BATCH_EVENTS_LIMIT: u64 = 500;
 
 const WEBHOOK_KEY_SOURCES: &str =
     "header:Idempotency-Key,header:webhook-id,json:/transaction_id,json:/id";

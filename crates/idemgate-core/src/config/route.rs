@@ -165,6 +165,12 @@ pub(super) fn route_config(
         0,
         MAX_STORABLE_RESPONSE_BYTES,
     )?;
+    let max_batch_events = settings.number(
+        "MAX_BATCH_EVENTS",
+        crate::batch::DEFAULT_MAX_EVENTS as u64,
+        1,
+        super::MAX_BATCH_EVENTS_LIMIT,
+    )? as usize;
     let delivery = if delivery_async {
         let schedule = settings
             .get("RETRY_SCHEDULE")?
@@ -234,6 +240,7 @@ pub(super) fn route_config(
         retryable_statuses,
         max_body_bytes,
         max_stored_response_bytes,
+        max_batch_events,
         flow,
         signature_scheme,
         signature_tolerance_seconds,

@@ -57,6 +57,7 @@ fn without_routes_there_is_one_default_route_at_the_root() {
     assert_eq!(route.lease_ms, 15_000);
     assert_eq!(route.retention_seconds, 259_200);
     assert_eq!(route.max_body_bytes, 1_048_576);
+    assert_eq!(route.max_batch_events, 250);
     assert_eq!(route.max_stored_response_bytes, 65_536);
     assert_eq!(route.signature_tolerance_seconds, 300);
     assert!(!route.log_duplicates);
@@ -84,6 +85,8 @@ fn numbers_have_ranges_and_the_lease_outlives_the_timeout() {
         ("MAX_BODY_BYTES", "0"),
         ("MAX_BODY_BYTES", "4194305"),
         ("MAX_STORED_RESPONSE_BYTES", "1048577"),
+        ("MAX_BATCH_EVENTS", "0"),
+        ("MAX_BATCH_EVENTS", "501"),
         ("SIGNATURE_TOLERANCE_SECONDS", "0"),
         ("WAIT_MS", "-1"),
         ("WAIT_MS", "1e3"),

@@ -102,6 +102,7 @@ impl<B: Backend> Engine<B> {
                     previous.as_ref(),
                     policy,
                 );
+                receipt.batch = delivery.request.batch.clone();
                 // Without flow control the accepting call makes the first
                 // attempt itself, once its acknowledgement has left
                 // (`after_answer`): the receipt is accepted already in

@@ -306,6 +306,7 @@ impl<B: Backend> Engine<B> {
         self.compare_by_event_id(&mut delivery);
         let started = self.backend.now_ms();
         let identity = delivery.identity.clone();
+        let batch = delivery.request.batch.clone();
         let mut trace = Trace::default();
         let answer = match policy.delivery {
             DeliveryMode::Sync => self.answer_sync(delivery, policy, &mut trace).await,
@@ -316,6 +317,7 @@ impl<B: Backend> Engine<B> {
         event.route = Some(identity.route);
         event.scope = Some(identity.scope);
         event.receipt_id = trace.receipt_id;
+        event.batch = batch;
         self.backend
             .emit(&event, event.is_logged(policy.log_duplicates));
         answer

@@ -214,13 +214,17 @@ impl<B: Backend> Engine<B> {
         };
         let mut receipt = match previous {
             Some(receipt) if !receipt.is_expired(now) => receipt,
-            expired => self.new_receipt(
-                delivery.identity.clone(),
-                delivery.fingerprint.clone(),
-                DeliveryKind::Sync,
-                expired.as_ref(),
-                policy,
-            ),
+            expired => {
+                let mut receipt = self.new_receipt(
+                    delivery.identity.clone(),
+                    delivery.fingerprint.clone(),
+                    DeliveryKind::Sync,
+                    expired.as_ref(),
+                    policy,
+                );
+                receipt.batch = delivery.request.batch.clone();
+                receipt
+            }
         };
         let epoch = if trace.takeover && is_active(Mutation::ReuseEpochOnTakeover) {
             receipt.epoch

@@ -86,6 +86,7 @@ pub(super) fn delivery(body: &str) -> Delivery {
             body: body.as_bytes().to_vec(),
             source: None,
             stale: false,
+            batch: None,
         },
         if_known: false,
         if_absent: false,

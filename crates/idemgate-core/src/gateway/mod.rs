@@ -103,6 +103,16 @@ pub enum Handled<R> {
     },
     /// The key's object (or the previous version's) answered.
     Answered(Reply),
+    /// A batch's events were each answered ([`batch`]): `response` is the
+    /// batch's answer; `edge_replays`, the events this isolate answered
+    /// alone, with their objects.
+    Batch {
+        route: String,
+        log_duplicates: bool,
+        batch: String,
+        response: HttpResponse,
+        edge_replays: Vec<(String, HttpResponse)>,
+    },
 }
 
 /// Runs the request `method url` through every step.
@@ -214,6 +224,9 @@ async fn deduplicate<E: Edge>(
         Err(problem) => return Ok(Err(problem)),
     };
     edge.count_delivery();
+    if let Some(format) = route.signature_scheme.batch() {
+        return Ok(batch::deliver_batch(edge, &authenticated, format).await);
+    }
     // A byte-identical retry is found before its body is parsed; any
     // other one after, by its object and fingerprint.
     let fast_key = fast_replay_key(&authenticated);
@@ -237,16 +250,13 @@ async fn deduplicate<E: Edge>(
     if edge.addresses_as_second_version() {
         admitted = admitted.as_previous();
     }
-    if let Some((object, found)) = replayed_here(edge, &admitted, &fast_key, now) {
+    if let Some((object, found)) = replayed_here(edge, &admitted, Some(&fast_key), now) {
         return Ok(Ok(replay(&object, found, false)));
     }
     // An async delivery is acknowledged only with its index row, which the
     // sweep finds it by: without an index, take nothing at all.
     if route.is_async() && !edge.has_index() {
-        return Ok(Err(Problem::Misconfigured {
-            variable: crate::index::BINDING.into(),
-            reason: "async delivery needs the receipt index: bind a D1 database as IDEMGATE_INDEX (wrangler.toml [[d1_databases]])".into(),
-        }));
+        return Ok(Err(no_index()));
     }
     // A transmission whose signature does not bind its body (PayPal's)
     // goes to the first key it was delivered under, and to no other.
@@ -280,12 +290,20 @@ async fn deduplicate<E: Edge>(
     Ok(answered(edge, answer, key, fast_key))
 }
 
+fn no_index() -> Problem {
+    Problem::Misconfigured {
+        variable: crate::index::BINDING.into(),
+        reason: "async delivery needs the receipt index: bind a D1 database as IDEMGATE_INDEX (wrangler.toml [[d1_databases]])".into(),
+    }
+}
+
 /// A replay of `admitted` this isolate holds, under its object or the one
-/// the second version kept it in, and that object's name.
+/// the second version kept it in, and that object's name; found, it is
+/// kept under `fast_key` too, when there is one.
 fn replayed_here<E: Edge>(
     edge: &E,
     admitted: &Admitted,
-    fast_key: &str,
+    fast_key: Option<&str>,
     now: u64,
 ) -> Option<(String, HttpResponse)> {
     let delivery = &admitted.delivery;
@@ -299,7 +317,9 @@ fn replayed_here<E: Edge>(
             let key = cache_key(object, delivery.fingerprint.as_str());
             let found = edge.with_replays(|cache| {
                 let found = cache.get(&key, now)?;
-                cache.alias(fast_key.to_string(), &key);
+                if let Some(fast_key) = fast_key {
+                    cache.alias(fast_key.to_string(), &key);
+                }
                 Some(found)
             })?;
             Some((object.to_string(), found))
@@ -351,5 +371,10 @@ fn answered<E: Edge>(
     Ok(Handled::Answered(reply))
 }
 
+mod batch;
+pub use batch::BATCH;
+
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod tests;

@@ -48,6 +48,9 @@ pub struct ReceiptView<'a> {
     pub dead_at: Option<u64>,
     pub expires_at: u64,
     pub duplicates: u64,
+    /// The batch whose event began this receipt's life (SPEC §4, v4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<&'a str>,
     pub attempts: &'a [Attempt],
     /// An async delivery's stored request, while it is kept (until it
     /// completes), with credentials and signatures masked.
@@ -136,6 +139,7 @@ impl<'a> ReceiptView<'a> {
             dead_at,
             expires_at: receipt.expires_at,
             duplicates: receipt.duplicates,
+            batch: receipt.batch.as_deref(),
             attempts: &receipt.attempts,
             request: request.map(|request| RequestView::of(request, also_masked)),
             object_storage_ops: ops,
@@ -333,6 +337,7 @@ mod tests {
             body: b"{}".to_vec(),
             source: None,
             stale: false,
+            batch: None,
         };
         let view = serde_json::to_value(ReceiptView::of(
             &receipt,

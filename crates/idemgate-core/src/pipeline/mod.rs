@@ -6,11 +6,12 @@ use std::borrow::Cow;
 
 use sha2::{Digest, Sha256};
 
+use crate::batch::{BatchFormat, BatchPart};
 use crate::canonical::{body_sha256, is_json_media_type, read_json, sha256_hex, Fingerprint};
 use crate::config::{Config, RouteConfig, Tenant};
 use crate::delivery::{Delivery, DeliveryRequest, Identity};
 use crate::form;
-use crate::headers;
+use crate::headers::{self, HeaderList};
 use crate::json::{one_pass::CanonicalBody, PointerLookup};
 use crate::key::{
     derive_key, derive_key_joined, json_pointers, tenant_sha256, Joining, KeyInput, KeyPart,
@@ -169,6 +170,12 @@ impl<'a> Authenticated<'a> {
             .get_or_init(|| sha256_hex(self.inbound.body))
     }
 
+    /// What names this request as a batch: the first 32 hex digits of its
+    /// raw body's SHA-256.
+    pub fn batch_id(&self) -> String {
+        self.raw_body_sha256()[..32].to_string()
+    }
+
     /// The signed transmission id this delivery may be forwarded under
     /// once, and until when (ms) a replay of it could still verify
     /// ([`crate::single_use`]); `None` for a scheme that binds the body.
@@ -318,6 +325,47 @@ pub fn admit_reconciled(
     Ok(delivery)
 }
 
+/// One event of a verified batch as a delivery of its own (SPEC §4, v4):
+/// admitted as a request of the batch's method, path and headers (but the
+/// sender's signature headers, which covered the whole batch) holding
+/// `part`'s body, so that the route's own key sources key it; its
+/// fingerprint is its payload's, and it names the batch it came in. The
+/// part's body travels beside the delivery, as a request's does.
+pub fn admit_batch_part(
+    batch: &Authenticated,
+    format: &BatchFormat,
+    part: &BatchPart,
+) -> Result<Admitted, Problem> {
+    let headers: HeaderList = batch
+        .inbound
+        .headers
+        .iter()
+        .filter(|(name, _)| {
+            !format
+                .signature_headers
+                .iter()
+                .any(|signed| name.eq_ignore_ascii_case(signed))
+        })
+        .cloned()
+        .collect();
+    let inbound = Inbound {
+        headers: &headers,
+        body: &part.body,
+        ..*batch.inbound
+    };
+    let authenticated = Authenticated {
+        route: batch.route,
+        inbound: &inbound,
+        raw_body_sha256: std::cell::OnceCell::new(),
+    };
+    let mut admitted = admit(&authenticated)?;
+    let delivery = &mut admitted.delivery;
+    delivery.fingerprint =
+        Fingerprint::of_request(inbound.method, inbound.query, &part.payload_sha256);
+    delivery.request.batch = Some(batch.batch_id());
+    Ok(admitted)
+}
+
 /// Steps 4 and 5: key, fingerprint and scope. The first failing check
 /// answers; nothing reaches a Durable Object.
 pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
@@ -410,6 +458,7 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
                 body: Vec::new(),
                 source: None,
                 stale: false,
+                batch: None,
             },
             if_known: false,
             if_absent: false,

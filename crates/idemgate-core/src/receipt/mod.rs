@@ -152,6 +152,9 @@ pub struct Receipt {
     /// Async: since when its next attempt waits for a flow-control permit
     /// (SPEC §2, v3); a wait is not an attempt.
     pub waiting_for_permit_since: Option<u64>,
+    /// The batch whose event began this life (SPEC §4, v4), if it came in
+    /// one: the operator sees which request brought it.
+    pub batch: Option<String>,
 }
 
 /// The version of the stored record this code writes. The second version's
@@ -193,6 +196,7 @@ impl Receipt {
             terms: None,
             indexed: Indexed::default(),
             waiting_for_permit_since: None,
+            batch: None,
         }
     }
 

@@ -78,6 +78,8 @@ struct ReceiptRecord {
     indexed: Indexed,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     waiting_for_permit_since: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    batch: Option<String>,
 }
 
 fn second_version() -> u32 {
@@ -115,6 +117,7 @@ impl Serialize for Receipt {
             terms: self.terms.clone(),
             indexed: self.indexed.clone(),
             waiting_for_permit_since: self.waiting_for_permit_since,
+            batch: self.batch.clone(),
         };
         match &self.state {
             ReceiptState::Queued { next_attempt_at } => {
@@ -226,6 +229,7 @@ impl<'de> Deserialize<'de> for Receipt {
             terms: record.terms,
             indexed: record.indexed,
             waiting_for_permit_since: record.waiting_for_permit_since,
+            batch: record.batch,
         })
     }
 }

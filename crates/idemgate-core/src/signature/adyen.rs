@@ -27,6 +27,7 @@ use super::{
     setting_error, Message, Rejection, Scheme, SchemeEntry, SecretBytes, Signed, SignedBody,
     SignedRequest, Verdict,
 };
+use crate::batch::BatchFormat;
 use crate::json::{self, Json};
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
@@ -39,6 +40,16 @@ pub const ENTRY: SchemeEntry = SchemeEntry {
             key: SecretBytes::new(key),
         }))
     },
+};
+
+/// Adyen's envelope: `live`, and the items, each signed on its own (so
+/// each keeps its `hmacSignature` in its part). The third version keyed a
+/// notification by its items joined.
+pub const FORMAT: BatchFormat = BatchFormat {
+    events: BODY,
+    transmission: &[],
+    signature_headers: &[],
+    joined_before: true,
 };
 
 #[derive(Debug)]
@@ -83,6 +94,10 @@ impl Scheme for Adyen {
 
     fn makes_scheme_key(&self) -> bool {
         true
+    }
+
+    fn batch(&self) -> Option<&'static BatchFormat> {
+        Some(&FORMAT)
     }
 
     /// `pspReference:eventCode:success` of each item (parts encoded as

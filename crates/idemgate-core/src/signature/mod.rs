@@ -25,6 +25,7 @@ mod body_hmac;
 mod braintree;
 mod checkout;
 mod github;
+mod gocardless;
 mod hmac_generic;
 mod mac;
 mod paddle;
@@ -45,6 +46,7 @@ use std::sync::Arc;
 pub use body_hmac::Encoding;
 pub use secret::{Secret, SecretBytes};
 
+use crate::batch::BatchFormat;
 use crate::headers::HeaderList;
 use crate::key::KeyPart;
 use crate::problem::Problem;
@@ -166,6 +168,12 @@ pub trait Scheme: fmt::Debug + Send + Sync {
         None
     }
 
+    /// How the sender lays out several events in one request, for a
+    /// sender that does (SPEC §4, v4 "Batches").
+    fn batch(&self) -> Option<&'static BatchFormat> {
+        None
+    }
+
     /// Signs `message` at `now` (Unix seconds) as the sender does.
     #[cfg(feature = "sign")]
     fn sign(&self, message: &mut Message, now: u64);
@@ -233,6 +241,7 @@ pub const SCHEMES: &[SchemeEntry] = &[
     twilio::ENTRY,
     braintree::ENTRY,
     paypal::ENTRY,
+    gocardless::ENTRY,
 ];
 
 /// The names `SIGNATURE_SCHEME` accepts: `none` and each of [`SCHEMES`].
@@ -428,6 +437,11 @@ impl SignatureScheme {
     /// The route's own signature header, if it names one.
     pub fn signature_header(&self) -> Option<&str> {
         self.first().and_then(|scheme| scheme.signature_header())
+    }
+
+    /// How the route's sender batches events, if it does.
+    pub fn batch(&self) -> Option<&'static BatchFormat> {
+        self.first().and_then(|scheme| scheme.batch())
     }
 
     pub fn cert_hosts(&self) -> &[String] {

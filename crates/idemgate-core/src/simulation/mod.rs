@@ -580,6 +580,7 @@ impl Simulation {
                 body: payload.clone().into_bytes(),
                 source: None,
                 stale: false,
+                batch: None,
             },
             if_known: false,
             if_absent: false,

@@ -1,0 +1,299 @@
+//! Batches through the gateway's steps, each event's object the real
+//! [`Engine`] over a [`MemoryBackend`]: what reaches the origin, what is
+//! refused whole, and the property of SPEC §4 (v4): no subset, repetition
+//! or reordering of a batch's events forwards any event twice.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use futures::executor::block_on;
+use proptest::prelude::*;
+
+use super::*;
+use crate::answer::render_problem;
+use crate::engine::{Engine, Policy};
+use crate::memory_backend::MemoryBackend;
+use crate::object_call::ObjectOp;
+use crate::signature::{Message, SchemeSettings, SignatureScheme};
+
+const NOW: u64 = 1_700_000_000_000;
+const SECRET: &str = "gocardless-endpoint-secret";
+
+/// An edge whose objects are engines in memory, made on first call.
+struct EngineEdge {
+    config: Rc<Config>,
+    request: RefCell<Message>,
+    replays: RefCell<ReplayCache>,
+    objects: RefCell<HashMap<String, Rc<Engine<MemoryBackend>>>>,
+    calls: RefCell<u64>,
+}
+
+impl EngineEdge {
+    fn new(vars: &[(&str, &str)]) -> EngineEdge {
+        let vars: HashMap<String, String> = [
+            ("ORIGIN_URL", "http://origin:9"),
+            ("SIGNATURE_SCHEME", "gocardless"),
+            ("SIGNING_SECRET", SECRET),
+            ("FORWARD_SECRET", "forward-secret"),
+        ]
+        .iter()
+        .chain(vars)
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+        EngineEdge {
+            config: Rc::new(Config::from_lookup(|name| vars.get(name).cloned()).unwrap()),
+            request: RefCell::new(Message::default()),
+            replays: RefCell::new(ReplayCache::default()),
+            objects: RefCell::new(HashMap::new()),
+            calls: RefCell::new(0),
+        }
+    }
+
+    /// Posts `body`, signed as GoCardless signs it, or with `signature`.
+    fn post(&self, body: &str, signature: Option<&str>) -> Handled<String> {
+        let mut message = Message {
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.as_bytes().to_vec(),
+        };
+        let scheme = SignatureScheme::configure(
+            "gocardless",
+            &SchemeSettings {
+                secret: Some(SECRET.into()),
+                ..SchemeSettings::default()
+            },
+        )
+        .unwrap();
+        scheme.sign(&mut message, NOW / 1000);
+        if let Some(signature) = signature {
+            message
+                .headers
+                .retain(|(name, _)| !name.eq_ignore_ascii_case("webhook-signature"));
+            message
+                .headers
+                .push(("Webhook-Signature".into(), signature.into()));
+        }
+        *self.request.borrow_mut() = message;
+        block_on(handle(self, "POST", "https://edge.test/gocardless")).unwrap()
+    }
+
+    /// Each event's forwards, by the event id in the body the origin got.
+    fn forwards(&self) -> HashMap<String, usize> {
+        let mut forwards = HashMap::new();
+        for engine in self.objects.borrow().values() {
+            for request in engine.backend().forwarded.borrow().iter() {
+                let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+                let events = body["events"].as_array().unwrap();
+                assert_eq!(events.len(), 1, "one event per forward");
+                let id = events[0]["id"].as_str().unwrap().to_string();
+                *forwards.entry(id).or_default() += 1;
+            }
+        }
+        forwards
+    }
+}
+
+impl Edge for EngineEdge {
+    type Response = String;
+    type Error = String;
+
+    fn now_ms(&self) -> u64 {
+        NOW
+    }
+
+    fn config(&self) -> Result<Rc<Config>, Problem> {
+        Ok(self.config.clone())
+    }
+
+    fn headers(&self) -> HeaderList {
+        self.request.borrow().headers.clone()
+    }
+
+    async fn operator(&self, _: &str, _: Option<&str>) -> Result<String, String> {
+        Err("no operator here".into())
+    }
+
+    async fn passthrough(&self, _: &str, _: &HeaderList) -> Result<String, Problem> {
+        Err(Problem::NotFound)
+    }
+
+    async fn read_body(&self, _: BodyFraming, _: u64) -> Result<Option<Vec<u8>>, String> {
+        Ok(Some(self.request.borrow().body.clone()))
+    }
+
+    async fn check_public_keys(&self, _: &[PublicKeyCheck]) -> PublicKeyChecked {
+        PublicKeyChecked::Rejected
+    }
+
+    fn with_replays<T>(&self, f: impl FnOnce(&mut ReplayCache) -> T) -> T {
+        f(&mut self.replays.borrow_mut())
+    }
+
+    fn has_index(&self) -> bool {
+        true
+    }
+
+    async fn upgrade_since(&self) -> Option<u64> {
+        None
+    }
+
+    async fn call(&self, call: ObjectCall, body: Vec<u8>) -> Result<Reply, Problem> {
+        *self.calls.borrow_mut() += 1;
+        let engine = self
+            .objects
+            .borrow_mut()
+            .entry(call.object.clone())
+            .or_insert_with(|| {
+                let backend = MemoryBackend::new(NOW);
+                backend.set_secret("FORWARD_SECRET", "forward");
+                Rc::new(Engine::new(backend))
+            })
+            .clone();
+        let policy = Policy::from(self.config.route(&call.route).unwrap());
+        let ObjectOp::Deliver(_) = &call.op else {
+            return Err(Problem::NotFound);
+        };
+        let delivery = call.into_delivery(body)?;
+        let answer = match delivery.if_known {
+            true => engine.deliver_if_known(delivery, &policy).await,
+            false => Some(engine.deliver(delivery, &policy).await),
+        };
+        Ok(match answer {
+            None => Reply {
+                response: render_problem(&Problem::NotFound),
+                replayable_until: None,
+                unknown_key: true,
+                already_received: false,
+            },
+            Some(answer) => Reply {
+                replayable_until: matches!(answer, crate::answer::Answer::Replayed(_))
+                    .then(|| engine.replayable_until())
+                    .flatten(),
+                response: answer.render(),
+                unknown_key: false,
+                already_received: false,
+            },
+        })
+    }
+
+    fn count_delivery(&self) {}
+}
+
+fn batch(ids: &[&str], webhook: &str) -> String {
+    let events: Vec<String> = ids
+        .iter()
+        .map(|id| format!(r#"{{"id":"{id}","action":"confirmed","resource_type":"payments"}}"#))
+        .collect();
+    format!(
+        r#"{{"events":[{}],"meta":{{"webhook_id":"{webhook}"}}}}"#,
+        events.join(",")
+    )
+}
+
+fn answered(handled: Handled<String>) -> HttpResponse {
+    match handled {
+        Handled::Batch { response, .. } => response,
+        Handled::Rejected { problem, .. } => render_problem(&problem),
+        other => panic!("not a batch's answer: {other:?}"),
+    }
+}
+
+#[test]
+fn a_batch_forwards_each_event_once_in_an_envelope_of_its_own() {
+    let edge = EngineEdge::new(&[]);
+    let first = answered(edge.post(&batch(&["EV1", "EV2", "EV3"], "WB1"), None));
+    assert_eq!(first.status, 200);
+    let forwards = edge.forwards();
+    assert_eq!(forwards.len(), 3);
+    assert!(forwards.values().all(|count| *count == 1));
+    let engine = edge.objects.borrow().values().next().unwrap().clone();
+    let sent = engine.backend().forwarded.borrow()[0].clone();
+    assert!(
+        headers::get(&sent.headers, "webhook-signature").is_none(),
+        "the sender's signature covered the batch"
+    );
+    assert!(headers::get(&sent.headers, "idempotency-signature").is_some());
+    let receipt = engine.receipt().unwrap().unwrap();
+    let Handled::Batch { batch: id, .. } = edge.post(&batch(&["EV1"], "WB9"), None) else {
+        panic!("a batch")
+    };
+    assert_ne!(receipt.batch, Some(id), "another batch's event replays");
+    assert_eq!(receipt.batch.as_deref().map(str::len), Some(32));
+    let logged = engine.backend().events.borrow();
+    assert!(
+        logged.iter().all(|(line, _)| line.batch == receipt.batch),
+        "each decision names the batch its event came in"
+    );
+    drop(logged);
+    let again = answered(edge.post(&batch(&["EV1", "EV2", "EV3", "EV4"], "WB2"), None));
+    assert_eq!(again.status, 200, "three replays and one forward");
+    assert_eq!(edge.forwards().values().sum::<usize>(), 4);
+    assert_eq!(
+        again
+            .headers
+            .iter()
+            .filter(|(name, _)| name == "idemgate-batch")
+            .count(),
+        1
+    );
+    let body: serde_json::Value = serde_json::from_slice(&again.body).unwrap();
+    let decisions: Vec<&str> = body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["decision"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(decisions, ["replayed", "replayed", "replayed", "forwarded"]);
+}
+
+#[test]
+fn a_batch_that_cannot_be_taken_whole_stores_nothing() {
+    let edge = EngineEdge::new(&[("MAX_BATCH_EVENTS", "3")]);
+    let repeated = answered(edge.post(&batch(&["EV1", "EV2", "EV1"], "WB1"), None));
+    assert_eq!(repeated.status, 400);
+    assert!(String::from_utf8_lossy(&repeated.body).contains("events 1 and 3"));
+    let over = answered(edge.post(&batch(&["EV1", "EV2", "EV3", "EV4"], "WB1"), None));
+    assert_eq!(over.status, 400);
+    let keyless = answered(edge.post(r#"{"events":[{"id":"EV1"},{"action":"x"}]}"#, None));
+    assert_eq!(keyless.status, 400, "an event without its id");
+    let forged = answered(edge.post(&batch(&["EV1"], "WB1"), Some(&"0".repeat(64))));
+    assert_eq!(forged.status, 401);
+    assert_eq!(*edge.calls.borrow(), 0, "no object was asked");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Batches drawn from eight events, each a subset in any order, some
+    /// repeating an event: each event reaches the origin at most once,
+    /// every event of an accepted batch exactly once, and a batch that
+    /// repeats one is refused whole.
+    #[test]
+    fn no_subset_repetition_or_order_forwards_an_event_twice(
+        batches in prop::collection::vec(
+            prop::collection::vec(0usize..8, 1..8),
+            1..6,
+        ),
+    ) {
+        let edge = EngineEdge::new(&[]);
+        let mut delivered = std::collections::HashSet::new();
+        for (index, picks) in batches.iter().enumerate() {
+            let ids: Vec<String> = picks.iter().map(|pick| format!("EV{pick}")).collect();
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let response = answered(edge.post(&batch(&ids, &format!("WB{index}")), None));
+            let unique: std::collections::HashSet<&str> = ids.iter().copied().collect();
+            match unique.len() == ids.len() {
+                true => {
+                    prop_assert_eq!(response.status, 200);
+                    delivered.extend(ids.iter().map(|id| id.to_string()));
+                }
+                false => prop_assert_eq!(response.status, 400),
+            }
+            let forwards = edge.forwards();
+            prop_assert!(forwards.values().all(|count| *count == 1), "{:?}", forwards);
+            prop_assert_eq!(
+                forwards.keys().cloned().collect::<std::collections::HashSet<_>>(),
+                delivered.clone()
+            );
+        }
+    }
+}
