@@ -8,6 +8,7 @@
 //! filters as usual.
 
 mod asynchronous;
+mod batches;
 mod dedup;
 mod demo_origin;
 mod failures;
@@ -273,6 +274,11 @@ fn main() {
         providers::a_paypal_certificate_is_fetched_only_from_an_allowed_host,
         providers::a_paypal_certificate_that_cannot_be_fetched_yet_is_retried,
         providers::a_paypal_transmission_is_forwarded_under_one_event_at_most,
+        batches::a_gocardless_batch_is_one_forward_per_event,
+        batches::a_batch_sent_many_times_at_once_forwards_each_event_once,
+        batches::a_batch_that_cannot_be_taken_whole_stores_nothing,
+        batches::an_async_batch_is_acknowledged_then_each_event_delivered,
+        batches::an_adyen_notification_is_one_forward_per_item,
         send::every_provider_is_sent_signed_forwarded_once_and_replayed,
         routes::an_unrouted_path_is_404_whatever_the_method,
         routes::a_path_that_cannot_be_normalised_is_400,

@@ -5,7 +5,8 @@
 //!
 //! Sequential, not concurrent: the sender ordered its events, and an
 //! origin may act on one (a payment confirmed) only after the one before
-//! (the payment created). A failing event does not stop the ones after
+//! (the payment created). A batch of one event is answered as that event
+//! is. A failing event does not stop the ones after
 //! it: the batch is answered with its status, the sender sends the whole
 //! batch again, and the events already delivered replay.
 
@@ -55,6 +56,7 @@ pub(super) async fn deliver_batch<E: Edge>(
     let batch = authenticated.batch_id();
     let mut events = Vec::with_capacity(admitted.len());
     let mut edge_replays = Vec::new();
+    let mut last = None;
     for (admitted, part) in admitted.into_iter().zip(parts) {
         let key = admitted.delivery.identity.key.as_str().to_string();
         let now = edge.now_ms();
@@ -78,11 +80,27 @@ pub(super) async fn deliver_batch<E: Edge>(
             Err(problem) => crate::answer::render_problem(&problem),
         };
         events.push(EventAnswer::of(key, &response, false));
+        last = Some(response);
     }
+    // A batch of one event is answered as that event: the origin's own
+    // answer (or its replay), as a request of one event always was.
+    let only = match events.len() {
+        1 => last.or_else(|| edge_replays.first().map(|(_, replay)| replay.clone())),
+        _ => None,
+    };
+    let response = match only {
+        Some(mut response) => {
+            response
+                .headers
+                .push((BATCH.to_ascii_lowercase(), batch.clone()));
+            response
+        }
+        _ => answer(&batch, &events, route.is_async()),
+    };
     Ok(Handled::Batch {
         route: route.name.clone(),
         log_duplicates: route.log_duplicates,
-        response: answer(&batch, &events, route.is_async()),
+        response,
         batch,
         edge_replays,
     })
