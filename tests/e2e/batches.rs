@@ -265,7 +265,7 @@ pub async fn an_adyen_notification_is_one_forward_per_item(world: &'static World
     );
     // The second item alone is a replay; a notification repeating the
     // first is refused whole.
-    let alone = notification(&[b.clone()]);
+    let alone = notification(std::slice::from_ref(&b));
     let body = String::from_utf8(alone.body.clone()).unwrap();
     let reply = send(&url, JSON, &alone.headers, &body).await;
     assert_eq!(reply.status, 201);
