@@ -32,6 +32,7 @@ import braintree from "braintree";
 import Razorpay from "razorpay";
 import twilio from "twilio";
 import { verifySlackRequest } from "@slack/bolt";
+import { parse as gocardlessParse } from "gocardless-nodejs/webhooks";
 import "@shopify/shopify-api/adapters/node";
 import { shopifyApi, ApiVersion, LogSeverity } from "@shopify/shopify-api";
 import { getHmac as shopifyHmac } from "@shopify/shopify-api/test-helpers";
@@ -60,6 +61,7 @@ const PACKAGES = [
   "razorpay",
   "twilio",
   "@slack/bolt",
+  "gocardless-nodejs",
 ];
 
 const versions = Object.fromEntries(
@@ -180,6 +182,13 @@ const VERIFIERS = {
         signatureKey: c.secret,
         notificationUrl: c.url,
       }),
+  ],
+  gocardless: [
+    "gocardless-nodejs webhooks.parse",
+    (c) => {
+      const events = gocardlessParse(c.body, c.secret, header(c, "webhook-signature"));
+      return Array.isArray(events) && events.length > 0;
+    },
   ],
   razorpay: [
     "Razorpay.validateWebhookSignature",

@@ -158,6 +158,15 @@ fn cases() -> Vec<Case> {
             headers: &[("content-type", JSON)],
             body: r#"{"merchant_id":"MLEFBHHSJGVHD","type":"payment.updated","event_id":"6a8f5f28-54a1-4eb0-a98a-3111513fd4fc","created_at":"2023-11-14T22:13:20.000Z","data":{"type":"payment","id":"KkAkhdMsgzn59SM8A89WgKwekxLZY","object":{"payment":{"id":"KkAkhdMsgzn59SM8A89WgKwekxLZY","amount_money":{"amount":2000,"currency":"EUR"},"note":"Café <crème> & more","status":"COMPLETED"}}}}"#,
         },
+        // GoCardless's library only parses and verifies: it signs nothing.
+        Case {
+            label: "gocardless",
+            scheme: "gocardless",
+            secret: "ElfOgjPDN7G9seOWm6cKHmDQzNDLCe3BnClOC2fs",
+            url: None,
+            headers: &[("content-type", JSON)],
+            body: r#"{"events":[{"id":"EV0012GH3KN9CA","created_at":"2026-12-03T10:15:02.123Z","resource_type":"payments","action":"confirmed","links":{"payment":"PM00AB4S9HVKYZ"},"details":{"origin":"gocardless","cause":"payment_confirmed","description":"Enough time has passed since the payment was submitted for the banks to return an error, so this payment is now confirmed."},"metadata":{}},{"id":"EV0012GH3KPQ7R","created_at":"2026-12-03T10:15:02.456Z","resource_type":"mandates","action":"active","links":{"mandate":"MD0009XW2GH5TF"},"details":{"origin":"gocardless","cause":"mandate_activated","description":"The time window after submission for the banks to refuse a mandate has ended without any errors being received, so this mandate is now active."},"metadata":{}}],"meta":{"webhook_id":"WB0007MTT6BX9P"}}"#,
+        },
         Case {
             label: "razorpay",
             scheme: "razorpay",
