@@ -168,6 +168,30 @@ pub async fn every_provider_is_sent_signed_forwarded_once_and_replayed(world: &'
         assert_ne!(received[0].body, received[1].body, "{what}: a new event");
     }
 
+    // GoCardless's fixture is a batch of two events: two forwards, each
+    // in an envelope of its own, and both replayed when sent again.
+    let prefix = format!("/p/gocardless/idemgate-send-{run_id}");
+    let args: Vec<String> = vec![
+        "--vars".into(),
+        vars_file.clone(),
+        "gocardless".into(),
+        "--url".into(),
+        gateway.url(&prefix),
+    ];
+    let first = run(args.clone()).await;
+    let output = text(&first);
+    assert_eq!(first.status.code(), Some(0), "{output}");
+    assert!(output.contains("HTTP 200"), "{output}");
+    assert_eq!(output.matches("\"forwarded\"").count(), 2, "{output}");
+    assert_eq!(world.origin.count(&prefix), 2, "one forward per event");
+    let mut again_args = args;
+    again_args.push("--same-event".into());
+    let again = run(again_args).await;
+    let output = text(&again);
+    assert_eq!(again.status.code(), Some(0), "{output}");
+    assert_eq!(output.matches("\"replayed\"").count(), 2, "{output}");
+    assert_eq!(world.origin.count(&prefix), 2, "not forwarded again");
+
     // --repeat: the event, then its replays.
     let prefix = format!("/p/stripe/idemgate-send-repeat-{run_id}");
     let repeat = run(vec![

@@ -86,6 +86,12 @@ pub const PROVIDERS: &[Provider] = &[
         "PAYMENT.CAPTURE.COMPLETED",
     ),
     provider(
+        "gocardless",
+        "gocardless",
+        "GoCardless (a batch of events, one receipt each)",
+        "payments-confirmed",
+    ),
+    provider(
         "hmac",
         "hmac",
         "any HMAC sender (the generic scheme)",
