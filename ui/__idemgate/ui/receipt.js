@@ -70,6 +70,8 @@ export function receiptView(receipt, address, crumbs) {
     ["Delivery", receipt.delivery],
     ["Epoch", String(receipt.epoch)],
     ["Duplicates", String(receipt.duplicates)],
+    // The request this event came in, for an event of a sender's batch.
+    ["Batch", receipt.batch ? h("code", {}, receipt.batch) : null],
     ["First seen", when(receipt.first_seen_at)],
     ["Updated", when(receipt.updated_at)],
     ["Next attempt", when(receipt.next_attempt_at)],
