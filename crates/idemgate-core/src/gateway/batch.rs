@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use super::{replayed_here, Edge, Handled};
+use super::{answer_from_previous, replayed_here, Edge, Handled};
 use crate::batch::{split, BatchFormat};
 use crate::headers::{self, DECISION, RECEIPT_ID};
 use crate::object_call::{ObjectCall, Reply};
@@ -65,13 +65,18 @@ pub(super) async fn deliver_batch<E: Edge>(
             edge_replays.push((object, found));
             continue;
         }
-        let cached_as = cache_key(
-            &admitted.delivery.identity.object,
-            admitted.delivery.fingerprint.as_str(),
-        );
-        let answer = edge
-            .call(ObjectCall::deliver(admitted.delivery, 0), part.body)
-            .await;
+        let (cached_as, answer) =
+            match answer_from_previous(edge, route, &admitted, &part.body).await {
+                Some(previous) => previous,
+                None => {
+                    let cached_as = cache_key(
+                        &admitted.delivery.identity.object,
+                        admitted.delivery.fingerprint.as_str(),
+                    );
+                    let call = ObjectCall::deliver(admitted.delivery, 0);
+                    (cached_as, edge.call(call, part.body).await)
+                }
+            };
         let response = match answer {
             Ok(reply) => {
                 keep_replay(edge, &reply, cached_as);
@@ -95,7 +100,7 @@ pub(super) async fn deliver_batch<E: Edge>(
                 .push((BATCH.to_ascii_lowercase(), batch.clone()));
             response
         }
-        _ => answer(&batch, &events, route.is_async()),
+        _ => answer(&batch, &events, all_taken_status(route)),
     };
     Ok(Handled::Batch {
         route: route.name.clone(),
@@ -104,6 +109,15 @@ pub(super) async fn deliver_batch<E: Edge>(
         batch,
         edge_replays,
     })
+}
+
+/// What a batch whose every event was taken is answered: 200 on a sync
+/// route, the route's `ACK_STATUS` (202) on an async one.
+fn all_taken_status(route: &crate::config::RouteConfig) -> u16 {
+    match &route.delivery {
+        crate::config::Delivery::Async(terms) => terms.ack_status,
+        crate::config::Delivery::Sync => 200,
+    }
 }
 
 /// Two events of one key would be one delivery and a replay of it: a
@@ -163,19 +177,16 @@ impl EventAnswer {
     }
 }
 
-/// The batch's answer: 2xx only when every event's answer is (a sync
-/// route's origin answered each one 2xx, now or before; an async route
-/// holds each one durably), else the first other event's status, and its
-/// `Retry-After`; the body lists every event's answer in the batch's order.
-pub fn answer(batch: &str, events: &[EventAnswer], is_async: bool) -> HttpResponse {
+/// The batch's answer: `all_taken` (2xx) only when every event's answer
+/// is 2xx (a sync route's origin answered each one 2xx, now or before; an
+/// async route holds each one durably), else the first other event's
+/// status, and its `Retry-After`; the body lists every event's answer in
+/// the batch's order.
+pub fn answer(batch: &str, events: &[EventAnswer], all_taken: u16) -> HttpResponse {
     let failing = events
         .iter()
         .find(|event| !(200..300).contains(&event.status));
-    let status = match (failing, is_async) {
-        (Some(event), _) => event.status,
-        (None, true) => 202,
-        (None, false) => 200,
-    };
+    let status = failing.map_or(all_taken, |event| event.status);
     let mut headers = vec![
         ("content-type".to_string(), "application/json".to_string()),
         (BATCH.to_ascii_lowercase(), batch.to_string()),
@@ -209,16 +220,16 @@ mod tests {
     #[test]
     fn a_batch_is_2xx_only_when_every_event_is() {
         let all = [event(200, None), event(201, None)];
-        assert_eq!(answer("b", &all, false).status, 200);
-        assert_eq!(answer("b", &all, true).status, 202);
+        assert_eq!(answer("b", &all, 200).status, 200);
+        assert_eq!(answer("b", &all, 202).status, 202);
         let failing = [event(200, None), event(503, Some("7")), event(422, None)];
-        let answered = answer("b", &failing, false);
+        let answered = answer("b", &failing, 200);
         assert_eq!(answered.status, 503, "the first failing event's");
         assert_eq!(headers::get(&answered.headers, "retry-after"), Some("7"));
         let body: serde_json::Value = serde_json::from_slice(&answered.body).unwrap();
         assert_eq!(body["batch"], "b");
         assert_eq!(body["events"].as_array().unwrap().len(), 3);
         assert_eq!(body["events"][1]["key"], "EV503");
-        assert_eq!(answer("b", &[event(409, None)], true).status, 409);
+        assert_eq!(answer("b", &[event(409, None)], 202).status, 409);
     }
 }

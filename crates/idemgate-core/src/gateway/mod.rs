@@ -266,18 +266,8 @@ async fn deduplicate<E: Edge>(
             return Ok(Err(problem));
         }
     }
-    // After an upgrade, a retry whose key the second version derived
-    // otherwise is answered where that version kept its receipt, if it did.
-    if let Some(call) = ObjectCall::deliver_to_previous(&admitted) {
-        let since = edge.upgrade_since().await;
-        let retention_ms = route.retention_seconds.saturating_mul(1_000);
-        if looks_up_previous(since, now, retention_ms) {
-            let key = cache_key(&call.object, admitted.delivery.fingerprint.as_str());
-            match edge.call(call, body.clone()).await {
-                Ok(reply) if reply.unknown_key => {}
-                answer => return Ok(answered(edge, answer, key, fast_key)),
-            }
-        }
+    if let Some((key, answer)) = answer_from_previous(edge, route, &admitted, &body).await {
+        return Ok(answered(edge, answer, key, fast_key));
     }
     let Delivery {
         identity,
@@ -288,6 +278,28 @@ async fn deduplicate<E: Edge>(
     let call = ObjectCall::deliver(admitted.delivery, 0);
     let answer = edge.call(call, body).await;
     Ok(answered(edge, answer, key, fast_key))
+}
+
+/// After an upgrade, a retry whose key the second version derived
+/// otherwise is answered where that version kept its receipt, if it did:
+/// that object's answer, and its replay's cache key.
+async fn answer_from_previous<E: Edge>(
+    edge: &E,
+    route: &RouteConfig,
+    admitted: &Admitted,
+    body: &[u8],
+) -> Option<(String, Result<Reply, Problem>)> {
+    let call = ObjectCall::deliver_to_previous(admitted)?;
+    let since = edge.upgrade_since().await;
+    let retention_ms = route.retention_seconds.saturating_mul(1_000);
+    if !looks_up_previous(since, edge.now_ms(), retention_ms) {
+        return None;
+    }
+    let key = cache_key(&call.object, admitted.delivery.fingerprint.as_str());
+    match edge.call(call, body.to_vec()).await {
+        Ok(reply) if reply.unknown_key => None,
+        answer => Some((key, answer)),
+    }
 }
 
 fn no_index() -> Problem {
