@@ -144,6 +144,7 @@ fn signer(route: &str, secret: &str) -> SignatureScheme {
             prefix: setting("signature_prefix"),
             url: setting("signature_url"),
             cert_hosts: setting("signature_cert_hosts"),
+            ..SchemeSettings::default()
         },
     )
     .unwrap()

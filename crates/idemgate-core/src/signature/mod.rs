@@ -29,6 +29,7 @@ mod hmac_generic;
 mod mac;
 mod paddle;
 pub mod paypal;
+pub mod plaid;
 mod razorpay;
 mod secret;
 mod shopify;
@@ -181,6 +182,10 @@ pub struct SchemeSettings {
     pub url: Option<String>,
     /// `SIGNATURE_CERT_HOSTS` (PayPal).
     pub cert_hosts: Option<String>,
+    /// `SIGNATURE_API_BASE` (Plaid): the origin a key is fetched from.
+    pub api_base: Option<String>,
+    /// The value of the secret `PLAID_CLIENT_ID` names (Plaid).
+    pub client_id: Option<String>,
 }
 
 impl SchemeSettings {
@@ -233,6 +238,7 @@ pub const SCHEMES: &[SchemeEntry] = &[
     twilio::ENTRY,
     braintree::ENTRY,
     paypal::ENTRY,
+    plaid::ENTRY,
 ];
 
 /// The names `SIGNATURE_SCHEME` accepts: `none` and each of [`SCHEMES`].
@@ -461,6 +467,9 @@ pub enum PublicKeyAlgorithm {
     Ed25519,
     /// RSASSA-PKCS1-v1_5 with SHA-256 (PayPal's `SHA256withRSA`).
     RsaPkcs1Sha256,
+    /// ECDSA on P-256 with SHA-256, the signature `r || s` (JWS `ES256`,
+    /// Plaid's).
+    EcdsaP256Sha256,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -469,6 +478,8 @@ pub enum PublicKey {
     Raw(Vec<u8>),
     /// The X.509 certificate at this URL, from an allowed host, holds it.
     Certificate { url: String },
+    /// Plaid's JWK of this key id, fetched from the route's API base.
+    Plaid(plaid::KeyRequest),
 }
 
 impl fmt::Debug for SignatureScheme {
