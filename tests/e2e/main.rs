@@ -16,6 +16,7 @@ mod inputs;
 mod money;
 mod operator;
 mod passthrough;
+mod plaid;
 mod providers;
 mod reconcile;
 mod routes;
@@ -273,6 +274,10 @@ fn main() {
         providers::a_paypal_certificate_is_fetched_only_from_an_allowed_host,
         providers::a_paypal_certificate_that_cannot_be_fetched_yet_is_retried,
         providers::a_paypal_transmission_is_forwarded_under_one_event_at_most,
+        plaid::a_plaid_delivery_is_verified_and_forwarded_once,
+        plaid::forged_and_stale_plaid_deliveries_are_401,
+        plaid::a_plaid_key_that_cannot_be_fetched_yet_is_503_then_accepted,
+        plaid::refused_plaid_credentials_are_503_not_401,
         send::every_provider_is_sent_signed_forwarded_once_and_replayed,
         routes::an_unrouted_path_is_404_whatever_the_method,
         routes::a_path_that_cannot_be_normalised_is_400,
