@@ -56,6 +56,11 @@ static PAYPAL_SIGNER: LazyLock<rsa::RsaPrivateKey> = LazyLock::new(|| {
     .unwrap()
 });
 
+/// Where the routes profile's Plaid route asks for keys: a free local
+/// port that `scripts/send plaid` serves its test key on while it sends
+/// (send.rs); Plaid's own end to end tests are in plaid.rs.
+pub static PLAID_KEY_PORT: LazyLock<u16> = LazyLock::new(crate::support::gateway::free_port);
+
 /// `ROUTES` as JSON: one route per provider, plus an API route.
 pub fn routes_json(origin: &str) -> String {
     // Routes take the top-level ORIGIN_URL; PayPal's certificates come
@@ -79,6 +84,9 @@ pub fn routes_json(origin: &str) -> String {
         "braintree": {"path": "/p/braintree", "signature": "braintree", "signing_secret": "BRAINTREE_ROUTE_KEYS"},
         "paypal": {"path": "/p/paypal", "signature": "paypal", "signing_secret": "PAYPAL_ROUTE_WEBHOOK_ID",
                    "signature_cert_hosts": origin},
+        "plaid": {"path": "/p/plaid", "signature": "plaid", "signing_secret": "PLAID_ROUTE_SECRET",
+                  "plaid_client_id": "PLAID_ROUTE_CLIENT_ID",
+                  "signature_api_base": format!("http://127.0.0.1:{}", *PLAID_KEY_PORT)},
         "rotating": {"path": "/p/rotating", "signature": "github", "signing_secret": ["GITHUB_ROUTE_SECRET_NEXT", "GITHUB_ROUTE_SECRET"]},
         "api": {"path": "/v1", "mode": "api", "tenant_header": "Authorization"}
     })
@@ -109,6 +117,8 @@ pub fn route_vars<'a>(routes: &'a str, origin: &'a str) -> Vec<(&'a str, &'a str
         ("BRAINTREE_ROUTE_KEYS", BRAINTREE),
         ("PAYPAL_ROUTE_WEBHOOK_ID", PAYPAL_WEBHOOK_ID),
         ("GITHUB_ROUTE_SECRET_NEXT", GITHUB_NEXT),
+        ("PLAID_ROUTE_SECRET", "plaid-route-secret"),
+        ("PLAID_ROUTE_CLIENT_ID", "plaid-route-client-id"),
     ]
 }
 

@@ -152,6 +152,12 @@ pub trait Scheme: fmt::Debug + Send + Sync {
         &[]
     }
 
+    /// The origin a key is asked from, for a scheme that asks its
+    /// sender's API for one (Plaid).
+    fn api_base(&self) -> Option<&str> {
+        None
+    }
+
     /// The id the sender signs for this one transmission, and the signed
     /// time (Unix seconds), for a sender whose signature does not bind
     /// the body: each such id is forwarded under one key at most
@@ -438,6 +444,11 @@ impl SignatureScheme {
 
     pub fn cert_hosts(&self) -> &[String] {
         self.first().map_or(&[], |scheme| scheme.cert_hosts())
+    }
+
+    /// The origin a key is asked from (Plaid's scheme).
+    pub fn api_base(&self) -> Option<&str> {
+        self.first().and_then(|scheme| scheme.api_base())
     }
 }
 

@@ -432,6 +432,10 @@ impl Scheme for Plaid {
     /// (a test, `scripts/send`) signs with a [`Signer`].
     #[cfg(feature = "sign")]
     fn sign(&self, _message: &mut Message, _now: u64) {}
+
+    fn api_base(&self) -> Option<&str> {
+        Some(&self.api_base)
+    }
 }
 
 /// A Plaid-like sender: an ES256 key pair and its key id, for the tests
