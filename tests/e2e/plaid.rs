@@ -23,7 +23,8 @@ fn plaid() -> Signer {
 }
 
 /// The fake Plaid, serving `plaid()`'s key, and a gateway whose route
-/// `/<tag>/plaid` asks it for keys.
+/// `/<tag>/plaid` asks it for keys (and whose route `/<tag>/closed` asks
+/// a port where nothing answers).
 async fn start(world: &World, tag: &str) -> (ProviderApi, Gateway) {
     let api = ProviderApi::start("unused-bearer-key").await;
     api.plaid_client(CLIENT_ID, SECRET);
@@ -34,6 +35,11 @@ async fn start(world: &World, tag: &str) -> (ProviderApi, Gateway) {
             "path": format!("/{tag}/plaid"), "signature": "plaid",
             "signing_secret": "E2E_PLAID_SECRET", "plaid_client_id": "E2E_PLAID_CLIENT_ID",
             "signature_api_base": api.url()
+        },
+        "closed": {
+            "path": format!("/{tag}/closed"), "signature": "plaid",
+            "signing_secret": "E2E_PLAID_SECRET", "plaid_client_id": "E2E_PLAID_CLIENT_ID",
+            "signature_api_base": format!("http://127.0.0.1:{}", crate::support::closed_port())
         }
     })
     .to_string();
@@ -104,6 +110,11 @@ pub async fn a_plaid_delivery_is_verified_and_forwarded_once(world: &'static Wor
     );
     // The default key is the body's hash (SPEC §4: `body-sha256`).
     let key = received[0].header("idempotency-key").unwrap().to_string();
+    let body_sha256 = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(body.as_bytes()))
+    };
+    assert_eq!(key, format!("\"{body_sha256}\""));
     received[0].verify(FORWARD_SECRET).unwrap();
     let fetch = api.requests();
     let asked = fetch
@@ -150,8 +161,8 @@ async fn futures_join(handles: Vec<tokio::task::JoinHandle<Reply>>) -> Vec<Reply
 /// A tampered body, an `iat` six minutes old, an `alg` other than ES256
 /// and a missing header are 401 without a key fetch; a signature by
 /// another key under Plaid's kid is 401 after it; a kid Plaid does not
-/// know is 401, and asked about once however often it is sent. Nothing
-/// reaches the origin.
+/// know is 401, and asked about once however often it is sent; a key
+/// Plaid reports expired is 401. Nothing reaches the origin.
 pub async fn forged_and_stale_plaid_deliveries_are_401(world: &'static World) {
     let tag = format!("plaid-forged-{}", now());
     let (api, gateway) = start(world, &tag).await;
@@ -217,6 +228,20 @@ pub async fn forged_and_stale_plaid_deliveries_are_401(world: &'static World) {
         2,
         "a refused kid is remembered: one fetch for three deliveries"
     );
+
+    // A key Plaid reports expired is refused, whoever signed with it.
+    let retired = Signer::from_seed([23; 32], "retired-kid-0001");
+    let retired_jwk = retired.jwk();
+    api.add_plaid_key(
+        &retired.kid,
+        &retired_jwk.x,
+        &retired_jwk.y,
+        Some(1_700_000_000),
+    );
+    send(&url, Some(&retired.token(body.as_bytes(), t)), &body)
+        .await
+        .assert_problem(401, "bad-signature");
+    assert_eq!(key_fetches(&api), 3);
     assert_eq!(
         world.origin.count(&format!("/{tag}/")),
         0,
@@ -224,10 +249,10 @@ pub async fn forged_and_stale_plaid_deliveries_are_401(world: &'static World) {
     );
 }
 
-/// While Plaid's key endpoint fails (a 5xx, then 429), a genuine delivery
-/// is 503 `signing-key-unavailable` with `Retry-After`, and nothing is
-/// stored or forwarded; Plaid's retry, once the endpoint answers, is
-/// verified and forwarded once.
+/// While Plaid's key endpoint fails (a 5xx, then 429), or nothing answers
+/// at all, a genuine delivery is 503 `signing-key-unavailable` with
+/// `Retry-After`, and nothing is stored or forwarded; Plaid's retry, once
+/// the endpoint answers, is verified and forwarded once.
 pub async fn a_plaid_key_that_cannot_be_fetched_yet_is_503_then_accepted(world: &'static World) {
     let tag = format!("plaid-down-{}", now());
     let (api, gateway) = start(world, &tag).await;
@@ -246,6 +271,11 @@ pub async fn a_plaid_key_that_cannot_be_fetched_yet_is_503_then_accepted(world: 
         0,
         "nothing forwarded"
     );
+    let closed_url = gateway.url(&format!("/{tag}/closed/webhooks"));
+    let closed = send(&closed_url, Some(&token), &body).await;
+    closed.assert_problem(503, "signing-key-unavailable");
+    assert_eq!(closed.header("retry-after"), Some("1"), "no answer at all");
+    assert_eq!(world.origin.count(&format!("/{tag}/")), 0);
     let retry = send(&url, Some(&token), &body).await;
     assert_eq!(
         retry.status,

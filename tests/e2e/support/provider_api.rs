@@ -779,6 +779,12 @@ async fn plaid_key(
                 "RATE_LIMIT",
                 "rate limit exceeded",
             ),
+            503 => error(
+                503,
+                "API_ERROR",
+                "PLANNED_MAINTENANCE",
+                "the Plaid API is temporarily unavailable due to planned maintenance",
+            ),
             status => error(
                 status,
                 "API_ERROR",
