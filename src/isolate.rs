@@ -11,6 +11,7 @@ use std::rc::Rc;
 use idemgate_core::config::Config;
 use idemgate_core::problem::Problem;
 use idemgate_core::replay_cache::ReplayCache;
+use idemgate_core::signature::plaid::KeyCache;
 
 use serde::Serialize;
 use worker::AnalyticsEngineDataset;
@@ -31,6 +32,9 @@ pub struct Isolate {
     pub absorbed: RefCell<HashMap<String, u64>>,
     /// Signing certificates by URL (PayPal's), fetched at most once a day.
     pub certificates: RefCell<HashMap<String, Certificate>>,
+    /// Plaid's webhook verification keys, and the key ids Plaid refused
+    /// (lost with the isolate: the next delivery asks Plaid again).
+    pub plaid_keys: RefCell<KeyCache>,
     /// When this version first ran against the index, once read.
     pub upgrade_since: Cell<Option<u64>>,
     /// The Analytics Engine dataset and the points batched for it.

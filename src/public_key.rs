@@ -1,14 +1,17 @@
 //! Public-key signatures (adapter; SPEC §4): Ed25519 (Standard Webhooks
-//! `v1a`) and RSASSA-PKCS1-v1_5 with SHA-256 (PayPal), checked with the
-//! runtime's WebCrypto rather than a Rust crate in the wasm. A PayPal
-//! certificate is fetched only from the origins the core allowed, and kept
-//! in this isolate for a day.
+//! `v1a`), RSASSA-PKCS1-v1_5 with SHA-256 (PayPal) and ECDSA P-256 with
+//! SHA-256 (Plaid's ES256), checked with the runtime's WebCrypto rather
+//! than a Rust crate in the wasm. A PayPal certificate is fetched only
+//! from the origins the core allowed, and kept in this isolate for a day;
+//! a Plaid key is asked from the route's API base by its `kid` and kept as
+//! the core's [`KeyCache`] says (an hour; a refused kid five minutes).
 
 use wasm_bindgen::prelude::*;
 use worker::js_sys::{self, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
 
 use idemgate_core::pipeline::PublicKeyChecked;
+use idemgate_core::signature::plaid::{self, Cached, Jwk, KeyAnswer, KeyRequest};
 use idemgate_core::signature::x509;
 use idemgate_core::signature::{PublicKey, PublicKeyAlgorithm, PublicKeyCheck};
 
@@ -26,6 +29,16 @@ export async function verify_signature(algorithm, key, signature, message) {
     return false;
   }
 }
+export async function verify_es256(jwk, signature, message) {
+  // A JWS ES256 signature is r || s, the form WebCrypto's ECDSA takes.
+  try {
+    const curve = { name: "ECDSA", namedCurve: "P-256" };
+    const imported = await crypto.subtle.importKey("jwk", JSON.parse(jwk), curve, false, ["verify"]);
+    return await crypto.subtle.verify({ name: "ECDSA", hash: "SHA-256" }, imported, signature, message);
+  } catch (error) {
+    return false;
+  }
+}
 export async function fetch_certificate(url, timeout_ms, max_bytes) {
   // Workers take no redirect: "error"; "manual" leaves a redirect
   // unfollowed, and its 3xx is refused below. An unauthenticated request
@@ -33,6 +46,21 @@ export async function fetch_certificate(url, timeout_ms, max_bytes) {
   // in bytes.
   const response = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(timeout_ms) });
   if (!response.ok) throw new Error("status " + response.status);
+  return await read_bounded(response, max_bytes);
+}
+export async function post_json(url, body, timeout_ms, max_bytes) {
+  // Plaid's key endpoint: a JSON POST, its answer's status and bytes
+  // (bounded); a network error or timeout throws.
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+    redirect: "manual",
+    signal: AbortSignal.timeout(timeout_ms),
+  });
+  return [response.status, await read_bounded(response, max_bytes)];
+}
+async function read_bounded(response, max_bytes) {
   if (!response.body) return new Uint8Array(0);
   const reader = response.body.getReader();
   const chunks = [];
@@ -65,6 +93,19 @@ extern "C" {
         message: &Uint8Array,
     ) -> Result<js_sys::Promise, JsValue>;
     #[wasm_bindgen(catch)]
+    fn verify_es256(
+        jwk: &str,
+        signature: &Uint8Array,
+        message: &Uint8Array,
+    ) -> Result<js_sys::Promise, JsValue>;
+    #[wasm_bindgen(catch)]
+    fn post_json(
+        url: &str,
+        body: &str,
+        timeout_ms: u32,
+        max_bytes: u32,
+    ) -> Result<js_sys::Promise, JsValue>;
+    #[wasm_bindgen(catch)]
     fn fetch_certificate(
         url: &str,
         timeout_ms: u32,
@@ -81,6 +122,8 @@ const MAX_CERTIFICATES: usize = 32;
 const FETCH_TIMEOUT_MS: u32 = 5_000;
 /// A PayPal certificate is about 2 KiB; nothing near this is one.
 const MAX_CERTIFICATE_BYTES: u32 = 65_536;
+/// Plaid's answer with a key is about 400 bytes.
+const MAX_KEY_ANSWER_BYTES: u32 = 16_384;
 
 /// What `checks` come to, checked one after the other until one verifies.
 pub async fn check_all(checks: &[PublicKeyCheck]) -> PublicKeyChecked {
@@ -95,16 +138,32 @@ pub async fn check_all(checks: &[PublicKeyCheck]) -> PublicKeyChecked {
 }
 
 async fn check_one(check: &PublicKeyCheck) -> PublicKeyChecked {
+    if let PublicKey::Plaid(request) = &check.key {
+        return match plaid_key(request).await {
+            Ok(jwk) => {
+                settle(verify_es256(
+                    &jwk.to_json(),
+                    &Uint8Array::from(check.signature.as_slice()),
+                    &Uint8Array::from(&check.message[..]),
+                ))
+                .await
+            }
+            Err(unusable) => unusable,
+        };
+    }
     let key = match &check.key {
         PublicKey::Raw(bytes) => bytes.clone(),
         PublicKey::Certificate { url } => match certificate_key(url).await {
             Ok(spki) => spki,
             Err(unusable) => return unusable,
         },
+        PublicKey::Plaid(_) => return PublicKeyChecked::Rejected,
     };
     let algorithm = match check.algorithm {
         PublicKeyAlgorithm::Ed25519 => "ed25519",
         PublicKeyAlgorithm::RsaPkcs1Sha256 => "rsa",
+        // Only Plaid's keys are ECDSA, and they are JWKs (above).
+        PublicKeyAlgorithm::EcdsaP256Sha256 => return PublicKeyChecked::Rejected,
     };
     // Copies the runtime owns: an await may move the wasm memory.
     let verdict = verify_signature(
@@ -113,6 +172,11 @@ async fn check_one(check: &PublicKeyCheck) -> PublicKeyChecked {
         &Uint8Array::from(check.signature.as_slice()),
         &Uint8Array::from(&check.message[..]),
     );
+    settle(verdict).await
+}
+
+/// What WebCrypto's verdict comes to: anything but `true` is a rejection.
+async fn settle(verdict: Result<js_sys::Promise, JsValue>) -> PublicKeyChecked {
     let verified = match verdict {
         Ok(promise) => JsFuture::from(promise)
             .await
@@ -124,6 +188,48 @@ async fn check_one(check: &PublicKeyCheck) -> PublicKeyChecked {
     match verified {
         true => PublicKeyChecked::Verified,
         false => PublicKeyChecked::Rejected,
+    }
+}
+
+/// Plaid's key `request.kid`, from this isolate's cache or asked from the
+/// route's API base. A kid Plaid refused (or whose key expired) is
+/// `Rejected`, and remembered; an answer that is no answer (no
+/// connection, a timeout, 429, 5xx, refused credentials) is
+/// `KeyUnavailable`, and not remembered, so the sender's retry asks again.
+async fn plaid_key(request: &KeyRequest) -> Result<Jwk, PublicKeyChecked> {
+    let now = worker::Date::now().as_millis();
+    let cache_key = request.cache_key();
+    let cached =
+        crate::isolate::with(|isolate| isolate.plaid_keys.borrow_mut().lookup(&cache_key, now));
+    match cached {
+        Some(Cached::Key(jwk)) => return Ok(jwk),
+        Some(Cached::Refused) => return Err(PublicKeyChecked::Rejected),
+        None => {}
+    }
+    let unavailable = |_| PublicKeyChecked::KeyUnavailable;
+    let asking = post_json(
+        &request.url(),
+        &request.body(),
+        FETCH_TIMEOUT_MS,
+        MAX_KEY_ANSWER_BYTES,
+    );
+    let answered = JsFuture::from(asking.map_err(unavailable)?)
+        .await
+        .map_err(unavailable)?;
+    let answered = js_sys::Array::from(&answered);
+    let status = answered.get(0).as_f64().unwrap_or(0.0) as u16;
+    let body = Uint8Array::new(&answered.get(1)).to_vec();
+    let answer = plaid::read_key_answer(status, &body, &request.kid);
+    crate::isolate::with(|isolate| {
+        isolate
+            .plaid_keys
+            .borrow_mut()
+            .remember(&cache_key, &answer, now)
+    });
+    match answer {
+        KeyAnswer::Key(jwk) => Ok(jwk),
+        KeyAnswer::Refused => Err(PublicKeyChecked::Rejected),
+        KeyAnswer::Unavailable => Err(PublicKeyChecked::KeyUnavailable),
     }
 }
 

@@ -17,6 +17,7 @@ mod inputs;
 mod money;
 mod operator;
 mod passthrough;
+mod plaid;
 mod providers;
 mod reconcile;
 mod routes;
@@ -279,6 +280,10 @@ fn main() {
         batches::a_batch_that_cannot_be_taken_whole_stores_nothing,
         batches::an_async_batch_is_acknowledged_then_each_event_delivered,
         batches::an_adyen_notification_is_one_forward_per_item,
+        plaid::a_plaid_delivery_is_verified_and_forwarded_once,
+        plaid::forged_and_stale_plaid_deliveries_are_401,
+        plaid::a_plaid_key_that_cannot_be_fetched_yet_is_503_then_accepted,
+        plaid::refused_plaid_credentials_are_503_not_401,
         send::every_provider_is_sent_signed_forwarded_once_and_replayed,
         routes::an_unrouted_path_is_404_whatever_the_method,
         routes::a_path_that_cannot_be_normalised_is_400,

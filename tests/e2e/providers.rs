@@ -57,6 +57,11 @@ static PAYPAL_SIGNER: LazyLock<rsa::RsaPrivateKey> = LazyLock::new(|| {
     .unwrap()
 });
 
+/// Where the routes profile's Plaid route asks for keys: a free local
+/// port that `scripts/send plaid` serves its test key on while it sends
+/// (send.rs); Plaid's own end to end tests are in plaid.rs.
+pub static PLAID_KEY_PORT: LazyLock<u16> = LazyLock::new(crate::support::gateway::free_port);
+
 /// `ROUTES` as JSON: one route per provider, plus an API route.
 pub fn routes_json(origin: &str) -> String {
     // Routes take the top-level ORIGIN_URL; PayPal's certificates come
@@ -84,6 +89,9 @@ pub fn routes_json(origin: &str) -> String {
                        "max_batch_events": 5},
         "gocardless-async": {"path": "/p/gocardless-async", "signature": "gocardless", "signing_secret": "GOCARDLESS_ROUTE_SECRET",
                              "delivery": "async", "retry_schedule": "1s,2s"},
+        "plaid": {"path": "/p/plaid", "signature": "plaid", "signing_secret": "PLAID_ROUTE_SECRET",
+                  "plaid_client_id": "PLAID_ROUTE_CLIENT_ID",
+                  "signature_api_base": format!("http://127.0.0.1:{}", *PLAID_KEY_PORT)},
         "rotating": {"path": "/p/rotating", "signature": "github", "signing_secret": ["GITHUB_ROUTE_SECRET_NEXT", "GITHUB_ROUTE_SECRET"]},
         "api": {"path": "/v1", "mode": "api", "tenant_header": "Authorization"}
     })
@@ -115,6 +123,8 @@ pub fn route_vars<'a>(routes: &'a str, origin: &'a str) -> Vec<(&'a str, &'a str
         ("PAYPAL_ROUTE_WEBHOOK_ID", PAYPAL_WEBHOOK_ID),
         ("GITHUB_ROUTE_SECRET_NEXT", GITHUB_NEXT),
         ("GOCARDLESS_ROUTE_SECRET", GOCARDLESS),
+        ("PLAID_ROUTE_SECRET", "plaid-route-secret"),
+        ("PLAID_ROUTE_CLIENT_ID", "plaid-route-client-id"),
     ]
 }
 
@@ -150,6 +160,7 @@ fn signer(route: &str, secret: &str) -> SignatureScheme {
             prefix: setting("signature_prefix"),
             url: setting("signature_url"),
             cert_hosts: setting("signature_cert_hosts"),
+            ..SchemeSettings::default()
         },
     )
     .unwrap()

@@ -111,6 +111,8 @@ pub async fn every_provider_is_sent_signed_forwarded_once_and_replayed(world: &'
         ("twilio", "twilio", vec![]),
         ("braintree", "braintree", vec![]),
         ("paypal", "paypal", vec!["--cert-url", &cert_url]),
+        // The sender serves its test key where the route asks for it.
+        ("plaid", "plaid", vec![]),
         ("hmac", "generic", vec!["--route", "generic"]),
         ("api", "api", vec![]),
     ];

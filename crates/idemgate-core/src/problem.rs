@@ -258,7 +258,7 @@ impl Problem {
                 format!("the body is larger than MAX_BODY_BYTES ({limit} bytes)")
             }
             Problem::BadSignature { reason } => reason.clone(),
-            Problem::SigningKeyUnavailable => "its certificate could not be fetched; nothing was forwarded or stored, and retrying is safe"
+            Problem::SigningKeyUnavailable => "its signing key (a certificate, or Plaid's key) could not be fetched; nothing was forwarded or stored, and retrying is safe"
                 .to_string(),
             Problem::MissingKey { tried } => {
                 format!("no idempotency key found; KEY_SOURCES tried: {tried}")

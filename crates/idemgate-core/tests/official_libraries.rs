@@ -10,7 +10,8 @@
 //! covered by the unit tests' vectors only: Checkout.com's SDK has no
 //! signature function, PayPal's libraries verify by calling PayPal's API,
 //! `hmac` is no one's, and no JavaScript library takes Standard Webhooks'
-//! `v1a` (Ed25519) signatures.
+//! `v1a` (Ed25519) signatures. Plaid's JWT, whose key no route holds, goes
+//! through `jose` in `plaid.mjs` instead, both ways.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -625,4 +626,113 @@ fn squares_sdk_vectors() {
     ));
     let formatted = "{\n    \"merchant_id\": \"MLEFBHHSJGVHD\",\n    \"type\": \"webhooks.test_notification\",\n    \"event_id\": \"ac3ac95b-f97d-458c-a6e6-18981597e05f\",\n    \"created_at\": \"2022-07-13T20:30:59.037339943Z\",\n    \"data\": {\n      \"type\": \"webhooks\",\n      \"id\": \"bc368e64-01aa-407e-b46e-3231809b1129\"\n    }\n}";
     assert!(refused(first.url, first.key, first.signature, formatted));
+}
+
+/// Plaid signs its webhooks with `jose` in its documentation's examples;
+/// here `jose` (tests/official, `plaid.mjs`) signs a Plaid JWT with a key
+/// pair of its own, and the core verifies it (the ES256 signature checked
+/// natively with the JWK jose exported, as WebCrypto imports it in the
+/// worker) and refuses it over another body; and jose verifies the
+/// core's own `Signer`'s JWT with the core's JWK.
+#[test]
+fn plaids_jwt_signed_by_jose_verifies_and_the_cores_verifies_in_jose() {
+    use idemgate_core::signature::plaid::{Jwk, Signer};
+    let dir = official_dir();
+    assert!(
+        dir.join("node_modules/jose").is_dir(),
+        "{} is missing: run npm ci --prefix tests/official (scripts/test does)",
+        dir.join("node_modules/jose").display()
+    );
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let kid = "6c5516e1-92dc-479e-a8ff-5a51992e0001";
+    let body = r#"{"environment":"sandbox","historical_update_complete":false,"initial_update_complete":true,"item_id":"Ed6bjNrDLJfGvZWwnkQlfxwoNz54B5C97ejBr","webhook_code":"SYNC_UPDATES_AVAILABLE","webhook_type":"TRANSACTIONS"}"#;
+    let core = Signer::from_seed([3; 32], kid);
+    let core_jwk = core.jwk();
+    let input = json!({
+        "now": now, "kid": kid, "body": body,
+        "core": {
+            "token": core.token(body.as_bytes(), now),
+            "jwk": {"kty": "EC", "crv": "P-256", "x": core_jwk.x, "y": core_jwk.y},
+        },
+    });
+    let file =
+        std::env::temp_dir().join(format!("idemgate-plaid-jose-{}.json", std::process::id()));
+    std::fs::write(&file, input.to_string()).unwrap();
+    let output = Command::new("node")
+        .arg("plaid.mjs")
+        .arg(&file)
+        .current_dir(&dir)
+        .output()
+        .expect("node (20 or later) on PATH");
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        output.status.success(),
+        "node plaid.mjs failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        report["jose"].as_str().unwrap().starts_with("6."),
+        "{report}"
+    );
+
+    // jose took the core's token.
+    assert_eq!(report["checked"]["ok"], true, "{report}");
+
+    // The core takes jose's token, with jose's key.
+    let route = SignatureScheme::configure(
+        "plaid",
+        &SchemeSettings {
+            secret: Some("plaid-secret".into()),
+            client_id: Some("plaid-client".into()),
+            ..SchemeSettings::default()
+        },
+    )
+    .unwrap();
+    let token = report["signed"]["token"].as_str().unwrap();
+    let jwk = &report["signed"]["jwk"];
+    assert_eq!(
+        (jwk["kty"].as_str(), jwk["crv"].as_str()),
+        (Some("EC"), Some("P-256"))
+    );
+    let jose_key = Jwk::new(jwk["x"].as_str().unwrap(), jwk["y"].as_str().unwrap()).unwrap();
+    let verdict = |body: &[u8]| {
+        let headers = vec![("plaid-verification".to_string(), token.to_string())];
+        route.verify(
+            &SignedRequest {
+                headers: &headers,
+                body,
+                query: None,
+            },
+            now,
+            TOLERANCE,
+        )
+    };
+    let Ok(Verdict::PublicKey(checks)) = verdict(body.as_bytes()) else {
+        panic!("jose's token passes every check before the key");
+    };
+    let verifies = |key: &Jwk| {
+        checks.iter().any(|check| {
+            support::public_key::verifies_with(
+                check,
+                |_| None,
+                |request| (request.kid == kid).then(|| key.clone()),
+            )
+        })
+    };
+    assert!(
+        verifies(&jose_key),
+        "the core verifies jose's ES256 signature"
+    );
+    assert!(!verifies(&core_jwk), "and not with another key");
+    let other_body = body.replace("sandbox", "production");
+    let refused = verdict(other_body.as_bytes()).unwrap_err();
+    assert!(
+        refused.detail().starts_with("mismatch"),
+        "{}",
+        refused.detail()
+    );
 }

@@ -4,7 +4,7 @@
 //! scheme signs (a percent-escape of a form spelt in another case, an
 //! unsigned field of an Adyen notification), so the key, taken only from
 //! signed content, is the same and the delivery a replay. Public-key
-//! signatures (Standard Webhooks `v1a`, PayPal) are checked natively, as
+//! signatures (Standard Webhooks `v1a`, PayPal, Plaid) are checked natively, as
 //! WebCrypto checks them in the worker.
 //!
 //! 2,000 cases by default; `PROPTEST_CASES` runs more.
@@ -16,7 +16,7 @@ mod support {
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use idemgate_core::signature::{
-    paypal, scheme_names, standard_webhooks, x509, Message, PublicKeyCheck, SchemeSettings,
+    paypal, plaid, scheme_names, standard_webhooks, x509, Message, PublicKeyCheck, SchemeSettings,
     SignatureScheme, SignedRequest, Verdict,
 };
 use proptest::prelude::*;
@@ -36,6 +36,13 @@ fn cases() -> ProptestConfig {
 fn v1a_signer(secret: &str) -> ed25519_dalek::SigningKey {
     use sha2::Digest;
     ed25519_dalek::SigningKey::from_bytes(&sha2::Sha256::digest(secret.as_bytes()).into())
+}
+
+/// Plaid's key pair, served under `PLAID_KID` by the fake endpoint.
+const PLAID_KID: &str = "6c5516e1-92dc-479e-a8ff-5a51992e0001";
+
+fn plaid_signer() -> plaid::Signer {
+    plaid::Signer::from_seed([5; 32], PLAID_KID)
 }
 
 fn paypal_signer() -> rsa::RsaPrivateKey {
@@ -70,6 +77,8 @@ fn route(name: &str, secret: &str) -> SignatureScheme {
             prefix: Some("sha256=".into()),
             url: Some("https://hooks.example.com/p/route".into()),
             cert_hosts: Some(CERT_HOST.into()),
+            client_id: Some("plaid-client".into()),
+            ..SchemeSettings::default()
         },
     )
     .unwrap()
@@ -137,6 +146,7 @@ fn delivery(name: &str, secret: &str, event: &str, text: &str, t: u64) -> Messag
                 ("PAYPAL-AUTH-ALGO".into(), "SHA256withRSA".into()),
             ]);
         }
+        "plaid" => plaid_signer().sign(&mut message, t),
         _ => route(name, secret).sign(&mut message, t),
     }
     message
@@ -176,15 +186,20 @@ fn accepted(route: &SignatureScheme, message: &Message, now: u64) -> bool {
 /// What the runtime's WebCrypto would make of `check`: PayPal's
 /// certificate is the test one, served only from the allowed host.
 fn public_key_verifies(check: &PublicKeyCheck) -> bool {
-    support::public_key::verifies(check, |url| {
-        // Host names are case-insensitive; the host itself is fixed.
-        assert!(
-            url.to_ascii_lowercase().starts_with(CERT_HOST),
-            "only the allowed host: {url}"
-        );
-        let der = x509::der_of(include_bytes!("fixtures/test-certificate.pem")).unwrap();
-        Some(x509::subject_public_key_info(&der).unwrap().to_vec())
-    })
+    support::public_key::verifies_with(
+        check,
+        |url| {
+            // Host names are case-insensitive; the host itself is fixed.
+            assert!(
+                url.to_ascii_lowercase().starts_with(CERT_HOST),
+                "only the allowed host: {url}"
+            );
+            let der = x509::der_of(include_bytes!("fixtures/test-certificate.pem")).unwrap();
+            Some(x509::subject_public_key_info(&der).unwrap().to_vec())
+        },
+        // Plaid's endpoint knows one key id.
+        |request| (request.kid == PLAID_KID).then(|| plaid_signer().jwk()),
+    )
 }
 
 /// Everything a key may come from: the signed content `body-sha256`

@@ -247,6 +247,15 @@ async fn main(options: Options) -> Result<i32, String> {
             };
             (Some(url), server)
         }
+        // Plaid: the key endpoint the route asks, served from here.
+        ("plaid", _) => {
+            let port = local_api_port(&target)?;
+            let server = match options.dry_run {
+                true => None,
+                false => Some(CertificateServer::plaid_key(port).await?),
+            };
+            (None, server)
+        }
         _ => (None, None),
     };
 
@@ -283,10 +292,11 @@ async fn main(options: Options) -> Result<i32, String> {
         all_ok &= (200..300).contains(&reply.status);
     }
     if let Some(server) = server {
-        say!(
-            "(the test certificate was fetched {} time(s) from this sender)",
-            server.served()
-        );
+        let what = match target.provider.scheme {
+            "plaid" => "the test Plaid key was asked for",
+            _ => "the test certificate was fetched",
+        };
+        say!("({what} {} time(s) from this sender)", server.served());
     }
     Ok(if all_ok { 0 } else { 2 })
 }
@@ -324,6 +334,21 @@ fn local_cert_host(target: &Target) -> Result<(u16, String), String> {
         port,
         format!("{host}/v1/notifications/certs/CERT-360caa42-fca2a594-idemgate-test"),
     ))
+}
+
+/// The local port of the route's `signature_api_base`, where the test
+/// Plaid key is served.
+fn local_api_port(target: &Target) -> Result<u16, String> {
+    let base = target.api_base.as_deref().unwrap_or("");
+    base.strip_prefix("http://127.0.0.1:")
+        .or_else(|| base.strip_prefix("http://localhost:"))
+        .and_then(|port| port.parse::<u16>().ok())
+        .ok_or_else(|| {
+            format!(
+                "route {} asks Plaid's keys from {base}: give it signature_api_base = \"http://127.0.0.1:PORT\" (this sender serves its test key there)",
+                target.route
+            )
+        })
 }
 
 fn print_request(

@@ -1,5 +1,6 @@
 //! The wire: posting a signed delivery, and serving the test certificate a
-//! PayPal delivery names while it is verified.
+//! PayPal delivery names (or the test key Plaid's endpoint would give for
+//! a Plaid delivery) while it is verified.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -85,11 +86,35 @@ pub struct CertificateServer {
 
 impl CertificateServer {
     pub async fn start(port: u16, pem: &'static str) -> Result<CertificateServer, String> {
+        Self::serve(
+            port,
+            "application/x-pem-file",
+            pem.to_string(),
+            "the test certificate",
+        )
+        .await
+    }
+
+    /// Serves Plaid's answer with the test key, as
+    /// `POST /webhook_verification_key/get` would (any request gets it: the
+    /// gateway asks only for the kid the delivery names).
+    pub async fn plaid_key(port: u16) -> Result<CertificateServer, String> {
+        let answer = crate::sign::plaid_test_key_answer();
+        Self::serve(port, "application/json", answer, "the test Plaid key").await
+    }
+
+    async fn serve(
+        port: u16,
+        content_type: &'static str,
+        body: String,
+        what: &'static str,
+    ) -> Result<CertificateServer, String> {
+        let body: Arc<str> = body.into();
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .map_err(|error| {
                 format!(
-                    "cannot serve the test certificate on 127.0.0.1:{port} ({error}); if something else serves it, pass --cert-url"
+                    "cannot serve {what} on 127.0.0.1:{port} ({error}); if something else serves it, pass --cert-url (PayPal) or stop it"
                 )
             })?;
         let served = Arc::new(AtomicUsize::new(0));
@@ -97,8 +122,9 @@ impl CertificateServer {
         let task = tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
                 let counter = counter.clone();
+                let body = body.clone();
                 tokio::spawn(async move {
-                    // The request's head; its path does not matter.
+                    // The request's head; its path and body do not matter.
                     let mut head = Vec::new();
                     let mut buffer = [0u8; 1024];
                     while !head.windows(4).any(|window| window == b"\r\n\r\n")
@@ -111,8 +137,8 @@ impl CertificateServer {
                     }
                     counter.fetch_add(1, Ordering::Relaxed);
                     let response = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-pem-file\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{pem}",
-                        pem.len()
+                        "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
                     );
                     let _ = stream.write_all(response.as_bytes()).await;
                     let _ = stream.shutdown().await;

@@ -92,6 +92,12 @@ pub const PROVIDERS: &[Provider] = &[
         "payments-confirmed",
     ),
     provider(
+        "plaid",
+        "plaid",
+        "Plaid (an ES256 JWT, with a local test key endpoint)",
+        "SYNC_UPDATES_AVAILABLE",
+    ),
+    provider(
         "hmac",
         "hmac",
         "any HMAC sender (the generic scheme)",

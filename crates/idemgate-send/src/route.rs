@@ -26,6 +26,8 @@ pub struct Target {
     /// The variable that secret is read from.
     pub secret_name: Option<String>,
     pub cert_hosts: Vec<String>,
+    /// Where the route asks for its sender's key (Plaid).
+    pub api_base: Option<String>,
 }
 
 /// Variables by name, later entries winning.
@@ -245,6 +247,7 @@ pub fn resolve(
         secret: raw_secret.filter(|_| signed),
         secret_name: signed.then_some(secret_name),
         cert_hosts: found.signature_scheme.cert_hosts().to_vec(),
+        api_base: found.signature_scheme.api_base().map(str::to_string),
     })
 }
 

@@ -2,7 +2,7 @@
 //! `sign` (the code the gateway verifies with), or, for the public-key
 //! senders the core does not sign for, here: Standard Webhooks `v1a` with
 //! the Ed25519 key of a `whsk_` secret, PayPal with the key of the
-//! repository's test certificate.
+//! repository's test certificate, Plaid with a test P-256 key.
 
 use std::sync::LazyLock;
 
@@ -26,6 +26,32 @@ static TEST_KEY: LazyLock<rsa::RsaPrivateKey> = LazyLock::new(|| {
     .expect("the test certificate's key parses")
 });
 
+/// The kid of the test key Plaid deliveries are signed with.
+pub const PLAID_TEST_KID: &str = "idemgate-test-plaid-key-0001";
+
+/// The test key Plaid deliveries are signed with; the sender serves its
+/// public half as Plaid's key endpoint would. A test key, never Plaid's.
+pub fn plaid_test_signer() -> idemgate_core::signature::plaid::Signer {
+    idemgate_core::signature::plaid::Signer::from_seed(
+        *b"idemgate local plaid test key 01",
+        PLAID_TEST_KID,
+    )
+}
+
+/// Plaid's answer to `POST /webhook_verification_key/get` for the test
+/// key (https://plaid.com/docs/api/webhooks/webhook-verification/).
+pub fn plaid_test_key_answer() -> String {
+    let jwk = plaid_test_signer().jwk();
+    serde_json::json!({
+        "key": {
+            "alg": "ES256", "created_at": 1_764_633_600, "crv": "P-256", "expired_at": null,
+            "kid": PLAID_TEST_KID, "kty": "EC", "use": "sig", "x": jwk.x, "y": jwk.y
+        },
+        "request_id": "idemgateLocal01"
+    })
+    .to_string()
+}
+
 /// Signs `rendered` for `target` at `now` (Unix seconds). `cert_url` is
 /// where a PayPal delivery says its certificate is.
 pub fn sign(
@@ -40,6 +66,7 @@ pub fn sign(
     };
     match target.provider.scheme {
         "none" => {}
+        "plaid" => plaid_test_signer().sign(&mut message, now),
         "paypal" => {
             let webhook_id = target.secret.as_deref().ok_or_else(|| missing(target))?;
             let cert_url = cert_url.ok_or("a PayPal delivery needs a certificate URL")?;

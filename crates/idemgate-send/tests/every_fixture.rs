@@ -59,6 +59,24 @@ fn public_key_verifies(check: &PublicKeyCheck) -> bool {
                 )
                 .is_ok()
         }
+        (PublicKeyAlgorithm::EcdsaP256Sha256, PublicKey::Plaid(request)) => {
+            use p256::ecdsa::signature::Verifier;
+            assert!(
+                request.url().starts_with("http://127.0.0.1:8791/"),
+                "{}",
+                request.url()
+            );
+            // The key the sender serves for its kid; no other kid is known.
+            let signer = idemgate_send::sign::plaid_test_signer();
+            if request.kid != signer.kid {
+                return false;
+            }
+            let key = p256::ecdsa::VerifyingKey::from_sec1_bytes(&signer.jwk().sec1()).unwrap();
+            let Ok(signature) = p256::ecdsa::Signature::from_slice(&check.signature) else {
+                return false;
+            };
+            key.verify(&check.message, &signature).is_ok()
+        }
         other => panic!("unexpected public key check {other:?}"),
     }
 }
@@ -166,9 +184,25 @@ fn every_fixture_is_signed_as_its_route_verifies() {
                 let signed = sign(&target, rendered, t, Some(CERT_URL)).unwrap();
                 verifies(&target, &signed.headers, &signed.body, t)
                     .unwrap_or_else(|error| panic!("{what}: {error}"));
+                // Plaid signs with its key, not the route's secret (which
+                // only asks for the key): another key under the same kid
+                // is refused.
+                if provider.scheme == "plaid" {
+                    let kid = idemgate_send::sign::PLAID_TEST_KID;
+                    let mut forged = idemgate_core::signature::Message {
+                        headers: Vec::new(),
+                        body: signed.body.clone(),
+                    };
+                    idemgate_core::signature::plaid::Signer::from_seed([9; 32], kid)
+                        .sign(&mut forged, t);
+                    assert!(
+                        verifies(&target, &forged.headers, &forged.body, t).is_err(),
+                        "{what}: another key's signature"
+                    );
+                }
                 // Signed by the route's secret, not by any: another secret's
                 // signature is refused.
-                if provider.scheme != "none" {
+                if !["none", "plaid"].contains(&provider.scheme) {
                     let wrong = match provider.scheme {
                         "adyen" | "adyen-platform" => "11".repeat(32),
                         "braintree" => "local_public_key:another".to_string(),

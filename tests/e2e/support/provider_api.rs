@@ -7,6 +7,10 @@
 //! GitHub's fake re-sends a delivery when asked, as GitHub does: a signed
 //! POST to the webhook's URL (the gateway's route), recorded as a new
 //! delivery of the same `guid`.
+//!
+//! Plaid's fake serves webhook verification keys (a signature scheme's
+//! key endpoint, not an events API), with Plaid's credentials in the body
+//! and Plaid's error bodies.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -45,6 +49,10 @@ struct Fake {
     paypal_client: String,
     paypal: Vec<Value>,
     paypal_signer: Option<Signer>,
+    /// Plaid: the client id and secret the key endpoint takes, and its
+    /// keys (JWKs as Plaid renders them).
+    plaid_client: (String, String),
+    plaid_keys: Vec<Value>,
     /// Statuses the next requests answer, first first.
     fail_next: Vec<u16>,
     /// Every request: method, path and query.
@@ -82,6 +90,7 @@ impl ProviderApi {
                 "/v1/notifications/webhooks-events/{id}/resend",
                 post(paypal_resend),
             )
+            .route("/webhook_verification_key/get", post(plaid_key))
             .with_state(fake.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -145,6 +154,20 @@ impl ProviderApi {
         fake.paypal_client = client.to_string();
         fake.webhook_url = webhook_url.to_string();
         fake.paypal_signer = Some(signer);
+    }
+
+    /// Plaid's API credentials (`client_id`, `secret`).
+    pub fn plaid_client(&self, client_id: &str, secret: &str) {
+        self.fake.lock().unwrap().plaid_client = (client_id.to_string(), secret.to_string());
+    }
+
+    /// A Plaid webhook verification key: an EC P-256 JWK (`x`, `y`
+    /// base64url) under `kid`, expired at `expired_at` if given.
+    pub fn add_plaid_key(&self, kid: &str, x: &str, y: &str, expired_at: Option<u64>) {
+        self.fake.lock().unwrap().plaid_keys.push(json!({
+            "alg": "ES256", "created_at": 1_560_466_150, "crv": "P-256",
+            "expired_at": expired_at, "kid": kid, "kty": "EC", "use": "sig", "x": x, "y": y
+        }));
     }
 
     /// A PayPal event as the API lists it (https://developer.paypal.com/docs/api/webhooks/v1/#webhooks-events_list).
@@ -702,6 +725,126 @@ async fn paypal_resend(
         deliver(&url, message.headers, body).await;
     });
     (StatusCode::ACCEPTED, axum::Json(event)).into_response()
+}
+
+/// https://plaid.com/docs/api/webhooks/webhook-verification/ (`POST
+/// /webhook_verification_key/get`): a JSON body of `client_id`, `secret`
+/// (or the `PLAID-CLIENT-ID` and `PLAID-SECRET` headers) and `key_id`;
+/// 200 `{"key": JWK, "request_id"}`. Errors as
+/// https://plaid.com/docs/errors/ renders them, each HTTP 400 with
+/// `error_type` and `error_code`: a body that is not JSON
+/// (`INVALID_REQUEST`/`INVALID_BODY`), a missing field
+/// (`INVALID_REQUEST`/`MISSING_FIELDS`), wrong credentials
+/// (`INVALID_INPUT`/`INVALID_API_KEYS`), an unknown key
+/// (`INVALID_INPUT`/`INVALID_WEBHOOK_VERIFICATION_KEY_ID`); a failure it
+/// was told to give is 429 `RATE_LIMIT_EXCEEDED` or a 5xx `API_ERROR`.
+async fn plaid_key(
+    State(fake): State<Arc<Mutex<Fake>>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let error = |status: u16, error_type: &str, error_code: &str, message: &str| {
+        let body = json!({
+            "display_message": null, "error_code": error_code, "error_message": message,
+            "error_type": error_type, "request_id": "e2eRequestId01"
+        });
+        (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response()
+    };
+    let request: Option<Value> = serde_json::from_str(&body).ok();
+    let field = |name: &str, header: Option<&str>| {
+        request
+            .as_ref()
+            .and_then(|request| request[name].as_str().map(str::to_string))
+            .or_else(|| {
+                headers
+                    .get(header?)
+                    .and_then(|value| value.to_str().ok())
+                    .map(str::to_string)
+            })
+    };
+    let key_id = field("key_id", None);
+    let mut fake = fake.lock().unwrap();
+    fake.requests.push((
+        "POST".into(),
+        format!(
+            "/webhook_verification_key/get?key_id={}",
+            key_id.clone().unwrap_or_default()
+        ),
+    ));
+    if !fake.fail_next.is_empty() {
+        return match fake.fail_next.remove(0) {
+            429 => error(
+                429,
+                "RATE_LIMIT_EXCEEDED",
+                "RATE_LIMIT",
+                "rate limit exceeded",
+            ),
+            503 => error(
+                503,
+                "API_ERROR",
+                "PLANNED_MAINTENANCE",
+                "the Plaid API is temporarily unavailable due to planned maintenance",
+            ),
+            status => error(
+                status,
+                "API_ERROR",
+                "INTERNAL_SERVER_ERROR",
+                "an unexpected error occurred",
+            ),
+        };
+    }
+    if !request.as_ref().is_some_and(Value::is_object) {
+        return error(
+            400,
+            "INVALID_REQUEST",
+            "INVALID_BODY",
+            "body could not be parsed as JSON",
+        );
+    }
+    let (client_id, secret) = (
+        field("client_id", Some("plaid-client-id")),
+        field("secret", Some("plaid-secret")),
+    );
+    let missing: Vec<&str> = [
+        ("client_id", &client_id),
+        ("secret", &secret),
+        ("key_id", &key_id),
+    ]
+    .into_iter()
+    .filter(|(_, value)| value.is_none())
+    .map(|(name, _)| name)
+    .collect();
+    if !missing.is_empty() {
+        let message = format!(
+            "the following required fields are missing: {}",
+            missing.join(", ")
+        );
+        return error(400, "INVALID_REQUEST", "MISSING_FIELDS", &message);
+    }
+    if (client_id.unwrap(), secret.unwrap()) != fake.plaid_client {
+        return error(
+            400,
+            "INVALID_INPUT",
+            "INVALID_API_KEYS",
+            "invalid client_id or secret provided",
+        );
+    }
+    let key_id = key_id.unwrap();
+    match fake
+        .plaid_keys
+        .iter()
+        .find(|key| key["kid"] == key_id.as_str())
+    {
+        Some(key) => {
+            axum::Json(json!({"key": key, "request_id": "e2eRequestId02"})).into_response()
+        }
+        None => error(
+            400,
+            "INVALID_INPUT",
+            "INVALID_WEBHOOK_VERIFICATION_KEY_ID",
+            "invalid key_id provided",
+        ),
+    }
 }
 
 /// A query parameter's (decoded) value.

@@ -301,6 +301,10 @@ fn signature_scheme(settings: &Settings) -> Result<SignatureScheme, Problem> {
         prefix: value("SIGNATURE_PREFIX")?,
         url: value("SIGNATURE_URL")?,
         cert_hosts: value("SIGNATURE_CERT_HOSTS")?,
+        api_base: value("SIGNATURE_API_BASE")?,
+        client_id: settings
+            .secret("PLAID_CLIENT_ID")?
+            .map(|client_id| client_id.expose().to_string()),
     };
     SignatureScheme::configure_rotating(&name, &scheme_settings, &secrets)
         .map_err(|error| misconfigured(settings.label(error.setting), error.reason))

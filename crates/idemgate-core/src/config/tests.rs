@@ -1242,3 +1242,72 @@ fn an_async_routes_lookback_is_shorter_than_its_dead_letters_retention_too() {
         r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":82800}"#;
     assert!(reconciled_with("stripe", async_route, shorter).is_ok());
 }
+
+/// A Plaid route names two secrets (the API secret and the client id)
+/// and may name its API base; without the client id, or with a base that
+/// is not https (or a loopback http), it is misconfigured and says which
+/// field, never the values.
+#[test]
+fn a_plaid_route_names_its_client_id_and_api_base() {
+    let vars = |routes: &str| {
+        config(&[
+            ("ROUTES", routes),
+            ("ORIGIN_URL", "http://o"),
+            ("PLAID_SECRET", "plaid-secret-value"),
+            ("PLAID_CLIENT", "plaid-client-value"),
+        ])
+    };
+    let good = vars(
+        r#"{"plaid":{"path":"/plaid","signature":"plaid","signing_secret":"PLAID_SECRET","plaid_client_id":"PLAID_CLIENT","signature_api_base":"https://sandbox.plaid.com"}}"#,
+    )
+    .unwrap();
+    let plaid = &good.routes[0];
+    assert_eq!(plaid.signature_scheme.name(), "plaid");
+    assert_eq!(
+        plaid.key_sources,
+        crate::key::KeySource::parse_list("body-sha256").unwrap()
+    );
+    let shown = format!("{plaid:?}");
+    assert!(!shown.contains("plaid-client-value") && !shown.contains("plaid-secret-value"));
+    for (routes, field) in [
+        (
+            r#"{"plaid":{"path":"/plaid","signature":"plaid","signing_secret":"PLAID_SECRET"}}"#,
+            "ROUTES.plaid.plaid_client_id",
+        ),
+        (
+            r#"{"plaid":{"path":"/plaid","signature":"plaid","signing_secret":"PLAID_SECRET","plaid_client_id":"UNSET"}}"#,
+            "ROUTES.plaid.plaid_client_id",
+        ),
+        (
+            r#"{"plaid":{"path":"/plaid","signature":"plaid","signing_secret":"PLAID_SECRET","plaid_client_id":"plaid-client-value"}}"#,
+            "ROUTES.plaid.plaid_client_id",
+        ),
+        (
+            r#"{"plaid":{"path":"/plaid","signature":"plaid","plaid_client_id":"PLAID_CLIENT"}}"#,
+            "ROUTES.plaid.signing_secret",
+        ),
+        (
+            r#"{"plaid":{"path":"/plaid","signature":"plaid","signing_secret":"PLAID_SECRET","plaid_client_id":"PLAID_CLIENT","signature_api_base":"http://plaid.example"}}"#,
+            "ROUTES.plaid.signature_api_base",
+        ),
+    ] {
+        let problem = vars(routes).unwrap_err();
+        assert!(!problem.detail().contains("-value"), "{}", problem.detail());
+        assert_eq!(variable_of(problem), field, "{routes}");
+    }
+    // Without ROUTES: the top-level variables, the client id a secret.
+    let top = route(&[
+        ("SIGNATURE_SCHEME", "plaid"),
+        ("SIGNING_SECRET", "plaid-secret-value"),
+        ("PLAID_CLIENT_ID", "plaid-client-value"),
+        ("SIGNATURE_API_BASE", "http://127.0.0.1:8791"),
+    ])
+    .unwrap();
+    assert_eq!(top.signature_scheme.name(), "plaid");
+    let problem = route(&[
+        ("SIGNATURE_SCHEME", "plaid"),
+        ("SIGNING_SECRET", "plaid-secret-value"),
+    ])
+    .unwrap_err();
+    assert_eq!(variable_of(problem), "PLAID_CLIENT_ID");
+}

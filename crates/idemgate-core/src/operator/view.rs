@@ -203,6 +203,7 @@ pub fn is_masked(name: &str) -> bool {
         .any(|part| name.contains(part))
         || name == "paypal-transmission-sig"
         || name == "paypal-cert-url"
+        || name == "plaid-verification"
 }
 
 /// Headers shown even when the route that took a request is unknown:

@@ -30,6 +30,7 @@ mod hmac_generic;
 mod mac;
 mod paddle;
 pub mod paypal;
+pub mod plaid;
 mod razorpay;
 mod secret;
 mod shopify;
@@ -153,6 +154,12 @@ pub trait Scheme: fmt::Debug + Send + Sync {
         &[]
     }
 
+    /// The origin a key is asked from, for a scheme that asks its
+    /// sender's API for one (Plaid).
+    fn api_base(&self) -> Option<&str> {
+        None
+    }
+
     /// The id the sender signs for this one transmission, and the signed
     /// time (Unix seconds), for a sender whose signature does not bind
     /// the body: each such id is forwarded under one key at most
@@ -189,6 +196,10 @@ pub struct SchemeSettings {
     pub url: Option<String>,
     /// `SIGNATURE_CERT_HOSTS` (PayPal).
     pub cert_hosts: Option<String>,
+    /// `SIGNATURE_API_BASE` (Plaid): the origin a key is fetched from.
+    pub api_base: Option<String>,
+    /// The value of the secret `PLAID_CLIENT_ID` names (Plaid).
+    pub client_id: Option<String>,
 }
 
 impl SchemeSettings {
@@ -242,6 +253,7 @@ pub const SCHEMES: &[SchemeEntry] = &[
     braintree::ENTRY,
     paypal::ENTRY,
     gocardless::ENTRY,
+    plaid::ENTRY,
 ];
 
 /// The names `SIGNATURE_SCHEME` accepts: `none` and each of [`SCHEMES`].
@@ -447,6 +459,11 @@ impl SignatureScheme {
     pub fn cert_hosts(&self) -> &[String] {
         self.first().map_or(&[], |scheme| scheme.cert_hosts())
     }
+
+    /// The origin a key is asked from (Plaid's scheme).
+    pub fn api_base(&self) -> Option<&str> {
+        self.first().and_then(|scheme| scheme.api_base())
+    }
 }
 
 /// A signature's verdict, as far as the core can tell.
@@ -475,6 +492,9 @@ pub enum PublicKeyAlgorithm {
     Ed25519,
     /// RSASSA-PKCS1-v1_5 with SHA-256 (PayPal's `SHA256withRSA`).
     RsaPkcs1Sha256,
+    /// ECDSA on P-256 with SHA-256, the signature `r || s` (JWS `ES256`,
+    /// Plaid's).
+    EcdsaP256Sha256,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -483,6 +503,8 @@ pub enum PublicKey {
     Raw(Vec<u8>),
     /// The X.509 certificate at this URL, from an allowed host, holds it.
     Certificate { url: String },
+    /// Plaid's JWK of this key id, fetched from the route's API base.
+    Plaid(plaid::KeyRequest),
 }
 
 impl fmt::Debug for SignatureScheme {
