@@ -150,11 +150,16 @@ pub async fn handle(request: web_sys::Request, env: Env) -> worker::Result<web_s
             batch,
             response,
             edge_replays,
+            problems,
         } => {
             for (object, replay) in edge_replays {
                 let mut replayed = EdgeReplayed::new(&route, log_duplicates, &object, replay);
                 replayed.batch = Some(batch.clone());
                 replayed.count(env, started);
+            }
+            let (path, _) = path_and_query(&url);
+            for problem in problems {
+                log_rejection(env, Some(&route), path, &problem, started, Some(&batch));
             }
             edge_http::response(&response)
         }
@@ -170,6 +175,19 @@ fn reject(
     problem: Problem,
     started: u64,
 ) -> worker::Result<web_sys::Response> {
+    log_rejection(env, route, path, &problem, started, None);
+    edge_http::response(&render_problem(&problem))
+}
+
+/// The log line of a rejection, of a request or of one event of `batch`.
+fn log_rejection(
+    env: &Env,
+    route: Option<&str>,
+    path: &str,
+    problem: &Problem,
+    started: u64,
+    batch: Option<&str>,
+) {
     let mut event = DecisionLog::new(
         "rejected",
         worker::Date::now().as_millis().saturating_sub(started),
@@ -178,8 +196,8 @@ fn reject(
     event.path = Some(path.to_string());
     event.status = Some(problem.status());
     event.reason = Some(problem.name());
+    event.batch = batch.map(str::to_string);
     events::emit(env, &event, true);
-    edge_http::response(&render_problem(&problem))
 }
 
 /// A replay this isolate answered alone: counted for the key's object

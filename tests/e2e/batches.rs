@@ -131,14 +131,18 @@ pub async fn a_batch_sent_many_times_at_once_forwards_each_event_once(world: &'s
     });
     let replies = futures::future::join_all(sends).await;
     for reply in &replies {
-        // A duplicate arriving while its event is forwarded waits for it.
-        assert_eq!(
-            reply.status,
-            200,
+        // A duplicate arriving while its event is forwarded waits for it,
+        // or, past WAIT_MS on a loaded machine, is told to come back.
+        assert!(
+            matches!(reply.status, 200 | 409),
             "{}",
             String::from_utf8_lossy(&reply.body)
         );
     }
+    let whole = gocardless_batch(&ids(run, 0..5), "WB-last");
+    let delivery = signed(&origin, "gocardless", GOCARDLESS, &whole, now());
+    let last = send(&url, JSON, &delivery.headers, &whole).await;
+    assert_eq!(last.status, 200, "{}", String::from_utf8_lossy(&last.body));
     let mut forwarded = forwarded_ids(world, &prefix);
     forwarded.sort();
     assert_eq!(forwarded, ids(run, 0..5), "each event once");
@@ -239,6 +243,7 @@ pub async fn an_adyen_notification_is_one_forward_per_item(world: &'static World
         "{}",
         String::from_utf8_lossy(&reply.body)
     );
+    assert_eq!(reply.body, b"[accepted]", "Adyen's acknowledgement");
     let received = world.origin.received(&prefix);
     assert_eq!(received.len(), 2, "one forward per item");
     let keys: Vec<String> = received

@@ -1,9 +1,9 @@
 //! Batches (SPEC §4, v4): a sender that puts several events in one request
 //! (GoCardless's `events`, Adyen's `notificationItems`) gets one receipt
 //! per event. The batch is cut here into one request per event, each in the
-//! sender's envelope holding that event alone, with every other member of
-//! the envelope as sent and each event's bytes as sent (an Adyen item keeps
-//! its own `hmacSignature`, which the origin can check again).
+//! sender's envelope holding that event alone: every other member's value
+//! as sent (its name written again), and the event's bytes as sent (an
+//! Adyen item keeps its own `hmacSignature`, which the origin can check).
 //!
 //! Each part's payload, whose hash is its fingerprint, is its envelope
 //! without the members that describe the transmission rather than the
@@ -33,6 +33,9 @@ pub struct BatchFormat {
     /// (Adyen's `scheme-key`): such a receipt is looked up before a batch
     /// of several events is cut (SPEC §3's upgrade rule).
     pub joined_before: bool,
+    /// The body the sender expects on a 2xx, if it expects one (Adyen's
+    /// `[accepted]`).
+    pub accepted: Option<&'static str>,
 }
 
 /// One event of a batch, as its own request.
@@ -163,6 +166,7 @@ mod tests {
         transmission: &["meta"],
         signature_headers: &["webhook-signature"],
         joined_before: false,
+        accepted: None,
     };
 
     fn parts(body: &str, max: usize) -> Result<Vec<BatchPart>, Problem> {

@@ -1,19 +1,21 @@
 //! A batch's way through the gateway (SPEC §4, v4): cut into its events,
 //! each admitted as a delivery of its own before any is sent (a batch that
 //! cannot be taken whole stores nothing), then each delivered to its key's
-//! object in the sender's order, and the batch answered for all of them.
+//! object, and the batch answered for all of them.
 //!
-//! Sequential, not concurrent: the sender ordered its events, and an
-//! origin may act on one (a payment confirmed) only after the one before
-//! (the payment created). A batch of one event is answered as that event
-//! is. A failing event does not stop the ones after
-//! it: the batch is answered with its status, the sender sends the whole
-//! batch again, and the events already delivered replay.
+//! One after another in the sender's order, not at once: an origin sees a
+//! batch's events in the order the sender listed them. A failing event
+//! does not stop the ones after it (an event the origin refuses for good
+//! would otherwise hold them back forever): the batch is answered with its
+//! status, the sender sends the whole batch again, the events already
+//! delivered replay, and the failed one may then reach the origin after
+//! later ones. Order per entity is SPEC §12's, not this.
 
 use std::collections::HashMap;
 
 use super::{answer_from_previous, replayed_here, Edge, Handled};
 use crate::batch::{split, BatchFormat};
+use crate::config::{Delivery, RouteConfig};
 use crate::headers::{self, DECISION, RECEIPT_ID};
 use crate::object_call::{ObjectCall, Reply};
 use crate::pipeline::{admit, admit_batch_part, Admitted, Authenticated};
@@ -32,7 +34,7 @@ pub(super) async fn deliver_batch<E: Edge>(
 ) -> Result<Handled<E::Response>, Problem> {
     let route = authenticated.route();
     let parts = split(format, authenticated.inbound().body, route.max_batch_events)?;
-    let admitted = parts
+    let mut admitted = parts
         .iter()
         .map(|part| admit_batch_part(authenticated, format, part))
         .collect::<Result<Vec<Admitted>, Problem>>()?;
@@ -40,28 +42,38 @@ pub(super) async fn deliver_batch<E: Edge>(
     if route.is_async() && !edge.has_index() {
         return Err(super::no_index());
     }
-    // A notification the third version took whole, under its events'
-    // joined key, is answered from that receipt, not delivered again.
-    if format.joined_before && admitted.len() > 1 {
-        let mut joined = admit(authenticated)?.delivery;
-        joined.if_known = true;
-        let call = ObjectCall::deliver(joined, 0);
-        let reply = edge
-            .call(call, authenticated.inbound().body.to_vec())
-            .await?;
-        if !reply.unknown_key {
-            return Ok(Handled::Answered(reply));
+    let batch = authenticated.batch_id();
+    if admitted.len() > 1 {
+        // The second version keyed a request by its whole body: a part of
+        // several never had a receipt of its own there.
+        for part in &mut admitted {
+            part.previous = None;
+        }
+        // A notification the third version took whole, under its events'
+        // joined key, is answered from that receipt, not delivered again.
+        if format.joined_before {
+            let mut joined = admit(authenticated)?.delivery;
+            joined.if_known = true;
+            let call = ObjectCall::deliver(joined, 0);
+            let mut reply = edge
+                .call(call, authenticated.inbound().body.to_vec())
+                .await?;
+            if !reply.unknown_key {
+                reply.response.headers.push(batch_header(&batch));
+                return Ok(Handled::Answered(reply));
+            }
         }
     }
-    let batch = authenticated.batch_id();
     let mut events = Vec::with_capacity(admitted.len());
     let mut edge_replays = Vec::new();
+    let mut problems = Vec::new();
     let mut last = None;
     for (admitted, part) in admitted.into_iter().zip(parts) {
         let key = admitted.delivery.identity.key.as_str().to_string();
         let now = edge.now_ms();
         if let Some((object, found)) = replayed_here(edge, &admitted, None, now) {
             events.push(EventAnswer::of(key, &found, true));
+            last = Some(found.clone());
             edge_replays.push((object, found));
             continue;
         }
@@ -82,42 +94,34 @@ pub(super) async fn deliver_batch<E: Edge>(
                 keep_replay(edge, &reply, cached_as);
                 reply.response
             }
-            Err(problem) => crate::answer::render_problem(&problem),
+            Err(problem) => {
+                let response = crate::answer::render_problem(&problem);
+                problems.push(problem);
+                response
+            }
         };
         events.push(EventAnswer::of(key, &response, false));
         last = Some(response);
     }
-    // A batch of one event is answered as that event: the origin's own
-    // answer (or its replay), as a request of one event always was.
-    let only = match events.len() {
-        1 => last.or_else(|| edge_replays.first().map(|(_, replay)| replay.clone())),
-        _ => None,
+    let mut response = match (events.len(), last) {
+        // A batch of one event is answered as that event: the origin's own
+        // answer (or its replay), as a request of one event always was.
+        (1, Some(only)) => only,
+        _ => answer(&batch, &events, route, format),
     };
-    let response = match only {
-        Some(mut response) => {
-            response
-                .headers
-                .push((BATCH.to_ascii_lowercase(), batch.clone()));
-            response
-        }
-        _ => answer(&batch, &events, all_taken_status(route)),
-    };
+    response.headers.push(batch_header(&batch));
     Ok(Handled::Batch {
         route: route.name.clone(),
         log_duplicates: route.log_duplicates,
         response,
         batch,
         edge_replays,
+        problems,
     })
 }
 
-/// What a batch whose every event was taken is answered: 200 on a sync
-/// route, the route's `ACK_STATUS` (202) on an async one.
-fn all_taken_status(route: &crate::config::RouteConfig) -> u16 {
-    match &route.delivery {
-        crate::config::Delivery::Async(terms) => terms.ack_status,
-        crate::config::Delivery::Sync => 200,
-    }
+fn batch_header(batch: &str) -> (String, String) {
+    (BATCH.to_ascii_lowercase(), batch.to_string())
 }
 
 /// Two events of one key would be one delivery and a replay of it: a
@@ -177,26 +181,46 @@ impl EventAnswer {
     }
 }
 
-/// The batch's answer: `all_taken` (2xx) only when every event's answer
-/// is 2xx (a sync route's origin answered each one 2xx, now or before; an
-/// async route holds each one durably), else the first other event's
-/// status, and its `Retry-After`; the body lists every event's answer in
-/// the batch's order.
-pub fn answer(batch: &str, events: &[EventAnswer], all_taken: u16) -> HttpResponse {
+/// The batch's answer. When every event's answer is 2xx (a sync route's
+/// origin answered each one 2xx, now or before; an async route holds each
+/// one durably): 200 on a sync route, `ACK_STATUS` (202) on an async one,
+/// with `ACK_BODY` if the route sets one, else the sender's own
+/// acknowledgement if it expects one (Adyen's `[accepted]`), else the
+/// list. Otherwise the first other event's status and `Retry-After`,
+/// with the list: every event's answer in the batch's order.
+pub fn answer(
+    batch: &str,
+    events: &[EventAnswer],
+    route: &RouteConfig,
+    format: &BatchFormat,
+) -> HttpResponse {
     let failing = events
         .iter()
         .find(|event| !(200..300).contains(&event.status));
-    let status = failing.map_or(all_taken, |event| event.status);
-    let mut headers = vec![
-        ("content-type".to_string(), "application/json".to_string()),
-        (BATCH.to_ascii_lowercase(), batch.to_string()),
-    ];
+    let (taken_status, ack_body) = match &route.delivery {
+        Delivery::Async(terms) => (terms.ack_status, terms.ack_body.as_deref()),
+        Delivery::Sync => (200, None),
+    };
+    let text = |status, body: &str| HttpResponse {
+        status,
+        headers: vec![(
+            "content-type".to_string(),
+            "text/plain; charset=utf-8".to_string(),
+        )],
+        body: body.as_bytes().to_vec(),
+    };
+    match (failing, ack_body.or(format.accepted)) {
+        (None, Some(body)) => return text(taken_status, body),
+        (None, None) => {}
+        (Some(_), _) => {}
+    }
+    let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
     if let Some(retry_after) = failing.and_then(|event| event.retry_after.clone()) {
         headers.push(("retry-after".into(), retry_after));
     }
     let body = serde_json::json!({ "batch": batch, "events": events });
     HttpResponse {
-        status,
+        status: failing.map_or(taken_status, |event| event.status),
         headers,
         body: body.to_string().into_bytes(),
     }
@@ -217,19 +241,64 @@ mod tests {
         }
     }
 
+    fn route(vars: &[(&str, &str)]) -> RouteConfig {
+        let vars: HashMap<&str, &str> =
+            [("ORIGIN_URL", "http://origin:9"), ("SIGNING_SECRET", "00")]
+                .into_iter()
+                .chain(vars.iter().copied())
+                .collect();
+        let config = crate::config::Config::from_lookup(|name| {
+            vars.get(name).map(|value| value.to_string())
+        })
+        .unwrap();
+        config.route_for("/").unwrap().clone()
+    }
+
+    fn answered(route: &RouteConfig, events: &[EventAnswer]) -> HttpResponse {
+        let format = route.signature_scheme.batch().unwrap();
+        answer("b", events, route, format)
+    }
+
     #[test]
     fn a_batch_is_2xx_only_when_every_event_is() {
+        let sync = route(&[("SIGNATURE_SCHEME", "gocardless")]);
+        let queued = route(&[("SIGNATURE_SCHEME", "gocardless"), ("DELIVERY", "async")]);
         let all = [event(200, None), event(201, None)];
-        assert_eq!(answer("b", &all, 200).status, 200);
-        assert_eq!(answer("b", &all, 202).status, 202);
+        assert_eq!(answered(&sync, &all).status, 200);
+        assert_eq!(answered(&queued, &all).status, 202);
         let failing = [event(200, None), event(503, Some("7")), event(422, None)];
-        let answered = answer("b", &failing, 200);
-        assert_eq!(answered.status, 503, "the first failing event's");
-        assert_eq!(headers::get(&answered.headers, "retry-after"), Some("7"));
-        let body: serde_json::Value = serde_json::from_slice(&answered.body).unwrap();
+        let refused = answered(&sync, &failing);
+        assert_eq!(refused.status, 503, "the first failing event's");
+        assert_eq!(headers::get(&refused.headers, "retry-after"), Some("7"));
+        let body: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
         assert_eq!(body["batch"], "b");
         assert_eq!(body["events"].as_array().unwrap().len(), 3);
         assert_eq!(body["events"][1]["key"], "EV503");
-        assert_eq!(answer("b", &[event(409, None)], 202).status, 409);
+        assert_eq!(
+            answered(&queued, &[event(202, None), event(409, None)]).status,
+            409
+        );
+    }
+
+    #[test]
+    fn a_batch_taken_whole_is_acknowledged_as_its_sender_expects() {
+        let all = [event(200, None), event(201, None)];
+        let adyen = route(&[("SIGNATURE_SCHEME", "adyen")]);
+        let accepted = answered(&adyen, &all);
+        assert_eq!(
+            (accepted.status, accepted.body.as_slice()),
+            (200, &b"[accepted]"[..])
+        );
+        let acked = route(&[
+            ("SIGNATURE_SCHEME", "gocardless"),
+            ("DELIVERY", "async"),
+            ("ACK_STATUS", "200"),
+            ("ACK_BODY", "ok"),
+        ]);
+        let ok = answered(&acked, &all);
+        assert_eq!((ok.status, ok.body.as_slice()), (200, &b"ok"[..]));
+        let failing = answered(&adyen, &[event(200, None), event(500, None)]);
+        assert_eq!(failing.status, 500);
+        assert!(failing.body.starts_with(b"{"), "the list, not [accepted]");
     }
 }

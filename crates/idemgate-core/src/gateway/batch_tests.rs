@@ -28,6 +28,9 @@ struct EngineEdge {
     calls: RefCell<u64>,
     /// The route's scheme, which signs as its sender does.
     scheme: SignatureScheme,
+    /// What the origin answers each event's next forward, by event id
+    /// (a 201 for any other).
+    origin_answers: RefCell<HashMap<String, u16>>,
 }
 
 impl EngineEdge {
@@ -50,6 +53,7 @@ impl EngineEdge {
             replays: RefCell::new(ReplayCache::default()),
             objects: RefCell::new(HashMap::new()),
             calls: RefCell::new(0),
+            origin_answers: RefCell::new(HashMap::new()),
         }
     }
 
@@ -149,6 +153,16 @@ impl Edge for EngineEdge {
         let ObjectOp::Deliver(_) = &call.op else {
             return Err(Problem::NotFound);
         };
+        let event: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let id = event["events"][0]["id"].as_str().unwrap_or_default();
+        if let Some(status) = self.origin_answers.borrow_mut().remove(id) {
+            let answer = crate::receipt::ForwardResult::Answered(HttpResponse {
+                status,
+                headers: vec![],
+                body: b"{}".to_vec(),
+            });
+            engine.backend().script.borrow_mut().push_back(answer);
+        }
         let delivery = call.into_delivery(body)?;
         let answer = match delivery.if_known {
             true => engine.deliver_if_known(delivery, &policy).await,
@@ -255,6 +269,41 @@ fn a_batch_that_cannot_be_taken_whole_stores_nothing() {
     let forged = answered(edge.post(&batch(&["EV1"], "WB1"), Some(&"0".repeat(64))));
     assert_eq!(forged.status, 401);
     assert_eq!(*edge.calls.borrow(), 0, "no object was asked");
+}
+
+/// An event the origin refuses, for good (4xx) or for now (5xx): the
+/// batch is answered with its status, never 2xx, and a re-sent batch
+/// forwards only what did not reach it.
+#[test]
+fn a_batch_an_origin_did_not_take_whole_is_not_2xx() {
+    let edge = EngineEdge::new(&[]);
+    edge.origin_answers.borrow_mut().insert("EV2".into(), 503);
+    edge.origin_answers.borrow_mut().insert("EV3".into(), 400);
+    let first = answered(edge.post(&batch(&["EV1", "EV2", "EV3", "EV4"], "WB1"), None));
+    assert_eq!(first.status, 503, "the first failing event's status");
+    assert_eq!(edge.forwards().values().sum::<usize>(), 4, "each was tried");
+    let again = answered(edge.post(&batch(&["EV1", "EV2", "EV3", "EV4"], "WB1"), None));
+    assert_eq!(again.status, 400, "the refused event still answers 400");
+    let forwards = edge.forwards();
+    assert_eq!(forwards["EV2"], 2, "the failed event went again");
+    assert_eq!(
+        (forwards["EV1"], forwards["EV3"], forwards["EV4"]),
+        (1, 1, 1)
+    );
+}
+
+/// A route keyed by `body-sha256` keys a batch's event by its payload: the
+/// same event in another webhook (another `meta`) is the same key.
+#[test]
+fn body_sha256_keys_an_event_whatever_batch_it_came_in() {
+    let edge = EngineEdge::new(&[("KEY_SOURCES", "body-sha256")]);
+    let first = answered(edge.post(&batch(&["EV1", "EV2"], "WB1"), None));
+    assert_eq!(first.status, 200);
+    let again = answered(edge.post(&batch(&["EV2", "EV1", "EV3"], "WB2"), None));
+    assert_eq!(again.status, 200);
+    let forwards = edge.forwards();
+    assert_eq!(forwards.len(), 3);
+    assert!(forwards.values().all(|count| *count == 1), "{forwards:?}");
 }
 
 const ADYEN_KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";

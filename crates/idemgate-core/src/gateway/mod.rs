@@ -105,13 +105,15 @@ pub enum Handled<R> {
     Answered(Reply),
     /// A batch's events were each answered ([`batch`]): `response` is the
     /// batch's answer; `edge_replays`, the events this isolate answered
-    /// alone, with their objects.
+    /// alone, with their objects; `problems`, why the objects of any
+    /// others could not be asked.
     Batch {
         route: String,
         log_duplicates: bool,
         batch: String,
         response: HttpResponse,
         edge_replays: Vec<(String, HttpResponse)>,
+        problems: Vec<Problem>,
     },
 }
 

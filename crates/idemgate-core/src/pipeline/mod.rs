@@ -153,6 +153,10 @@ pub struct Authenticated<'a> {
     /// Hex SHA-256 of the raw body, computed once: the isolate's replay
     /// lookup and the forward's `Idempotency-Signature` both need it.
     raw_body_sha256: std::cell::OnceCell<String>,
+    /// What `body-sha256` hashes, when not the raw body: a batch's event
+    /// is keyed by its payload, which leaves out what a re-sent event's
+    /// other transmission changes (GoCardless's `meta`).
+    key_body_sha256: Option<String>,
 }
 
 impl<'a> Authenticated<'a> {
@@ -214,6 +218,7 @@ pub fn authenticate<'a>(
         route,
         inbound,
         raw_body_sha256: std::cell::OnceCell::new(),
+        key_body_sha256: None,
     };
     let verdict = route.signature_scheme.verify(
         &authenticated.signed_request(),
@@ -316,6 +321,7 @@ pub fn admit_reconciled(
         route,
         inbound: &inbound,
         raw_body_sha256: std::cell::OnceCell::new(),
+        key_body_sha256: None,
     };
     let mut delivery = admit(&authenticated)?.delivery;
     delivery.fingerprint = Fingerprint::of_event(event_id);
@@ -357,6 +363,7 @@ pub fn admit_batch_part(
         route: batch.route,
         inbound: &inbound,
         raw_body_sha256: std::cell::OnceCell::new(),
+        key_body_sha256: Some(part.payload_sha256.clone()),
     };
     let mut admitted = admit(&authenticated)?;
     let delivery = &mut admitted.delivery;
@@ -406,7 +413,10 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
     let key_hash = match reads(|part| *part == KeyPart::BodySha256) {
         false => String::new(),
         true => match route.signature_scheme.body_for_key(&signed) {
-            Some(Cow::Borrowed(_)) => authenticated.raw_body_sha256().to_string(),
+            Some(Cow::Borrowed(_)) => match &authenticated.key_body_sha256 {
+                Some(payload) => payload.clone(),
+                None => authenticated.raw_body_sha256().to_string(),
+            },
             Some(Cow::Owned(signed_fields)) => sha256_hex(&signed_fields),
             None => canonical_hash.clone(),
         },

@@ -50,6 +50,8 @@ pub const FORMAT: BatchFormat = BatchFormat {
     transmission: &[],
     signature_headers: &[],
     joined_before: true,
+    // Adyen's acknowledgement ("Accept webhooks": a 2xx with `[accepted]`).
+    accepted: Some("[accepted]"),
 };
 
 #[derive(Debug)]

@@ -4,7 +4,8 @@
 //! {"webhook_id": ...}}`: a batch (SPEC §4, v4), cut into one delivery per
 //! event, each keyed by its event's id (`json:/events/0/id` of the part
 //! holding that event alone). GoCardless signs no time: a replayed batch
-//! is held off by its events' keys.
+//! is held off by its events' keys for as long as they are kept
+//! (`RETENTION_SECONDS`): a batch captured and replayed after that is new.
 
 use super::body_hmac::{BodyHmac, Encoding};
 use super::{Message, Rejection, Scheme, SchemeEntry, SignedRequest, Verdict};
@@ -19,6 +20,7 @@ pub const FORMAT: BatchFormat = BatchFormat {
     transmission: &["meta"],
     signature_headers: &["webhook-signature"],
     joined_before: false,
+    accepted: None,
 };
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
