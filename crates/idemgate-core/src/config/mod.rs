@@ -26,6 +26,7 @@ mod settings;
 mod tests;
 mod values;
 
+pub use settings::is_secret_name;
 pub use values::parse_schedule;
 
 use crate::flow::FlowLimits;

@@ -1,0 +1,408 @@
+use super::book::AlertBook;
+use super::message::AlertState;
+use super::*;
+use crate::signature::{SchemeSettings, SignatureScheme, SignedRequest};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const T0: u64 = 1_800_000_000_000;
+
+fn config(interval_seconds: u64) -> AlertsConfig {
+    AlertsConfig {
+        sinks: vec![
+            Sink {
+                url: "https://hooks.slack.com/services/T/B/x".into(),
+                format: Format::Slack,
+                secret: None,
+            },
+            Sink {
+                url: "https://ops.example/idemgate".into(),
+                format: Format::Json,
+                secret: Some("ALERT_SECRET".into()),
+            },
+        ],
+        interval_ms: interval_seconds * 1_000,
+        thresholds: Thresholds::default(),
+    }
+}
+
+fn states(book: &mut AlertBook, now: u64) -> Vec<(Condition, AlertState, u64)> {
+    let due = book.due(now);
+    let sent: Vec<_> = due.iter().map(|(index, _)| (*index, Ok(()))).collect();
+    book.sent(sent, now);
+    due.into_iter()
+        .filter(|(_, outgoing)| outgoing.sink == 0)
+        .map(|(_, outgoing)| {
+            (
+                outgoing.alert.condition,
+                outgoing.alert.state,
+                outgoing.alert.count,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn alerts_parse_from_the_variables_and_blame_the_one_at_fault() {
+    let vars = |pairs: &[(&str, &str)]| {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        parse(move |name| {
+            pairs
+                .iter()
+                .find(|(found, _)| found == name)
+                .map(|(_, value)| value.clone())
+        })
+    };
+    assert_eq!(vars(&[]), Ok(None));
+    let sinks = r#"[{"url": "https://hooks.slack.com/services/T/B/x", "format": "slack"},
+        {"url": "https://ops.example/idemgate", "format": "json", "secret": "ALERT_SECRET"}]"#;
+    let parsed = vars(&[
+        ("ALERTS", sinks),
+        ("ALERT_SECRET", SECRET),
+        ("ALERT_INTERVAL_SECONDS", "60"),
+        ("ALERT_THRESHOLDS", r#"{"signature_failures": 5}"#),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!(parsed.sinks, config(60).sinks);
+    assert_eq!(parsed.interval_ms, 60_000);
+    assert_eq!(parsed.thresholds.signature_failures, 5);
+    assert_eq!(parsed.thresholds.oldest_pending_seconds, 900);
+    for (pairs, variable, says) in [
+        (vec![("ALERTS", "{}")], "ALERTS", "list"),
+        (vec![("ALERTS", "[]")], "ALERTS", "no sink"),
+        (
+            vec![("ALERTS", sinks)],
+            "ALERTS",
+            "ALERT_SECRET, which is not set",
+        ),
+        (
+            vec![("ALERTS", sinks), ("ALERT_SECRET", "plain")],
+            "ALERTS",
+            "whsec_",
+        ),
+        (
+            vec![(
+                "ALERTS",
+                r#"[{"url":"http://ops.example/x","format":"slack"}]"#,
+            )],
+            "ALERTS",
+            "https",
+        ),
+        (
+            vec![(
+                "ALERTS",
+                r#"[{"url":"https://o.example/x","format":"json"}]"#,
+            )],
+            "ALERTS",
+            "needs a secret",
+        ),
+        (
+            vec![(
+                "ALERTS",
+                r#"[{"url":"https://o.example/x","format":"xml"}]"#,
+            )],
+            "ALERTS",
+            "format",
+        ),
+        (
+            vec![(
+                "ALERTS",
+                r#"[{"url":"https://o.example/x","format":"slack","to":1}]"#,
+            )],
+            "ALERTS",
+            "no setting",
+        ),
+        (
+            vec![
+                (
+                    "ALERTS",
+                    r#"[{"url":"https://o.example/x","format":"slack"}]"#,
+                ),
+                ("ALERT_INTERVAL_SECONDS", "0"),
+            ],
+            "ALERT_INTERVAL_SECONDS",
+            "1 to 86400",
+        ),
+        (
+            vec![
+                (
+                    "ALERTS",
+                    r#"[{"url":"https://o.example/x","format":"slack"}]"#,
+                ),
+                ("ALERT_THRESHOLDS", r#"{"dead": 2}"#),
+            ],
+            "ALERT_THRESHOLDS",
+            "no threshold",
+        ),
+    ] {
+        let (name, reason) = vars(&pairs).unwrap_err();
+        assert_eq!(name, variable, "{pairs:?}");
+        assert!(reason.contains(says), "{pairs:?}: {reason}");
+        assert!(!reason.contains("MfKQ9r8"), "no secret in a reason");
+    }
+    let loopback = vars(&[(
+        "ALERTS",
+        r#"[{"url":"http://127.0.0.1:8787/alerts","format":"slack"}]"#,
+    )]);
+    assert!(loopback.unwrap().is_some(), "http to loopback, for tests");
+}
+
+#[test]
+fn dead_letters_make_one_alert_per_interval_with_the_count_then_resolved() {
+    let config = config(300);
+    let mut book = AlertBook::default();
+    book.observe(
+        "pay",
+        Condition::Dead,
+        1,
+        "a receipt became dead",
+        T0,
+        &config,
+    );
+    assert_eq!(
+        states(&mut book, T0),
+        [(Condition::Dead, AlertState::Firing, 1)]
+    );
+    for second in 1..=9 {
+        book.observe(
+            "pay",
+            Condition::Dead,
+            1,
+            "dead",
+            T0 + second * 1_000,
+            &config,
+        );
+    }
+    book.tick(T0 + 10_000, &config);
+    assert_eq!(states(&mut book, T0 + 10_000), [], "not a storm");
+    book.tick(T0 + 300_000, &config);
+    assert_eq!(
+        states(&mut book, T0 + 300_000),
+        [(Condition::Dead, AlertState::Firing, 9)],
+        "the count since the last alert, an interval later"
+    );
+    book.tick(T0 + 309_000, &config);
+    assert_eq!(
+        states(&mut book, T0 + 309_000),
+        [(Condition::Dead, AlertState::Resolved, 0)],
+        "an interval without a dead letter"
+    );
+    assert!(book.view().iter().all(|view| !view.firing));
+}
+
+#[test]
+fn signature_failures_fire_at_the_threshold_in_five_minutes_and_clear_below_it() {
+    let config = config(300);
+    let mut book = AlertBook::default();
+    for n in 0..19 {
+        book.observe(
+            "pay",
+            Condition::SignatureFailures,
+            1,
+            "401",
+            T0 + n * 10_000,
+            &config,
+        );
+    }
+    assert_eq!(states(&mut book, T0 + 200_000), [], "19 of 20");
+    book.observe(
+        "pay",
+        Condition::SignatureFailures,
+        1,
+        "401",
+        T0 + 200_000,
+        &config,
+    );
+    assert_eq!(
+        states(&mut book, T0 + 200_000),
+        [(Condition::SignatureFailures, AlertState::Firing, 20)]
+    );
+    // Spread out, 20 in over five minutes is no alert.
+    let mut slow = AlertBook::default();
+    for n in 0..30 {
+        slow.observe(
+            "pay",
+            Condition::SignatureFailures,
+            1,
+            "401",
+            T0 + n * 20_000,
+            &config,
+        );
+    }
+    assert_eq!(states(&mut slow, T0 + 600_000), []);
+    book.tick(T0 + 320_000, &config);
+    assert_eq!(
+        states(&mut book, T0 + 320_000),
+        [(Condition::SignatureFailures, AlertState::Resolved, 0)]
+    );
+}
+
+#[test]
+fn origin_failures_fire_once_they_have_lasted() {
+    let config = AlertsConfig {
+        thresholds: Thresholds {
+            origin_failures_seconds: 60,
+            ..Thresholds::default()
+        },
+        ..config(30)
+    };
+    let mut book = AlertBook::default();
+    for n in 0..=5 {
+        book.observe(
+            "pay",
+            Condition::OriginFailures,
+            1,
+            "503",
+            T0 + n * 10_000,
+            &config,
+        );
+    }
+    assert_eq!(states(&mut book, T0 + 50_000), [], "50 s of 60");
+    book.observe(
+        "pay",
+        Condition::OriginFailures,
+        1,
+        "503",
+        T0 + 60_000,
+        &config,
+    );
+    assert_eq!(
+        states(&mut book, T0 + 60_000),
+        [(Condition::OriginFailures, AlertState::Firing, 7)]
+    );
+    // A gap of an interval starts the count of seconds again.
+    let mut gapped = AlertBook::default();
+    gapped.observe("pay", Condition::OriginFailures, 1, "503", T0, &config);
+    gapped.observe(
+        "pay",
+        Condition::OriginFailures,
+        1,
+        "503",
+        T0 + 40_000,
+        &config,
+    );
+    gapped.observe(
+        "pay",
+        Condition::OriginFailures,
+        1,
+        "503",
+        T0 + 70_000,
+        &config,
+    );
+    assert_eq!(states(&mut gapped, T0 + 70_000), []);
+}
+
+#[test]
+fn an_alert_that_cannot_be_sent_is_retried_then_given_up_and_the_outbox_is_bounded() {
+    let config = config(300);
+    let mut book = AlertBook::default();
+    book.observe("pay", Condition::Dead, 1, "dead", T0, &config);
+    let due = book.due(T0);
+    assert_eq!(due.len(), 2, "one per sink");
+    book.sent(
+        vec![(due[0].0, Ok(())), (due[1].0, Err("answered 500".into()))],
+        T0,
+    );
+    assert_eq!((book.outbox_len(), book.delivered), (1, 1));
+    assert_eq!(book.due(T0 + 1_000).len(), 0, "backed off");
+    let next = book.next_wake(&config).unwrap();
+    assert!(next > T0 && next <= T0 + 10_000, "{next}");
+    let again = book.due(next);
+    assert_eq!(again[0].1.attempts, 1);
+    assert_eq!(again[0].1.last_error.as_deref(), Some("answered 500"));
+    assert_eq!(book.due(T0 + book::GIVE_UP_AFTER_MS).len(), 0);
+    assert_eq!((book.outbox_len(), book.given_up), (0, 1));
+    for n in 0..book::MAX_OUTBOX as u64 {
+        book.observe(
+            &format!("r{n}"),
+            Condition::Misconfigured,
+            1,
+            "x",
+            T0,
+            &config,
+        );
+    }
+    assert_eq!(book.outbox_len(), book::MAX_OUTBOX);
+    assert_eq!(book.given_up, 1 + book::MAX_OUTBOX as u64);
+}
+
+#[test]
+fn a_json_alert_is_signed_as_standard_webhooks_at_each_attempt() {
+    let config = config(300);
+    let mut book = AlertBook::default();
+    book.observe(
+        "pay",
+        Condition::Dead,
+        2,
+        "two receipts became dead",
+        T0,
+        &config,
+    );
+    let due = book.due(T0);
+    let (_, json) = due.iter().find(|(_, outgoing)| outgoing.sink == 1).unwrap();
+    let now = T0 / 1_000 + 3_600;
+    let request = json
+        .alert
+        .request(&config.sinks[1], Some(SECRET), now)
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["type"], "idemgate.alert");
+    assert_eq!(body["condition"], "dead");
+    assert_eq!(
+        (body["state"].as_str(), body["count"].as_u64()),
+        (Some("firing"), Some(2))
+    );
+    let scheme = SignatureScheme::configure(
+        "standard-webhooks",
+        &SchemeSettings {
+            secret: Some(SECRET.into()),
+            ..SchemeSettings::default()
+        },
+    )
+    .unwrap();
+    let signed = SignedRequest {
+        headers: &request.headers,
+        body: &request.body,
+        query: None,
+    };
+    assert!(scheme.verify(&signed, now, 300).is_ok(), "signed when sent");
+    assert!(
+        scheme.verify(&signed, now + 600, 300).is_err(),
+        "hence signed again on a retry"
+    );
+    let slack = json.alert.request(&config.sinks[0], None, now).unwrap();
+    let text: serde_json::Value = serde_json::from_slice(&slack.body).unwrap();
+    assert!(text["text"]
+        .as_str()
+        .unwrap()
+        .contains("`dead` on route `pay`"));
+}
+
+#[test]
+fn decisions_are_signs_of_conditions() {
+    assert_eq!(Condition::of_decision("dead", None), Some(Condition::Dead));
+    assert_eq!(
+        Condition::of_decision("failed", None),
+        Some(Condition::OriginFailures)
+    );
+    assert_eq!(
+        Condition::of_decision("rejected", Some("bad-signature")),
+        Some(Condition::SignatureFailures)
+    );
+    assert_eq!(
+        Condition::of_decision("rejected", Some("origin-busy")),
+        Some(Condition::OriginBusy)
+    );
+    assert_eq!(
+        Condition::of_decision("rejected", Some("misconfigured")),
+        Some(Condition::Misconfigured)
+    );
+    assert_eq!(Condition::of_decision("forwarded", None), None);
+    assert_eq!(
+        Condition::of_decision("rejected", Some("invalid-json")),
+        None
+    );
+}
