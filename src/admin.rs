@@ -98,6 +98,19 @@ async fn health(env: &Env) -> worker::Result<web_sys::Response> {
             "refused": idemgate_core::problem::misconfigured_variable(&problem),
         }),
     };
+    // ALERTS is read apart: broken, it sends nothing, and says so here.
+    let alerts = match crate::alerts::config(env) {
+        Ok(None) => "off".to_string(),
+        Ok(Some(_))
+            if env
+                .durable_object(crate::alert_object::ALERT_OBJECT_BINDING)
+                .is_err() =>
+        {
+            "the ALERT_OBJECT binding is missing (wrangler.toml)".to_string()
+        }
+        Ok(Some(_)) => "ok".to_string(),
+        Err(problem) => problem,
+    };
     edge_http::json(
         200,
         &serde_json::json!({
@@ -105,6 +118,7 @@ async fn health(env: &Env) -> worker::Result<web_sys::Response> {
             "service": "idemgate",
             "configuration": configuration,
             "index": index,
+            "alerts": alerts,
         }),
     )
 }
@@ -172,6 +186,33 @@ async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
                 };
             }
         }
+    }
+    // Alerts (SPEC §13): each visible route's conditions, firing first.
+    if matches!(crate::alerts::config(env), Ok(Some(_))) {
+        let book = crate::alerts::call(env, &crate::alert_object::AlertCall::View).await;
+        if let Some(routes) = summary["routes"].as_array_mut() {
+            for entry in routes.iter_mut() {
+                let conditions: Vec<serde_json::Value> = match &book {
+                    Ok(book) => book["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|condition| condition["route"] == entry["route"])
+                        .cloned()
+                        .collect(),
+                    Err(_) => Vec::new(),
+                };
+                entry["alerts"] = serde_json::Value::Array(conditions);
+            }
+        }
+        summary["alerts"] = match book {
+            Ok(book) => serde_json::json!({
+                "outbox": book["outbox"],
+                "delivered": book["delivered"],
+                "given_up": book["given_up"],
+            }),
+            Err(_) => serde_json::json!({ "error": "the alert object could not be reached" }),
+        };
     }
     if let Some(routes) = summary["routes"].as_array_mut() {
         for (name, limits, status) in statuses {

@@ -65,10 +65,11 @@ impl DurableObject for DedupObject {
     /// Retention and async deliveries. A storage failure is an error, so
     /// the runtime runs the alarm again (with backoff).
     async fn alarm(&self) -> worker::Result<Response> {
-        self.engine
-            .on_alarm()
-            .await
-            .map_err(worker::Error::RustError)?;
+        let alarm = self.engine.on_alarm().await;
+        crate::alerts::flush_from_object(&self.env, |sent| {
+            let _ = self.state.as_raw().wait_until(sent);
+        });
+        alarm.map_err(worker::Error::RustError)?;
         // An object with no receipt may hold a transmission's claim, which
         // goes once it can no longer matter.
         if let Ok(None) = self.engine.receipt() {
@@ -97,14 +98,21 @@ impl DedupObject {
             // once this answer (the acknowledgement) has left. Should the
             // object die first, the alarm at the lease's end takes it over.
             let engine = self.engine.clone();
+            let env = self.env.clone();
             let attempt = worker::wasm_bindgen_futures::future_to_promise(async move {
                 engine.after_answer().await;
+                if crate::alerts::pending() {
+                    crate::alerts::flush(env).await;
+                }
                 Ok(JsValue::UNDEFINED)
             });
             // The promise runs either way; the runtime's waitUntil (which
             // `State::wait_until` unwraps) may only keep it company.
             let _ = self.state.as_raw().wait_until(&attempt);
         }
+        crate::alerts::flush_from_object(&self.env, |sent| {
+            let _ = self.state.as_raw().wait_until(sent);
+        });
         let (reply, body) = ObjectReply::encode(reply);
         Ok(Array::of2(&reply.into(), &Uint8Array::from(body.as_slice())).into())
     }

@@ -16,9 +16,11 @@
 
 use worker::{AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
+use idemgate_core::alerts::Condition;
 use idemgate_core::decision_log::DecisionLog;
 use idemgate_core::reconcile::run::ReconcileLine;
 
+use crate::alerts;
 use crate::isolate::Tally;
 use crate::log_sink;
 use crate::stats;
@@ -43,6 +45,14 @@ fn with_dataset(env: &Env, write: impl FnOnce(&AnalyticsEngineDataset)) {
 pub fn emit(env: &Env, event: &DecisionLog, logged: bool) {
     let route = event.route.as_deref().unwrap_or("-");
     count_locally(route, event.decision, logged);
+    if let Some(condition) = Condition::of_decision(event.decision, event.reason) {
+        let detail = match (event.reason, event.origin_status.or(event.status)) {
+            (Some(reason), _) => format!("{} {reason}", event.decision),
+            (None, Some(status)) => format!("{} (status {status})", event.decision),
+            (None, None) => event.decision.to_string(),
+        };
+        alerts::note(env, route, condition, &detail);
+    }
     if logged {
         log_sink::emit(event);
     }
@@ -85,6 +95,9 @@ pub fn emit(env: &Env, event: &DecisionLog, logged: bool) {
 /// event that was not filled), each logged, counted and a metrics point.
 pub fn reconcile(env: &Env, line: &ReconcileLine) {
     count_locally(&line.route, line.decision, true);
+    if matches!(line.decision, "reconciled" | "reconcile-failed") {
+        alerts::note(env, &line.route, Condition::Reconcile, line.decision);
+    }
     log_sink::emit_text(&serde_json::to_string(line).expect("a line serializes"));
     with_dataset(env, |dataset| {
         let written = AnalyticsEngineDataPointBuilder::new()

@@ -20,11 +20,15 @@
 //! | `flow_client` | the RPC call to a route's flow coordinator |
 //! | [`reconcile_object`] | a route's reconciliation: its cursor, lock and runs; a run's I/O (§11) |
 //! | `reconcile_client` | the RPC call to a route's reconciliation object; the Cron Trigger's ticks |
+//! | [`alert_object`] | the deployment's alerts: the alert book, its alarm, the sinks (§13) |
+//! | `alerts` | signs of trouble noted by isolates and objects, sent to the alert object after each answer |
 //! | `env` | the configuration, read once per isolate from `env` |
 //! | `log_sink` | writes decision log lines to the console, from a microtask |
 //! | `stats` | per-isolate counters (`/__idemgate/stats`) |
 
 mod admin;
+pub mod alert_object;
+mod alerts;
 pub mod dedup_object;
 mod durable_backend;
 mod edge_http;
@@ -53,14 +57,24 @@ use worker::{event, web_sys, Context, Env, ScheduleContext, ScheduledEvent};
 async fn fetch(
     request: web_sys::Request,
     env: Env,
-    _context: Context,
+    context: Context,
 ) -> worker::Result<web_sys::Response> {
-    gateway::handle(request, env).await
+    let answer = gateway::handle(request, env.clone()).await;
+    // Signs of trouble go to the alert object after the answer has left.
+    if alerts::pending() {
+        context.wait_until(alerts::flush(env));
+    }
+    answer
 }
 
 /// The Cron Trigger (`[triggers] crons`, every minute): the sweep, and a
 /// tick of each reconciled route's object (it runs when a run is due).
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _context: ScheduleContext) {
-    futures::join!(sweep::run(&env), reconcile_client::tick_all(&env));
+    futures::join!(
+        sweep::run(&env),
+        reconcile_client::tick_all(&env),
+        alerts::tick(&env)
+    );
+    alerts::flush(env).await;
 }

@@ -64,9 +64,9 @@ impl DurableObject for ReconcileObject {
             .get::<String>("route")
             .await?
             .unwrap_or_default();
-        self.answer(&route, ReconcileCall::Tick)
-            .await
-            .map_err(worker::Error::RustError)?;
+        let ticked = self.answer(&route, ReconcileCall::Tick).await;
+        crate::alerts::flush_from_object(&self.env, |_| {});
+        ticked.map_err(worker::Error::RustError)?;
         Response::empty()
     }
 }
@@ -82,9 +82,9 @@ impl ReconcileObject {
     pub async fn call(&self, route: String, line: String) -> Result<String, JsValue> {
         let call: ReconcileCall =
             serde_json::from_str(&line).map_err(|error| JsValue::from_str(&error.to_string()))?;
-        self.answer(&route, call)
-            .await
-            .map_err(|message| JsValue::from_str(&message))
+        let answer = self.answer(&route, call).await;
+        crate::alerts::flush_from_object(&self.env, |_| {});
+        answer.map_err(|message| JsValue::from_str(&message))
     }
 }
 

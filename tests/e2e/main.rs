@@ -7,6 +7,7 @@
 //! every `wrangler dev` when the run ends. `cargo test --test e2e -- NAME`
 //! filters as usual.
 
+mod alerts;
 mod asynchronous;
 mod batches;
 mod dedup;
@@ -275,6 +276,7 @@ fn main() {
         providers::a_paypal_certificate_is_fetched_only_from_an_allowed_host,
         providers::a_paypal_certificate_that_cannot_be_fetched_yet_is_retried,
         providers::a_paypal_transmission_is_forwarded_under_one_event_at_most,
+        alerts::dead_letters_and_forgeries_reach_a_person_once_per_interval,
         batches::a_gocardless_batch_is_one_forward_per_event,
         batches::a_batch_sent_many_times_at_once_forwards_each_event_once,
         batches::a_batch_that_cannot_be_taken_whole_stores_nothing,

@@ -211,33 +211,39 @@ impl AlertBook {
         }
     }
 
-    /// The alerts due to be sent at `now`, each with its place in the
-    /// outbox (for [`AlertBook::sent`]); those retried for a day are given
-    /// up first.
-    pub fn due(&mut self, now: u64) -> Vec<(usize, Outgoing)> {
+    /// The alerts due to be sent at `now`; those retried for a day are
+    /// given up first.
+    pub fn due(&mut self, now: u64) -> Vec<Outgoing> {
         let before = self.outbox.len();
         self.outbox
             .retain(|outgoing| now.saturating_sub(outgoing.first_at) < GIVE_UP_AFTER_MS);
         self.given_up += (before - self.outbox.len()) as u64;
         self.outbox
             .iter()
-            .enumerate()
-            .filter(|(_, outgoing)| outgoing.next_at <= now)
-            .map(|(index, outgoing)| (index, outgoing.clone()))
+            .filter(|outgoing| outgoing.next_at <= now)
+            .cloned()
             .collect()
     }
 
-    /// What became of the attempts [`AlertBook::due`] handed out, in its
-    /// order: `Ok` delivered, `Err` to be retried later.
-    pub fn sent(&mut self, results: Vec<(usize, Result<(), String>)>, now: u64) {
-        let mut delivered = Vec::new();
-        for (index, result) in results {
-            let Some(outgoing) = self.outbox.get_mut(index) else {
+    /// What became of attempts [`AlertBook::due`] handed out, each named
+    /// by its alert's id and its sink (the outbox may have changed while
+    /// they were sent): `Ok` delivered, `Err` to be retried later.
+    pub fn sent(&mut self, results: Vec<(String, usize, Result<(), String>)>, now: u64) {
+        for (id, sink, result) in results {
+            let Some(index) = self
+                .outbox
+                .iter()
+                .position(|outgoing| outgoing.alert.id == id && outgoing.sink == sink)
+            else {
                 continue;
             };
             match result {
-                Ok(()) => delivered.push(index),
+                Ok(()) => {
+                    self.outbox.remove(index);
+                    self.delivered += 1;
+                }
                 Err(error) => {
+                    let outgoing = &mut self.outbox[index];
                     outgoing.attempts += 1;
                     let delay = FIRST_RETRY_MS
                         .saturating_mul(1 << outgoing.attempts.min(16))
@@ -247,11 +253,6 @@ impl AlertBook {
                 }
             }
         }
-        delivered.sort_unstable();
-        for index in delivered.into_iter().rev() {
-            self.outbox.remove(index);
-            self.delivered += 1;
-        }
     }
 
     /// When the book next has something to do, if ever.
@@ -259,6 +260,10 @@ impl AlertBook {
         let outbox = self.outbox.iter().map(|outgoing| outgoing.next_at);
         let conditions = self.conditions.values().flat_map(|conditions| {
             conditions.iter().flat_map(|(condition, state)| {
+                let forget = state.last_seen + config.interval_ms.max(SIGNATURE_WINDOW_MS);
+                if state.firing_since.is_none() {
+                    return [Some(forget), None, None].into_iter().flatten();
+                }
                 let clears = match condition {
                     Condition::SignatureFailures => {
                         state.window.first().map(|(at, _)| at + SIGNATURE_WINDOW_MS)
@@ -266,8 +271,7 @@ impl AlertBook {
                     _ => Some(state.last_seen + config.interval_ms),
                 };
                 let update = (state.unsent > 0).then_some(state.last_alert_at + config.interval_ms);
-                let forget = Some(state.last_seen + config.interval_ms.max(SIGNATURE_WINDOW_MS));
-                [clears, update, forget].into_iter().flatten()
+                [clears, update, Some(forget)].into_iter().flatten()
             })
         });
         outbox.chain(conditions).min()

@@ -27,11 +27,14 @@ fn config(interval_seconds: u64) -> AlertsConfig {
 
 fn states(book: &mut AlertBook, now: u64) -> Vec<(Condition, AlertState, u64)> {
     let due = book.due(now);
-    let sent: Vec<_> = due.iter().map(|(index, _)| (*index, Ok(()))).collect();
+    let sent: Vec<_> = due
+        .iter()
+        .map(|outgoing| (outgoing.alert.id.clone(), outgoing.sink, Ok(())))
+        .collect();
     book.sent(sent, now);
     due.into_iter()
-        .filter(|(_, outgoing)| outgoing.sink == 0)
-        .map(|(_, outgoing)| {
+        .filter(|outgoing| outgoing.sink == 0)
+        .map(|outgoing| {
             (
                 outgoing.alert.condition,
                 outgoing.alert.state,
@@ -273,6 +276,10 @@ fn origin_failures_fire_once_they_have_lasted() {
         states(&mut book, T0 + 60_000),
         [(Condition::OriginFailures, AlertState::Firing, 7)]
     );
+    // Not firing, it wakes the book only to forget it, never at once.
+    let mut quiet = AlertBook::default();
+    quiet.observe("pay", Condition::OriginFailures, 3, "503", T0, &config);
+    assert_eq!(quiet.next_wake(&config), Some(T0 + SIGNATURE_WINDOW_MS));
     // A gap of an interval starts the count of seconds again.
     let mut gapped = AlertBook::default();
     gapped.observe("pay", Condition::OriginFailures, 1, "503", T0, &config);
@@ -303,7 +310,14 @@ fn an_alert_that_cannot_be_sent_is_retried_then_given_up_and_the_outbox_is_bound
     let due = book.due(T0);
     assert_eq!(due.len(), 2, "one per sink");
     book.sent(
-        vec![(due[0].0, Ok(())), (due[1].0, Err("answered 500".into()))],
+        vec![
+            (due[0].alert.id.clone(), due[0].sink, Ok(())),
+            (
+                due[1].alert.id.clone(),
+                due[1].sink,
+                Err("answered 500".into()),
+            ),
+        ],
         T0,
     );
     assert_eq!((book.outbox_len(), book.delivered), (1, 1));
@@ -311,8 +325,8 @@ fn an_alert_that_cannot_be_sent_is_retried_then_given_up_and_the_outbox_is_bound
     let next = book.next_wake(&config).unwrap();
     assert!(next > T0 && next <= T0 + 10_000, "{next}");
     let again = book.due(next);
-    assert_eq!(again[0].1.attempts, 1);
-    assert_eq!(again[0].1.last_error.as_deref(), Some("answered 500"));
+    assert_eq!(again[0].attempts, 1);
+    assert_eq!(again[0].last_error.as_deref(), Some("answered 500"));
     assert_eq!(book.due(T0 + book::GIVE_UP_AFTER_MS).len(), 0);
     assert_eq!((book.outbox_len(), book.given_up), (0, 1));
     for n in 0..book::MAX_OUTBOX as u64 {
@@ -342,7 +356,7 @@ fn a_json_alert_is_signed_as_standard_webhooks_at_each_attempt() {
         &config,
     );
     let due = book.due(T0);
-    let (_, json) = due.iter().find(|(_, outgoing)| outgoing.sink == 1).unwrap();
+    let json = due.iter().find(|outgoing| outgoing.sink == 1).unwrap();
     let now = T0 / 1_000 + 3_600;
     let request = json
         .alert

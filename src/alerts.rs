@@ -1,0 +1,142 @@
+//! What an isolate (or a Durable Object) tells the alert object: signs of
+//! trouble noted as decision events happen ([`note`]), sent in one call
+//! after the request's answer ([`flush`], under `waitUntil`), never on a
+//! delivery's path. While one call is on its way, new signs wait for the
+//! next, so a storm of 401s costs one call at a time per isolate, not one
+//! per request. Signs noted in an isolate that is evicted before its next
+//! flush are lost: an alert is a nudge to a person, the receipts and logs
+//! are the record.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+
+use wasm_bindgen::prelude::*;
+use worker::js_sys::Promise;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::Env;
+
+use idemgate_core::alerts::{self, AlertsConfig, Condition};
+
+use crate::alert_object::{AlertCall, Observation, ALERT_OBJECT_BINDING, ALERT_OBJECT_NAME};
+
+#[wasm_bindgen]
+extern "C" {
+    /// A stub of `AlertObject`, seen through the RPC method it exports.
+    #[wasm_bindgen(extends = worker::js_sys::Object)]
+    type AlertObjectStub;
+
+    #[wasm_bindgen(method, catch)]
+    fn call(this: &AlertObjectStub, line: &str) -> Result<Promise, JsValue>;
+}
+
+thread_local! {
+    static CONFIG: RefCell<Option<Result<Option<AlertsConfig>, String>>> = const { RefCell::new(None) };
+    static PENDING: RefCell<BTreeMap<(String, Condition), (u64, String)>> = const { RefCell::new(BTreeMap::new()) };
+    static SENDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// `ALERTS` and its companions, read once per isolate; `Ok(None)` when
+/// alerting is off; `Err` says what is wrong (health shows it).
+pub fn config(env: &Env) -> Result<Option<AlertsConfig>, String> {
+    CONFIG.with(|cached| {
+        cached
+            .borrow_mut()
+            .get_or_insert_with(|| {
+                let lookup = |name: &str| crate::env::lookup(env, name);
+                alerts::parse(lookup).map_err(|(variable, reason)| format!("{variable} {reason}"))
+            })
+            .clone()
+    })
+}
+
+/// A sign of `condition` on `route`, if alerting is on.
+pub fn note(env: &Env, route: &str, condition: Condition, detail: &str) {
+    if !matches!(config(env), Ok(Some(_))) {
+        return;
+    }
+    PENDING.with(|pending| {
+        let mut pending = pending.borrow_mut();
+        let entry = pending
+            .entry((route.to_string(), condition))
+            .or_insert((0, String::new()));
+        entry.0 += 1;
+        entry.1 = detail.chars().take(200).collect();
+    });
+}
+
+/// Whether signs wait to be sent.
+pub fn pending() -> bool {
+    PENDING.with(|pending| !pending.borrow().is_empty()) && !SENDING.with(Cell::get)
+}
+
+/// Sends the signs noted so far to the alert object, and those noted
+/// meanwhile after them; one call at a time per isolate. A failed call is
+/// dropped (logged): the signs go on coming while the trouble lasts.
+pub async fn flush(env: Env) {
+    if SENDING.with(|sending| sending.replace(true)) {
+        return;
+    }
+    loop {
+        let observations: Vec<Observation> = PENDING.with(|pending| {
+            std::mem::take(&mut *pending.borrow_mut())
+                .into_iter()
+                .map(|((route, condition), (count, detail))| Observation {
+                    route,
+                    condition,
+                    count,
+                    detail,
+                })
+                .collect()
+        });
+        if observations.is_empty() {
+            break;
+        }
+        if let Err(message) = call(&env, &AlertCall::Observe(observations)).await {
+            crate::log_sink::emit_text(
+                &serde_json::json!({"event": "idemgate.alerts", "error": message}).to_string(),
+            );
+        }
+    }
+    SENDING.with(|sending| sending.set(false));
+}
+
+/// One call to the alert object; its JSON answer.
+pub async fn call(env: &Env, call: &AlertCall) -> Result<serde_json::Value, String> {
+    let stub: AlertObjectStub = env
+        .durable_object(ALERT_OBJECT_BINDING)
+        .and_then(|namespace| namespace.get_by_name(ALERT_OBJECT_NAME))
+        .map_err(|error| error.to_string())?
+        .into_rpc();
+    let line = serde_json::to_string(call).expect("a call serializes");
+    let promise = stub
+        .call(&line)
+        .map_err(|error| worker::Error::from(error).to_string())?;
+    let answer = JsFuture::from(promise)
+        .await
+        .map_err(|error| worker::Error::from(error).to_string())?
+        .as_string()
+        .ok_or_else(|| "the alert object answered no line".to_string())?;
+    serde_json::from_str(&answer).map_err(|error| error.to_string())
+}
+
+/// The Cron Trigger's minute: the alert object's clock moves on even when
+/// its alarm was lost.
+pub async fn tick(env: &Env) {
+    if matches!(config(env), Ok(Some(_))) {
+        let _ = call(env, &AlertCall::Tick).await;
+    }
+}
+
+/// Sends pending signs from a Durable Object, after its answer; `keep`
+/// is the object's `waitUntil`, which keeps it company.
+pub fn flush_from_object(env: &Env, keep: impl FnOnce(&Promise)) {
+    if !pending() {
+        return;
+    }
+    let env = env.clone();
+    let sent = worker::wasm_bindgen_futures::future_to_promise(async move {
+        flush(env).await;
+        Ok(JsValue::UNDEFINED)
+    });
+    keep(&sent);
+}
