@@ -122,8 +122,41 @@ pub async fn call(env: &Env, call: &AlertCall) -> Result<serde_json::Value, Stri
 /// The Cron Trigger's minute: the alert object's clock moves on even when
 /// its alarm was lost.
 pub async fn tick(env: &Env) {
-    if matches!(config(env), Ok(Some(_))) {
-        let _ = call(env, &AlertCall::Tick).await;
+    let Ok(Some(config)) = config(env) else {
+        return;
+    };
+    note_oldest_pending(env, &config).await;
+    let _ = call(env, &AlertCall::Tick).await;
+}
+
+/// `oldest_pending`: each route whose oldest pending async delivery (queued,
+/// in flight or failed, by the index) has waited longer than its
+/// threshold, once a minute.
+async fn note_oldest_pending(env: &Env, config: &AlertsConfig) {
+    let Ok(counts) = crate::receipt_index::summary(env).await else {
+        return;
+    };
+    let now = worker::Date::now().as_millis();
+    let threshold_ms = config
+        .thresholds
+        .oldest_pending_seconds
+        .saturating_mul(1_000);
+    let mut oldest: BTreeMap<&str, u64> = BTreeMap::new();
+    for count in counts.iter().filter(|count| count.state != "dead") {
+        if let Some(at) = count.oldest {
+            let entry = oldest.entry(count.route.as_str()).or_insert(u64::MAX);
+            *entry = (*entry).min(at as u64);
+        }
+    }
+    for (route, at) in oldest {
+        let age_ms = now.saturating_sub(at);
+        if age_ms > threshold_ms {
+            let detail = format!(
+                "the oldest pending delivery has waited {} s",
+                age_ms / 1_000
+            );
+            note(env, route, Condition::OldestPending, &detail);
+        }
     }
 }
 

@@ -99,6 +99,8 @@ export async function overview() {
     );
     const facts = [["Oldest pending", entry.oldest_pending_age_ms === null ? "none" : duration(entry.oldest_pending_age_ms)]];
     if (entry.flow) facts.push(["Flow control", flowText(entry.flow)]);
+    // With ALERTS set, the route's conditions (SPEC §13): the firing ones.
+    if (entry.alerts) facts.push(["Alerts", alertsText(entry.alerts)]);
     if (entry.reconcile) {
       facts.push(["Last reconciliation", lastRunText(entry.reconcile.last_run, entry.reconcile.error)]);
       if (entry.reconcile.last_day) facts.push(["Reconciled, 24 h", dayText(entry.reconcile.last_day)]);
@@ -175,6 +177,17 @@ async function reconcileNow(routeName, button) {
   } finally {
     button.disabled = false;
   }
+}
+
+function alertsText(conditions) {
+  const firing = conditions.filter((condition) => condition.firing);
+  if (firing.length === 0) return "none firing";
+  return firing
+    .map((condition) => {
+      const since = new Date(condition.firing_since).toISOString().slice(11, 19);
+      return `${condition.condition} firing since ${since} UTC (${condition.count} since the last alert)`;
+    })
+    .join("; ");
 }
 
 export function flowText(flow) {
