@@ -34,7 +34,11 @@ pub fn good_chain() -> Vec<Entry> {
             "zoë \"ops\" <zoe@example.com>\u{7}",
             "redrive",
             "adyen",
-            format!("key_sha256={}&path=/hooks/adyen", key_sha256("psp_9")),
+            format!(
+                "key_sha256={}&path_sha256={}",
+                key_sha256("psp_9"),
+                key_sha256("/hooks/adyen")
+            ),
             "202",
         ),
         (

@@ -14,11 +14,11 @@
 //! [`RESULT_UNKNOWN`] once it is older than [`SETTLE_AFTER_MS`], so no act
 //! that may have happened goes unrecorded.
 
+pub mod call;
 mod chain;
-mod filter;
 
+pub use call::{AuditCall, Begun, Page, WRITER_NAME};
 pub use chain::{Chain, Head};
-pub use filter::{bulk_filter, time_bound, BulkFilter};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -131,8 +131,9 @@ pub fn key_sha256(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
 
-/// The target of an act on one receipt: the key's hash, and what else the
-/// query named (path, tenant hash, receipt id), in a fixed order.
+/// The target of an act on one receipt: the key's hash, the path's hash
+/// (a path often carries the key or an order id), and the tenant hash and
+/// receipt id when the query named them, in a fixed order.
 pub fn receipt_target(query: &[(String, String)]) -> String {
     let find = |name: &str| {
         query
@@ -144,7 +145,10 @@ pub fn receipt_target(query: &[(String, String)]) -> String {
         "key_sha256={}",
         key_sha256(find("key").unwrap_or(""))
     )];
-    for name in ["path", "tenant_sha256", "receipt_id"] {
+    if let Some(path) = find("path") {
+        parts.push(format!("path_sha256={}", key_sha256(path)));
+    }
+    for name in ["tenant_sha256", "receipt_id"] {
         if let Some(value) = find(name) {
             parts.push(format!("{name}={value}"));
         }

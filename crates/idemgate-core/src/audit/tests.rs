@@ -1,4 +1,5 @@
 use super::*;
+use crate::operator::redrive_filter::time_bound;
 
 fn intent(actor: &str, action: &str) -> Intent {
     Intent {

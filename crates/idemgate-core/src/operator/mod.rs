@@ -2,6 +2,7 @@
 //! receipt a query names, and what a listing asks for.
 
 pub mod page;
+pub mod redrive_filter;
 pub mod view;
 
 use sha2::{Digest, Sha256};

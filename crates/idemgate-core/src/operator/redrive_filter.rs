@@ -107,3 +107,120 @@ pub fn bulk_filter(
         dry_run,
     })
 }
+
+/// The filtered listing's statement: rows of a route in a state accepted
+/// in `[since, until)`, newest first, after a cursor. Parameters: route,
+/// state, since, until, then the cursor's two.
+pub fn list_sql(filter: &BulkFilter) -> String {
+    let after = if filter.listing.cursor.is_some() {
+        " AND (updated_at < ?5 OR (updated_at = ?5 AND object < ?6))"
+    } else {
+        ""
+    };
+    format!(
+        "SELECT {} FROM receipt_index WHERE route = ?1 AND state = ?2 \
+         AND accepted_at >= ?3 AND accepted_at < ?4{after} \
+         ORDER BY updated_at DESC, object DESC LIMIT {}",
+        crate::index::sql::COLUMNS,
+        crate::index::PAGE_SIZE
+    )
+}
+
+/// How many rows the filter names (a dry run's count). Parameters: route,
+/// state, since, until.
+pub const COUNT_SQL: &str = "SELECT COUNT(*) AS count FROM receipt_index \
+     WHERE route = ?1 AND state = ?2 AND accepted_at >= ?3 AND accepted_at < ?4";
+
+/// The largest bound D1 takes as a number (2^53 - 1): "no `until`".
+pub const NO_UNTIL: u64 = (1 << 53) - 1;
+
+/// The parameters of [`list_sql`] (cursor last) and, without the cursor,
+/// of [`COUNT_SQL`].
+pub fn params(filter: &BulkFilter) -> Vec<crate::index::sql::Param<'_>> {
+    use crate::index::sql::Param;
+    let mut params = vec![
+        Param::Text(&filter.listing.route),
+        Param::Text(&filter.listing.state),
+        Param::Integer(filter.since.unwrap_or(0)),
+        Param::Integer(filter.until.unwrap_or(NO_UNTIL).min(NO_UNTIL)),
+    ];
+    if let Some(cursor) = &filter.listing.cursor {
+        params.push(Param::Integer(cursor.updated_at));
+        params.push(Param::Text(&cursor.object));
+    }
+    params
+}
+
+/// A dry run's sample: at most this many rows.
+pub const SAMPLE: usize = 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::sql::Param;
+
+    fn route() -> crate::config::RouteConfig {
+        let config = crate::config::Config::from_lookup(|name| match name {
+            "ORIGIN_URL" => Some("https://origin.example".to_string()),
+            "DELIVERY" => Some("async".to_string()),
+            _ => None,
+        })
+        .expect("a configuration");
+        config.routes[0].clone()
+    }
+
+    fn query(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_filter_reads_state_bounds_and_dry_run() {
+        let filter = bulk_filter(
+            &route(),
+            &query(&[
+                ("state", "failed"),
+                ("since", "2025-12-03T14:00:00Z"),
+                ("until", "1764780000000"),
+                ("dry_run", "true"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(filter.listing.state, "failed");
+        assert_eq!(filter.since, Some(1_764_770_400_000));
+        assert_eq!(filter.until, Some(1_764_780_000_000));
+        assert!(filter.dry_run);
+        assert_eq!(
+            filter.target(),
+            "state=failed&since=1764770400000&until=1764780000000"
+        );
+        assert_eq!(params(&filter).len(), 4);
+        assert!(matches!(
+            params(&filter)[2],
+            Param::Integer(1_764_770_400_000)
+        ));
+    }
+
+    #[test]
+    fn a_filter_refuses_what_it_cannot_mean() {
+        for wrong in [
+            vec![("state", "in_flight")],
+            vec![("state", "dead"), ("since", "5"), ("until", "5")],
+            vec![("state", "dead"), ("dry_run", "yes")],
+            vec![("state", "dead"), ("until", "tomorrow")],
+        ] {
+            assert!(bulk_filter(&route(), &query(&wrong)).is_err(), "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn without_bounds_the_filter_takes_every_acceptance_time() {
+        let filter = bulk_filter(&route(), &query(&[("state", "dead")])).unwrap();
+        assert!(!filter.dry_run);
+        assert!(matches!(params(&filter)[2], Param::Integer(0)));
+        assert!(matches!(params(&filter)[3], Param::Integer(NO_UNTIL)));
+        assert!(list_sql(&filter).contains("accepted_at >= ?3 AND accepted_at < ?4"));
+    }
+}
