@@ -19,12 +19,17 @@
 //! | `flow_coordinator` | a route's flow coordinator: permits in the object's SQLite, its alarm, its wakes |
 //! | `flow_client` | the RPC call to a route's flow coordinator |
 //! | [`reconcile_object`] | a route's reconciliation: its cursor, lock and runs; a run's I/O (§11) |
+//! | `audit_client`, [`audit_object`] | the audit log (§13): every operator act on record before its answer; its one writer, `AuditLog` |
+//! | `bulk_redrive` | re-drive by filter and its dry run (§7, v4) |
 //! | `reconcile_client` | the RPC call to a route's reconciliation object; the Cron Trigger's ticks |
 //! | `env` | the configuration, read once per isolate from `env` |
 //! | `log_sink` | writes decision log lines to the console, from a microtask |
 //! | `stats` | per-isolate counters (`/__idemgate/stats`) |
 
 mod admin;
+mod audit_client;
+pub mod audit_object;
+mod bulk_redrive;
 pub mod dedup_object;
 mod durable_backend;
 mod edge_http;

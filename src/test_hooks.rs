@@ -6,6 +6,8 @@
 //!   which only the scheduled sweep still delivers.
 //! - `IDEMGATE_TEST_SECOND_VERSION_KEYS=true` delivers each delivery where
 //!   the second version kept its receipt: a deployment before its upgrade.
+//! - A request header `X-Idemgate-Test-Audit: fail` on an operator act
+//!   makes its audit write fail (the audit log's writer refuses it).
 
 use worker::Env;
 
@@ -15,4 +17,8 @@ pub fn alarms_dropped(env: &Env) -> bool {
 
 pub fn second_version_keys(env: &Env) -> bool {
     crate::env::lookup(env, "IDEMGATE_TEST_SECOND_VERSION_KEYS").as_deref() == Some("true")
+}
+
+pub fn audit_fails(header_list: &[(String, String)]) -> bool {
+    idemgate_core::headers::get(header_list, "x-idemgate-test-audit") == Some("fail")
 }

@@ -223,6 +223,10 @@ class_name = "FlowCoordinator"
 name = "RECONCILE_OBJECT"
 class_name = "ReconcileObject"
 
+[[durable_objects.bindings]]
+name = "AUDIT_LOG"
+class_name = "AuditLog"
+
 [[migrations]]
 tag = "v1"
 new_sqlite_classes = ["DedupObject"]
@@ -234,6 +238,10 @@ new_sqlite_classes = ["FlowCoordinator"]
 [[migrations]]
 tag = "v3"
 new_sqlite_classes = ["ReconcileObject"]
+
+[[migrations]]
+tag = "v4"
+new_sqlite_classes = ["AuditLog"]
 
 {}
 [triggers]
