@@ -33,8 +33,8 @@ struct Call {
     authorization: Option<String>,
     /// Who acts, for the audit log (SPEC §13).
     actor: String,
-    /// The end-to-end tests' hook: this act's audit write fails.
-    audit_fails: bool,
+    /// The end-to-end tests' hook: one of this act's audit writes fails.
+    audit_hook: audit_client::AuditHook,
 }
 
 pub async fn handle(
@@ -54,7 +54,7 @@ pub async fn handle(
             &header_list,
             idemgate_core::audit::ACCESS_HEADER,
         )),
-        audit_fails: audit_fails(env, &header_list),
+        audit_hook: audit_hook(env, &header_list),
     };
     if idemgate_core::operator::page::is_page(&call.path) {
         // The page holds no data and needs no token: every call it makes
@@ -255,20 +255,21 @@ fn act(call: &Call, action: &'static str, route: &str, target: &str) -> audit_cl
         action,
         route: route.to_string(),
         target: target.to_string(),
-        fail: call.audit_fails,
+        hook: call.audit_hook,
     }
 }
 
 /// The end-to-end tests' hook: `X-Idemgate-Test-Audit: fail` makes the
-/// act's audit write fail. Never in the release worker.
+/// act's intent write fail, `fail-result` its result's. Never in the
+/// release worker.
 #[cfg(feature = "test-hooks")]
-fn audit_fails(_env: &Env, header_list: &[(String, String)]) -> bool {
-    crate::test_hooks::audit_fails(header_list)
+fn audit_hook(_env: &Env, header_list: &[(String, String)]) -> audit_client::AuditHook {
+    crate::test_hooks::audit_hook(header_list)
 }
 
 #[cfg(not(feature = "test-hooks"))]
-fn audit_fails(_env: &Env, _header_list: &[(String, String)]) -> bool {
-    false
+fn audit_hook(_env: &Env, _header_list: &[(String, String)]) -> audit_client::AuditHook {
+    audit_client::AuditHook::None
 }
 
 fn stats_route(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
@@ -368,7 +369,7 @@ async fn redrive(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
             route,
             &call.query,
             call.actor.clone(),
-            call.audit_fails,
+            call.audit_hook,
         )
         .await;
     }

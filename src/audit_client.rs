@@ -54,18 +54,36 @@ pub async fn call(env: &Env, call: &AuditCall) -> Result<String, String> {
         .ok_or_else(|| "the audit log answered no line".to_string())
 }
 
+/// The end-to-end tests' hook (`X-Idemgate-Test-Audit`): which of an
+/// act's two writes fails. Always `None` in the release worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuditHook {
+    #[default]
+    None,
+    /// `fail`: the intent's write.
+    FailIntent,
+    /// `fail-result`: the result's write.
+    FailResult,
+}
+
 /// Who is acting, on what: an operator act's intent.
 pub struct Act {
     pub actor: String,
     pub action: &'static str,
     pub route: String,
     pub target: String,
-    /// The end-to-end tests' hook: the intent's write fails.
-    pub fail: bool,
+    pub hook: AuditHook,
+}
+
+/// An intent on record, waiting for its act's result.
+pub struct Open {
+    id: u64,
+    hook: AuditHook,
 }
 
 /// Writes `act`'s intent; a failure refuses the act (503).
-pub async fn begin(env: &Env, act: Act) -> Result<u64, Problem> {
+pub async fn begin(env: &Env, act: Act) -> Result<Open, Problem> {
+    let hook = act.hook;
     let intent = Intent {
         at: worker::Date::now().as_millis(),
         actor: act.actor,
@@ -77,13 +95,16 @@ pub async fn begin(env: &Env, act: Act) -> Result<u64, Problem> {
         env,
         &AuditCall::Begin {
             intent,
-            fail: act.fail,
+            fail: hook == AuditHook::FailIntent,
         },
     )
     .await
     .and_then(|line| serde_json::from_str::<Begun>(&line).map_err(|error| error.to_string()));
     begun
-        .map(|begun| begun.intent_id)
+        .map(|begun| Open {
+            id: begun.intent_id,
+            hook,
+        })
         .map_err(|message| Problem::StorageUnavailable {
             message: format!(
                 "the audit log could not record this act, so it was not done (retrying is safe): {message}"
@@ -93,10 +114,13 @@ pub async fn begin(env: &Env, act: Act) -> Result<u64, Problem> {
 
 /// Records the act's result; `false` when that write failed (the intent
 /// stays open and is settled as `unknown`).
-pub async fn finish(env: &Env, intent_id: u64, result: String) -> bool {
-    call(env, &AuditCall::Finish { intent_id, result })
-        .await
-        .is_ok()
+pub async fn finish(env: &Env, open: &Open, result: String) -> bool {
+    let finish = AuditCall::Finish {
+        intent_id: open.id,
+        result,
+        fail: open.hook == AuditHook::FailResult,
+    };
+    call(env, &finish).await.is_ok()
 }
 
 /// How an answer is recorded: its status, and a problem's type.
@@ -124,9 +148,9 @@ pub async fn audited<F>(env: &Env, intent: Act, act: F) -> Result<web_sys::Respo
 where
     F: Future<Output = Result<web_sys::Response, Problem>>,
 {
-    let intent_id = begin(env, intent).await?;
+    let open = begin(env, intent).await?;
     let answer = act.await;
-    match finish(env, intent_id, result_of(&answer)).await {
+    match finish(env, &open, result_of(&answer)).await {
         true => answer,
         false => mark_pending(answer),
     }

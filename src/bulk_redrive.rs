@@ -17,7 +17,7 @@ use idemgate_core::object_call::ObjectOp;
 use idemgate_core::operator::redrive_filter::{bulk_filter, SAMPLE};
 use idemgate_core::problem::Problem;
 
-use crate::audit_client::{self, Act};
+use crate::audit_client::{self, Act, AuditHook};
 use crate::{edge_http, receipt_index};
 
 /// Object calls a page makes at once: each only queues its receipt.
@@ -28,7 +28,7 @@ pub async fn redrive(
     route: &RouteConfig,
     query: &[(String, String)],
     actor: String,
-    audit_fails: bool,
+    hook: AuditHook,
 ) -> Result<web_sys::Response, Problem> {
     let filter = bulk_filter(route, query)?;
     let bounds = serde_json::json!({
@@ -47,14 +47,14 @@ pub async fn redrive(
         body["sample"] = serde_json::to_value(sample).unwrap_or_default();
         return json(&body);
     }
-    let intent_id = audit_client::begin(
+    let open = audit_client::begin(
         env,
         Act {
             actor,
             action: "bulk-redrive",
             route: route.name.clone(),
             target: filter.target(),
-            fail: audit_fails,
+            hook,
         },
     )
     .await?;
@@ -63,7 +63,7 @@ pub async fn redrive(
         Ok(page) => page,
         Err(problem) => {
             let result = format!("{} {}", problem.status(), problem.name());
-            audit_client::finish(env, intent_id, result).await;
+            audit_client::finish(env, &open, result).await;
             return Err(problem);
         }
     };
@@ -99,7 +99,7 @@ pub async fn redrive(
     let answer = json(&body);
     let recorded = audit_client::finish(
         env,
-        intent_id,
+        &open,
         format!("200 redriven={redriven} failed={failed}"),
     )
     .await;

@@ -7,7 +7,8 @@
 //! - `IDEMGATE_TEST_SECOND_VERSION_KEYS=true` delivers each delivery where
 //!   the second version kept its receipt: a deployment before its upgrade.
 //! - A request header `X-Idemgate-Test-Audit: fail` on an operator act
-//!   makes its audit write fail (the audit log's writer refuses it).
+//!   makes its intent's audit write fail (the audit log's writer refuses
+//!   it); `fail-result` makes the write of its result fail.
 
 use worker::Env;
 
@@ -19,6 +20,11 @@ pub fn second_version_keys(env: &Env) -> bool {
     crate::env::lookup(env, "IDEMGATE_TEST_SECOND_VERSION_KEYS").as_deref() == Some("true")
 }
 
-pub fn audit_fails(header_list: &[(String, String)]) -> bool {
-    idemgate_core::headers::get(header_list, "x-idemgate-test-audit") == Some("fail")
+pub fn audit_hook(header_list: &[(String, String)]) -> crate::audit_client::AuditHook {
+    use crate::audit_client::AuditHook;
+    match idemgate_core::headers::get(header_list, "x-idemgate-test-audit") {
+        Some("fail") => AuditHook::FailIntent,
+        Some("fail-result") => AuditHook::FailResult,
+        _ => AuditHook::None,
+    }
 }

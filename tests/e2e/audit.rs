@@ -26,14 +26,15 @@ async fn gateway(world: &'static World) -> Gateway {
 }
 
 /// An operator request, with Cloudflare Access's identity header when
-/// `email` is given and the failing-audit hook when `fail_audit`.
+/// `email` is given and the audit hook's header (`fail`: the intent's
+/// write fails; `fail-result`: the result's) when `hook` is.
 async fn act(
     gateway: &Gateway,
     method: reqwest::Method,
     path: &str,
     query: &[(&str, &str)],
     email: Option<&str>,
-    fail_audit: bool,
+    hook: Option<&str>,
 ) -> Reply {
     let mut request = client()
         .request(method, gateway.url(path))
@@ -42,14 +43,14 @@ async fn act(
     if let Some(email) = email {
         request = request.header("Cf-Access-Authenticated-User-Email", email);
     }
-    if fail_audit {
-        request = request.header("X-Idemgate-Test-Audit", "fail");
+    if let Some(hook) = hook {
+        request = request.header("X-Idemgate-Test-Audit", hook);
     }
     Reply::read(request.send().await.unwrap()).await
 }
 
 async fn get(gateway: &Gateway, path: &str, query: &[(&str, &str)]) -> Value {
-    let reply = act(gateway, reqwest::Method::GET, path, query, None, false).await;
+    let reply = act(gateway, reqwest::Method::GET, path, query, None, None).await;
     assert_eq!(
         reply.status,
         200,
@@ -66,7 +67,7 @@ async fn state(gateway: &Gateway, key: &str) -> String {
         "/__idemgate/receipts",
         &[("key", key), ("path", &format!("/audit/{key}"))],
         None,
-        false,
+        None,
     )
     .await;
     reply.json()["state"].as_str().unwrap_or("").to_string()
@@ -147,7 +148,7 @@ pub async fn each_operator_act_leaves_one_entry_and_the_chain_verifies(world: &'
         receipts,
         &[("key", "au-purge"), ("path", "/audit/au-purge")],
         Some(ACCESS_EMAIL),
-        false,
+        None,
     )
     .await;
     assert_eq!(
@@ -177,7 +178,7 @@ pub async fn each_operator_act_leaves_one_entry_and_the_chain_verifies(world: &'
             ("force", "true"),
         ],
         None,
-        false,
+        None,
     )
     .await;
     assert_eq!(
@@ -201,7 +202,7 @@ pub async fn each_operator_act_leaves_one_entry_and_the_chain_verifies(world: &'
         redrive,
         &[("key", "au-redrive"), ("path", "/audit/au-redrive")],
         Some(ACCESS_EMAIL),
-        false,
+        None,
     )
     .await;
     assert_eq!(
@@ -225,7 +226,7 @@ pub async fn each_operator_act_leaves_one_entry_and_the_chain_verifies(world: &'
         redrive,
         &[("route", "default"), ("state", "dead")],
         None,
-        false,
+        None,
     )
     .await;
     assert_eq!(bulk.status, 200, "{}", String::from_utf8_lossy(&bulk.body));
@@ -297,7 +298,7 @@ pub async fn an_audit_write_that_fails_refuses_the_act(world: &'static World) {
         "/__idemgate/receipts",
         &query,
         None,
-        true,
+        Some("fail"),
     )
     .await;
     purge.assert_problem(503, "storage-unavailable");
@@ -315,7 +316,7 @@ pub async fn an_audit_write_that_fails_refuses_the_act(world: &'static World) {
         "/__idemgate/receipts/redrive",
         &query,
         None,
-        true,
+        Some("fail"),
     )
     .await;
     redrive.assert_problem(503, "storage-unavailable");
@@ -325,7 +326,7 @@ pub async fn an_audit_write_that_fails_refuses_the_act(world: &'static World) {
         "/__idemgate/receipts/redrive",
         &[("state", "dead")],
         None,
-        true,
+        Some("fail"),
     )
     .await;
     bulk.assert_problem(503, "storage-unavailable");
@@ -341,18 +342,44 @@ pub async fn an_audit_write_that_fails_refuses_the_act(world: &'static World) {
     );
     let summary = get(&gateway, "/__idemgate/summary", &[]).await;
     assert_eq!(summary["audit"]["seq"], 0, "{summary}");
-    // The same act without the hook is done, and on record.
+    // The result's write fails: the act was done (a 503 would invite a
+    // retry of it), so its answer is given, marked pending; its intent is
+    // on record and is settled as `unknown` later.
     let purge = act(
         &gateway,
         reqwest::Method::DELETE,
         "/__idemgate/receipts",
         &query,
         None,
-        false,
+        Some("fail-result"),
     )
     .await;
-    assert_eq!(purge.status, 204);
-    assert_eq!(export(&gateway).await.len(), 1);
+    assert_eq!(
+        purge.status,
+        204,
+        "{}",
+        String::from_utf8_lossy(&purge.body)
+    );
+    assert_eq!(purge.header("idemgate-audit"), Some("pending"));
+    assert_eq!(state(&gateway, "au-refused").await, "", "purged");
+    assert!(
+        export(&gateway).await.is_empty(),
+        "its entry waits to be settled"
+    );
+    // The next act is on record as usual.
+    let bulk = act(
+        &gateway,
+        reqwest::Method::POST,
+        "/__idemgate/receipts/redrive",
+        &[("state", "dead")],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(bulk.status, 200, "{}", String::from_utf8_lossy(&bulk.body));
+    let chain = export(&gateway).await;
+    assert_eq!(chain.len(), 1, "{chain:?}");
+    assert_eq!(chain[0]["result"], "200 redriven=0 failed=0");
 }
 
 /// Re-drive by filter: a dry run counts what `since`/`until` name, shows a
@@ -383,7 +410,7 @@ pub async fn redrive_by_filter_counts_first_and_takes_only_its_window(world: &'s
         redrive,
         &[("state", "dead"), ("since", &between), ("dry_run", "true")],
         None,
-        false,
+        None,
     )
     .await;
     assert_eq!(dry.status, 200, "{}", String::from_utf8_lossy(&dry.body));
@@ -404,7 +431,7 @@ pub async fn redrive_by_filter_counts_first_and_takes_only_its_window(world: &'s
         redrive,
         &[("state", "dead"), ("dry_run", "true")],
         None,
-        false,
+        None,
     )
     .await;
     assert_eq!(all.json()["count"], 3, "{}", all.json());
@@ -430,7 +457,7 @@ pub async fn redrive_by_filter_counts_first_and_takes_only_its_window(world: &'s
             ("dry_run", "true"),
         ],
         None,
-        false,
+        None,
     )
     .await;
     assert_eq!(rfc3339.json()["count"], 3, "{}", rfc3339.json());
@@ -440,7 +467,7 @@ pub async fn redrive_by_filter_counts_first_and_takes_only_its_window(world: &'s
         redrive,
         &[("state", "dead"), ("until", "yesterday")],
         None,
-        false,
+        None,
     )
     .await;
     bad.assert_problem(400, "invalid-key");
@@ -450,7 +477,7 @@ pub async fn redrive_by_filter_counts_first_and_takes_only_its_window(world: &'s
         redrive,
         &[("state", "dead"), ("until", &between)],
         None,
-        false,
+        None,
     )
     .await;
     assert_eq!(

@@ -19,8 +19,14 @@ pub enum AuditCall {
         fail: bool,
     },
     /// Appends the intent as the chain's next entry with the act's
-    /// result; answers the [`Entry`].
-    Finish { intent_id: u64, result: String },
+    /// result; answers the [`Entry`]. `fail` (the end-to-end tests' hook
+    /// only) makes the write fail, leaving the intent open.
+    Finish {
+        intent_id: u64,
+        result: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        fail: bool,
+    },
     /// The chain's [`Head`].
     Head,
     /// Newest first: entries with `seq < before` (all when `None`), of
