@@ -215,6 +215,61 @@ mod tests {
         }
     }
 
+    /// The statements against SQLite (which D1 is): rows of the route and
+    /// state accepted in `[since, until)`, counted and listed.
+    #[test]
+    fn the_filters_sql_takes_its_window_in_sqlite() {
+        let connection = rusqlite::Connection::open_in_memory().unwrap();
+        for statement in crate::index::sql::schema() {
+            connection.execute(&statement, []).unwrap();
+        }
+        for (object, state, accepted_at) in [
+            ("a", "dead", 1_000),
+            ("b", "dead", 2_000),
+            ("c", "dead", 3_000),
+            ("d", "failed", 2_000),
+        ] {
+            connection
+                .execute(
+                    "INSERT INTO receipt_index (object, route, scope, key, receipt_id, state, attempts, accepted_at, updated_at, version) \
+                     VALUES (?1, 'default', 's', ?1, 'r', ?2, 1, ?3, ?3, 1)",
+                    rusqlite::params![object, state, accepted_at],
+                )
+                .unwrap();
+        }
+        let filter = bulk_filter(
+            &route(),
+            &query(&[("state", "dead"), ("since", "2000"), ("until", "3000")]),
+        )
+        .unwrap();
+        let count: i64 = connection
+            .query_row(
+                COUNT_SQL,
+                rusqlite::params_from_iter(params(&filter)),
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(count, 1);
+        let mut listed = connection.prepare(&list_sql(&filter)).unwrap();
+        let objects: Vec<String> = listed
+            .query_map(rusqlite::params_from_iter(params(&filter)), |row| {
+                row.get(0)
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(objects, ["b"]);
+        let open = bulk_filter(&route(), &query(&[("state", "dead")])).unwrap();
+        let count: i64 = connection
+            .query_row(
+                COUNT_SQL,
+                rusqlite::params_from_iter(params(&open)),
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(count, 3);
+    }
+
     #[test]
     fn without_bounds_the_filter_takes_every_acceptance_time() {
         let filter = bulk_filter(&route(), &query(&[("state", "dead")])).unwrap();
