@@ -16,9 +16,7 @@ use worker::{
 };
 
 use idemgate_core::answer::render_problem;
-use idemgate_core::audit::{
-    AuditCall, Begun, Chain, Entry, Head, Intent, Page, RESULT_UNKNOWN, SETTLE_AFTER_MS,
-};
+use idemgate_core::audit::{AuditCall, Begun, Chain, Entry, Head, Intent, Page, SETTLE_AFTER_MS};
 use idemgate_core::problem::Problem;
 
 use crate::edge_http;
@@ -182,6 +180,12 @@ impl AuditLog {
     fn append(&self, id: u64, intent: &Intent, result: &str) -> Result<Entry, String> {
         let mut chain = Chain::restore(self.head()?);
         let entry = chain.append(intent, result);
+        self.store(id, &entry)?;
+        Ok(entry)
+    }
+
+    /// Stores `entry` and closes the intent `id` it came from.
+    fn store(&self, id: u64, entry: &Entry) -> Result<(), String> {
         self.exec(
             &format!(
                 "INSERT INTO audit_entry ({ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -199,7 +203,7 @@ impl AuditLog {
             ],
         )?;
         self.exec("DELETE FROM audit_intent WHERE id = ?", vec![integer(id)])?;
-        Ok(entry)
+        Ok(())
     }
 
     /// Intents older than [`SETTLE_AFTER_MS`] become entries whose result
@@ -212,8 +216,12 @@ impl AuditLog {
             "WHERE at < ? ORDER BY id",
             vec![integer(now.saturating_sub(SETTLE_AFTER_MS))],
         )?;
-        for (id, intent) in stale {
-            self.append(id, &intent, RESULT_UNKNOWN)?;
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let mut chain = Chain::restore(self.head()?);
+        for (id, entry) in chain.settle(&stale, now) {
+            self.store(id, &entry)?;
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, Intent, GENESIS};
+use super::{Entry, Intent, GENESIS, RESULT_UNKNOWN, SETTLE_AFTER_MS};
 
 /// The newest entry's `seq` and `hash` (`0` and [`GENESIS`] before the
 /// first): what the summary shows, and what an exported chain must end at.
@@ -58,5 +58,20 @@ impl Chain {
             hash: entry.hash.clone(),
         };
         entry
+    }
+
+    /// Open intents (by id, in the order they were opened) whose result
+    /// has not come within [`SETTLE_AFTER_MS`] of `now`: each becomes the
+    /// next entry, with the result [`RESULT_UNKNOWN`], since its act may
+    /// have happened. Answers the intents closed and their entries.
+    pub fn settle(&mut self, open: &[(u64, Intent)], now: u64) -> Vec<(u64, Entry)> {
+        let mut open: Vec<&(u64, Intent)> = open
+            .iter()
+            .filter(|(_, intent)| intent.at.saturating_add(SETTLE_AFTER_MS) < now)
+            .collect();
+        open.sort_by_key(|(id, _)| *id);
+        open.into_iter()
+            .map(|(id, intent)| (*id, self.append(intent, RESULT_UNKNOWN)))
+            .collect()
     }
 }

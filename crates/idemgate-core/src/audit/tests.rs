@@ -128,3 +128,29 @@ fn time_bounds_are_milliseconds_or_rfc_3339() {
         assert!(time_bound("since", wrong).is_err(), "{wrong}");
     }
 }
+
+#[test]
+fn open_intents_past_their_time_are_settled_as_unknown_in_order() {
+    let mut chain = Chain::default();
+    let first = chain.append(&intent("admin-token", "purge"), "204");
+    let at = |at: u64| Intent {
+        at,
+        ..intent("ops@example.com", "redrive")
+    };
+    let now = 10 * SETTLE_AFTER_MS;
+    let open = vec![
+        (7, at(now - SETTLE_AFTER_MS - 1)),
+        (3, at(now - 2 * SETTLE_AFTER_MS)),
+        (9, at(now - 1_000)),
+    ];
+    let settled = chain.settle(&open, now);
+    let ids: Vec<u64> = settled.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, [3, 7], "the young intent waits; the old ones in order");
+    assert_eq!(settled[0].1.prev_hash, first.hash);
+    assert_eq!(settled[0].1.seq, 2);
+    assert_eq!(settled[1].1.seq, 3);
+    assert!(settled
+        .iter()
+        .all(|(_, entry)| entry.result == RESULT_UNKNOWN));
+    assert_eq!(chain.head().seq, 3);
+}
