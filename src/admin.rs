@@ -234,18 +234,31 @@ async fn reconcile(call: &Call, env: &Env) -> Result<web_sys::Response, Problem>
 }
 
 /// `GET /__idemgate/audit` (SPEC §13): with `route=`, that route's
-/// entries (its token suffices); without, the whole chain (the
-/// deployment's token).
+/// entries (its token suffices); without, the whole chain with the
+/// deployment's token, or the entries of the routes a route's own token
+/// opens (as the summary shows those routes alone).
 async fn audit(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
     let config = config_from_env(env)?;
-    let route = match call.query.iter().any(|(key, _)| key == "route") {
-        true => Some(authorized_route(&config, call)?.name.clone()),
-        false => {
-            authorize(config.admin_token.as_ref(), call.authorization.as_deref())?;
-            None
-        }
+    let authorization = call.authorization.as_deref();
+    let routes = match call.query.iter().any(|(key, _)| key == "route") {
+        true => Some(vec![authorized_route(&config, call)?.name.clone()]),
+        false => match authorize(config.admin_token.as_ref(), authorization) {
+            Ok(()) => None,
+            Err(problem) => {
+                let opened: Vec<String> = config
+                    .routes
+                    .iter()
+                    .filter(|route| authorize(route.admin_token.as_ref(), authorization).is_ok())
+                    .map(|route| route.name.clone())
+                    .collect();
+                if opened.is_empty() {
+                    return Err(problem);
+                }
+                Some(opened)
+            }
+        },
     };
-    json(&audit_client::page(env, route, &call.query).await?)
+    json(&audit_client::page(env, routes, &call.query).await?)
 }
 
 /// An act's intent for the audit log.

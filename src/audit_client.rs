@@ -161,7 +161,7 @@ where
 /// (every route), for verification.
 pub async fn page(
     env: &Env,
-    route: Option<String>,
+    routes: Option<Vec<String>>,
     query: &[(String, String)],
 ) -> Result<serde_json::Value, Problem> {
     let find = |name: &str| {
@@ -182,17 +182,17 @@ pub async fn page(
         .transpose()?;
     let request = match find("order") {
         None | Some("newest") => AuditCall::Page {
-            route,
+            routes,
             before: cursor,
             limit: PAGE,
         },
-        Some("oldest") if route.is_none() => AuditCall::Export {
+        Some("oldest") if routes.is_none() => AuditCall::Export {
             after: cursor.unwrap_or(0),
             limit: EXPORT_PAGE,
         },
         Some("oldest") => {
             return Err(bad(
-                "order=oldest exports the whole chain: leave route= out",
+                "order=oldest exports the whole chain: leave route= out, with the top-level ADMIN_TOKEN",
             ))
         }
         Some(_) => return Err(bad("order= is newest or oldest")),

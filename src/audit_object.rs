@@ -141,15 +141,16 @@ impl AuditLog {
             }
             AuditCall::Head => Ok(json(&self.head()?)),
             AuditCall::Page {
-                route,
+                routes,
                 before,
                 limit,
             } => {
                 let mut query = format!("SELECT {ENTRY_COLUMNS} FROM audit_entry WHERE seq < ?");
                 let mut values = vec![integer(before.unwrap_or(i64::MAX as u64))];
-                if let Some(route) = route {
-                    query.push_str(" AND route = ?");
-                    values.push(route.into());
+                if let Some(routes) = routes {
+                    let marks = vec!["?"; routes.len()].join(", ");
+                    query.push_str(&format!(" AND route IN ({marks})"));
+                    values.extend(routes.into_iter().map(SqlStorageValue::from));
                 }
                 query.push_str(" ORDER BY seq DESC LIMIT ?");
                 values.push(integer(limit.into()));

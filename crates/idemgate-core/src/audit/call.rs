@@ -30,9 +30,9 @@ pub enum AuditCall {
     /// The chain's [`Head`].
     Head,
     /// Newest first: entries with `seq < before` (all when `None`), of
-    /// `route` when given, at most `limit`; answers [`Page`].
+    /// `routes` when given, at most `limit`; answers [`Page`].
     Page {
-        route: Option<String>,
+        routes: Option<Vec<String>>,
         before: Option<u64>,
         limit: u32,
     },
