@@ -3,7 +3,6 @@
 //! deduplicated. Its decisions (who may call, which receipt a query names)
 //! are pure, in `idemgate_core::operator`.
 
-use futures::StreamExt;
 use worker::{web_sys, Env};
 
 use idemgate_core::answer::render_problem;
@@ -15,6 +14,7 @@ use idemgate_core::operator::{authorize, listing, query_pairs, receipt_address, 
 use idemgate_core::problem::Problem;
 use idemgate_core::reconcile::route_runs::ReconcileCall;
 
+use crate::audit_client;
 use crate::edge_http;
 use crate::env::config_from_env;
 use crate::flow_client;
@@ -31,6 +31,10 @@ struct Call {
     path: String,
     query: Vec<(String, String)>,
     authorization: Option<String>,
+    /// Who acts, for the audit log (SPEC §13).
+    actor: String,
+    /// The end-to-end tests' hook: one of this act's audit writes fails.
+    audit_hook: audit_client::AuditHook,
 }
 
 pub async fn handle(
@@ -40,12 +44,17 @@ pub async fn handle(
     query: Option<&str>,
     env: &Env,
 ) -> worker::Result<web_sys::Response> {
+    let header_list = edge_http::header_list(&request.headers());
     let call = Call {
         method: method.to_string(),
         path: normalized_path.to_string(),
         query: query_pairs(query.unwrap_or("")),
-        authorization: headers::get(&edge_http::header_list(&request.headers()), "authorization")
-            .map(str::to_string),
+        authorization: headers::get(&header_list, "authorization").map(str::to_string),
+        actor: idemgate_core::audit::actor(headers::get(
+            &header_list,
+            idemgate_core::audit::ACCESS_HEADER,
+        )),
+        audit_hook: audit_hook(env, &header_list),
     };
     if idemgate_core::operator::page::is_page(&call.path) {
         // The page holds no data and needs no token: every call it makes
@@ -62,6 +71,7 @@ pub async fn handle(
         ("GET" | "DELETE", "/__idemgate/receipts") => receipts(&call, env).await,
         ("POST", "/__idemgate/receipts/redrive") => redrive(&call, env).await,
         ("GET" | "POST", "/__idemgate/reconcile") => reconcile(&call, env).await,
+        ("GET", "/__idemgate/audit") => audit(&call, env).await,
         _ => Err(Problem::NotFound),
     };
     match answer {
@@ -214,6 +224,8 @@ async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
             Err(_) => serde_json::json!({ "error": "the alert object could not be reached" }),
         };
     }
+    // The audit log's head (SPEC §13): its latest seq and hash.
+    summary["audit"] = audit_client::head_summary(env).await;
     if let Some(routes) = summary["routes"].as_array_mut() {
         for (name, limits, status) in statuses {
             if let Some(entry) = routes.iter_mut().find(|entry| entry["route"] == name) {
@@ -236,22 +248,82 @@ async fn reconcile(call: &Call, env: &Env) -> Result<web_sys::Response, Problem>
         "POST" => ReconcileCall::RunNow,
         _ => ReconcileCall::Status,
     };
-    let answer = reconcile_client::call(env, &route.name, op)
-        .await
-        .map_err(|message| Problem::StorageUnavailable {
-            message: format!("the route's reconciliation object failed: {message}"),
-        })?;
-    let body = match answer.status {
-        409 => serde_json::json!({
-            "route": route.name,
-            "running": true,
-            "detail": "a run of this route is in progress: GET shows it once it has ended",
-        }),
-        _ => answer.body,
+    let run = async {
+        let answer = reconcile_client::call(env, &route.name, op)
+            .await
+            .map_err(|message| Problem::StorageUnavailable {
+                message: format!("the route's reconciliation object failed: {message}"),
+            })?;
+        let body = match answer.status {
+            409 => serde_json::json!({
+                "route": route.name,
+                "running": true,
+                "detail": "a run of this route is in progress: GET shows it once it has ended",
+            }),
+            _ => answer.body,
+        };
+        edge_http::json(answer.status, &body).map_err(|error| Problem::StorageUnavailable {
+            message: error.to_string(),
+        })
     };
-    edge_http::json(answer.status, &body).map_err(|error| Problem::StorageUnavailable {
-        message: error.to_string(),
-    })
+    match call.method.as_str() {
+        "POST" => {
+            audit_client::audited(env, act(call, "reconcile-now", &route.name, "route"), run).await
+        }
+        _ => run.await,
+    }
+}
+
+/// `GET /__idemgate/audit` (SPEC §13): with `route=`, that route's
+/// entries (its token suffices); without, the whole chain with the
+/// deployment's token, or the entries of the routes a route's own token
+/// opens (as the summary shows those routes alone).
+async fn audit(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
+    let config = config_from_env(env)?;
+    let authorization = call.authorization.as_deref();
+    let routes = match call.query.iter().any(|(key, _)| key == "route") {
+        true => Some(vec![authorized_route(&config, call)?.name.clone()]),
+        false => match authorize(config.admin_token.as_ref(), authorization) {
+            Ok(()) => None,
+            Err(problem) => {
+                let opened: Vec<String> = config
+                    .routes
+                    .iter()
+                    .filter(|route| authorize(route.admin_token.as_ref(), authorization).is_ok())
+                    .map(|route| route.name.clone())
+                    .collect();
+                if opened.is_empty() {
+                    return Err(problem);
+                }
+                Some(opened)
+            }
+        },
+    };
+    json(&audit_client::page(env, routes, &call.query).await?)
+}
+
+/// An act's intent for the audit log.
+fn act(call: &Call, action: &'static str, route: &str, target: &str) -> audit_client::Act {
+    audit_client::Act {
+        actor: call.actor.clone(),
+        action,
+        route: route.to_string(),
+        target: target.to_string(),
+        hook: call.audit_hook,
+    }
+}
+
+/// The end-to-end tests' hook: `X-Idemgate-Test-Audit: fail` makes the
+/// act's intent write fail, `fail-result` its result's. Never in the
+/// release worker.
+#[cfg(feature = "test-hooks")]
+fn audit_hook(_env: &Env, header_list: &[(String, String)]) -> audit_client::AuditHook {
+    crate::test_hooks::audit_hook(header_list)
+}
+
+#[cfg(not(feature = "test-hooks"))]
+fn audit_hook(_env: &Env, _header_list: &[(String, String)]) -> audit_client::AuditHook {
+    audit_client::AuditHook::None
 }
 
 fn stats_route(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
@@ -298,17 +370,29 @@ async fn receipts(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> 
         }));
     }
     let address = receipt_address(route, query)?;
-    let op = if method == "DELETE" {
-        // This isolate forgets the key at once; others within REPLAY_TTL_MS.
-        with_replays(|cache| cache.evict_object(&address.object_name));
-        ObjectOp::Purge {
-            force: flag(query, "force")?,
+    if method == "DELETE" {
+        let force = flag(query, "force")?;
+        let op = ObjectOp::Purge {
+            force,
             receipt_id: idemgate_core::operator::receipt_id(query)?,
-        }
-    } else {
-        ObjectOp::ReadReceipt
-    };
-    ask_object(env, address.route, address.object_name, op).await
+        };
+        let action = if force { "force-purge" } else { "purge" };
+        let target = idemgate_core::audit::receipt_target(query);
+        let intent = act(call, action, &address.route, &target);
+        return audit_client::audited(env, intent, async {
+            // This isolate forgets the key at once; others within REPLAY_TTL_MS.
+            with_replays(|cache| cache.evict_object(&address.object_name));
+            ask_object(env, address.route.clone(), address.object_name.clone(), op).await
+        })
+        .await;
+    }
+    ask_object(
+        env,
+        address.route,
+        address.object_name,
+        ObjectOp::ReadReceipt,
+    )
+    .await
 }
 
 /// `name=true` or `name=false` (absent: false).
@@ -327,69 +411,40 @@ fn flag(query: &[(String, String)], name: &str) -> Result<bool, Problem> {
     }
 }
 
-/// One receipt by its key, or (SPEC §7, v3) every dead letter of a route,
-/// a page per call: `state=dead[&cursor=C]`.
+/// One receipt by its key, or (SPEC §7, v4) a route's receipts by state
+/// and acceptance time, a page per call (`bulk_redrive`).
 async fn redrive(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
     let config = config_from_env(env)?;
     let route = authorized_route(&config, call)?;
     let has = |name: &str| call.query.iter().any(|(key, _)| key == name);
     if has("state") && !has("key") {
-        return redrive_page(env, route, &call.query).await;
+        return crate::bulk_redrive::redrive(
+            env,
+            route,
+            &call.query,
+            call.actor.clone(),
+            call.audit_hook,
+        )
+        .await;
     }
     let address = receipt_address(route, &call.query)?;
     let receipt_id = idemgate_core::operator::receipt_id(&call.query)?;
-    ask_object(
+    let target = idemgate_core::audit::receipt_target(&call.query);
+    let intent = act(call, "redrive", &address.route, &target);
+    audit_client::audited(
         env,
-        address.route,
-        address.object_name,
-        ObjectOp::Redrive { receipt_id },
+        intent,
+        ask_object(
+            env,
+            address.route.clone(),
+            address.object_name.clone(),
+            ObjectOp::Redrive { receipt_id },
+        ),
     )
     .await
 }
 
-/// Re-drives one page of a route's dead letters (at most a listing's
-/// page, a few at a time), and says how many went and where to go on.
-async fn redrive_page(
-    env: &Env,
-    route: &idemgate_core::config::RouteConfig,
-    query: &[(String, String)],
-) -> Result<web_sys::Response, Problem> {
-    let listing = idemgate_core::operator::bulk_redrive(route, query)?;
-    let (rows, next) = receipt_index::list(env, &listing).await?;
-    let calls = rows.iter().map(|row| {
-        ask_object(
-            env,
-            row.route.clone(),
-            row.object.clone(),
-            // Only the life the row names: a newer one is not this dead
-            // letter, and its schedule is left as it is.
-            ObjectOp::Redrive {
-                receipt_id: Some(row.receipt_id.clone()),
-            },
-        )
-    });
-    let answers = futures::stream::iter(calls)
-        .buffer_unordered(8)
-        .collect::<Vec<_>>()
-        .await;
-    let redriven = answers
-        .iter()
-        .filter(|answer| {
-            answer
-                .as_ref()
-                .is_ok_and(|response| response.status() == 202)
-        })
-        .count();
-    json(&serde_json::json!({
-        "route": listing.route,
-        "state": listing.state,
-        "redriven": redriven,
-        "failed": answers.len() - redriven,
-        "cursor": next.map(|cursor| cursor.encode()),
-    }))
-}
-
-async fn ask_object(
+pub(crate) async fn ask_object(
     env: &Env,
     route: String,
     object: String,

@@ -1,7 +1,7 @@
 // The worker's entry module. worker-build exports the Rust Durable Objects
 // (`DedupObject`, one per key; `FlowCoordinator`, one per flow-limited
-// route; `ReconcileObject`, one per reconciled route; `AlertObject`, one
-// per deployment) as plain classes, and workerd serves RPC only on classes that
+// route; `ReconcileObject`, one per reconciled route; `AuditLog` and
+// `AlertObject`, one per deployment) as plain classes, and workerd serves RPC only on classes that
 // extend `DurableObject`; these subclasses hand each call to the Rust
 // object, so it is reached over RPC instead of the much slower `fetch` path.
 import { DurableObject } from "cloudflare:workers";
@@ -9,6 +9,7 @@ import gateway, {
   DedupObject as RustDedupObject,
   FlowCoordinator as RustFlowCoordinator,
   ReconcileObject as RustReconcileObject,
+  AuditLog as RustAuditLog,
   AlertObject as RustAlertObject,
 } from "../build/index.js";
 
@@ -83,6 +84,27 @@ export class AlertObject extends DurableObject {
   constructor(ctx, env) {
     super(ctx, env);
     this.#object = new RustAlertObject(ctx, env);
+  }
+
+  fetch(request) {
+    return this.#object.fetch(request);
+  }
+
+  alarm() {
+    return this.#object.alarm();
+  }
+
+  call(line) {
+    return this.#object.call(line);
+  }
+}
+
+export class AuditLog extends DurableObject {
+  #object;
+
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.#object = new RustAuditLog(ctx, env);
   }
 
   fetch(request) {

@@ -19,6 +19,8 @@
 //! | `flow_coordinator` | a route's flow coordinator: permits in the object's SQLite, its alarm, its wakes |
 //! | `flow_client` | the RPC call to a route's flow coordinator |
 //! | [`reconcile_object`] | a route's reconciliation: its cursor, lock and runs; a run's I/O (§11) |
+//! | `audit_client`, [`audit_object`] | the audit log (§13): every operator act on record before its answer; its one writer, `AuditLog` |
+//! | `bulk_redrive` | re-drive by filter and its dry run (§7, v4) |
 //! | `reconcile_client` | the RPC call to a route's reconciliation object; the Cron Trigger's ticks |
 //! | [`alert_object`] | the deployment's alerts: the alert book, its alarm, the sinks (§13) |
 //! | `alerts` | signs of trouble noted by isolates and objects, sent to the alert object after each answer |
@@ -29,6 +31,9 @@
 mod admin;
 pub mod alert_object;
 mod alerts;
+mod audit_client;
+pub mod audit_object;
+mod bulk_redrive;
 pub mod dedup_object;
 mod durable_backend;
 mod edge_http;

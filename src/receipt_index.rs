@@ -271,3 +271,58 @@ pub async fn health(env: &Env) -> Result<(), String> {
     .await
     .map(|_| ())
 }
+
+/// One page of a re-drive's filter (route, state, acceptance time), newest
+/// first, and the cursor of the next (SPEC §7, v4).
+pub async fn list_filtered(
+    env: &Env,
+    filter: &idemgate_core::operator::redrive_filter::BulkFilter,
+) -> Result<(Vec<TableRow>, Option<Cursor>), Problem> {
+    use idemgate_core::operator::redrive_filter::{list_sql, params};
+    let database = bound(env)?;
+    let values: Vec<JsValue> = params(filter).into_iter().map(bound_value).collect();
+    let query = list_sql(filter);
+    let result = run_creating(&database, || {
+        database.prepare(&query).bind(&values).map_err(message)
+    })
+    .await
+    .map_err(unavailable)?;
+    let rows: Vec<TableRow> = result
+        .results()
+        .map_err(|error| unavailable(message(error)))?;
+    let next = (rows.len() as u32 == PAGE_SIZE).then(|| {
+        let last = rows.last().expect("a full page");
+        Cursor {
+            updated_at: last.updated_at,
+            object: last.object.clone(),
+        }
+    });
+    Ok((rows, next))
+}
+
+/// How many rows a re-drive's filter names (a dry run's count).
+pub async fn count_filtered(
+    env: &Env,
+    filter: &idemgate_core::operator::redrive_filter::BulkFilter,
+) -> Result<u64, Problem> {
+    use idemgate_core::operator::redrive_filter::{params, COUNT_SQL};
+    let database = bound(env)?;
+    let values: Vec<JsValue> = params(filter)
+        .into_iter()
+        .take(4)
+        .map(bound_value)
+        .collect();
+    let result = run_creating(&database, || {
+        database.prepare(COUNT_SQL).bind(&values).map_err(message)
+    })
+    .await
+    .map_err(unavailable)?;
+    #[derive(Deserialize)]
+    struct Count {
+        count: f64,
+    }
+    let rows: Vec<Count> = result
+        .results()
+        .map_err(|error| unavailable(message(error)))?;
+    Ok(rows.first().map_or(0, |row| row.count as u64))
+}

@@ -6,6 +6,9 @@
 //!   which only the scheduled sweep still delivers.
 //! - `IDEMGATE_TEST_SECOND_VERSION_KEYS=true` delivers each delivery where
 //!   the second version kept its receipt: a deployment before its upgrade.
+//! - A request header `X-Idemgate-Test-Audit: fail` on an operator act
+//!   makes its intent's audit write fail (the audit log's writer refuses
+//!   it); `fail-result` makes the write of its result fail.
 
 use worker::Env;
 
@@ -15,4 +18,13 @@ pub fn alarms_dropped(env: &Env) -> bool {
 
 pub fn second_version_keys(env: &Env) -> bool {
     crate::env::lookup(env, "IDEMGATE_TEST_SECOND_VERSION_KEYS").as_deref() == Some("true")
+}
+
+pub fn audit_hook(header_list: &[(String, String)]) -> crate::audit_client::AuditHook {
+    use crate::audit_client::AuditHook;
+    match idemgate_core::headers::get(header_list, "x-idemgate-test-audit") {
+        Some("fail") => AuditHook::FailIntent,
+        Some("fail-result") => AuditHook::FailResult,
+        _ => AuditHook::None,
+    }
 }

@@ -9,6 +9,7 @@
 
 mod alerts;
 mod asynchronous;
+mod audit;
 mod batches;
 mod dedup;
 mod demo_origin;
@@ -254,6 +255,9 @@ fn main() {
         failures::large_responses_reach_the_first_caller_whole,
         failures::storage_writes_per_delivery_kind,
         operator::receipt_routes_need_the_admin_token,
+        audit::each_operator_act_leaves_one_entry_and_the_chain_verifies,
+        audit::an_audit_write_that_fails_refuses_the_act,
+        audit::redrive_by_filter_counts_first_and_takes_only_its_window,
         operator::receipt_after_a_storm_shows_duplicates_and_attempts,
         operator::purge_makes_the_key_new_and_unknown_keys_are_404,
         operator::edge_replays_match_the_objects_and_are_counted,

@@ -330,6 +330,20 @@ pub async fn the_operator_page_drives_the_operator_api_in_a_browser(world: &'sta
             .count();
         assert_eq!(forwards, 4, "{path}: three failures and one re-drive");
     }
+    // Every act the page made is on record, and the chain verifies.
+    let export = client()
+        .get(gateway.url("/__idemgate/audit?order=oldest"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let export = Reply::read(export).await.json();
+    let entries = export["entries"].as_array().unwrap();
+    idemgate_origin::audit::verify_chain(entries).expect("the page's acts form a valid chain");
+    assert!(
+        entries.len() >= 7,
+        "six acts and the keyboard's purge: {export}"
+    );
     for (route, key, path) in [
         ("payments", "ui-purge-1", "/ui/pay/purge"),
         ("refunds", "ui-kbd-1", "/ui/refunds/kbd"),

@@ -279,7 +279,8 @@ async function withPointer(browser) {
     await page.getByRole("button", { name: "Re-drive all 30 dead of payments" }).click();
     const dialog = page.getByRole("dialog");
     await expectText(dialog, "Re-drive every dead letter of payments?");
-    await expectText(dialog, "About 30 dead deliveries");
+    // The count comes from a dry run, before anything is changed.
+    await expectText(dialog, "A dry run counts 30 dead deliveries");
     const progress = page.waitForSelector("#bulk-progress", { state: "attached", timeout: 10_000 });
     await dialog.getByRole("button", { name: "Re-drive all" }).click();
     await progress;
@@ -313,6 +314,22 @@ async function withPointer(browser) {
     await accessible(page, "the second warning");
     await dialog.getByRole("button", { name: "Force purge" }).click();
     await expectText(notice(page), "Force purged ui-held-1 on held");
+  });
+
+  await step(page, "the audit log shows each act, newest first", async () => {
+    await page.getByRole("navigation", { name: "Operator" }).getByRole("link", { name: "Audit log" }).click();
+    await expectText(heading(page), "Audit log");
+    // The purge refused with 409 (pending) was an act too, on record; the
+    // first run of reconciliation is the Rust side's, before the browser.
+    await expectText(page.locator("#audit-head"), "Latest entry #7");
+    const rows = page.locator("#app-view tbody tr");
+    await until("seven entries", async () => (await rows.count()) === 7 || String(await rows.count()));
+    const actions = [];
+    for (let at = 0; at < 7; at++) actions.push((await textOf(rows.nth(at).locator('td[data-label="Action"]'))).trim());
+    const expected = ["force-purge", "purge", "bulk-redrive", "purge", "redrive", "reconcile-now", "reconcile-now"];
+    if (actions.join(",") !== expected.join(",")) fail(`the audit log's actions: ${actions.join(",")}`);
+    if ((await textOf(page.locator("#app-view"))).includes("ui-held-1")) fail("a key shown in the audit log");
+    await accessible(page, "the audit log");
   });
 
   await step(page, "an expired token goes back to the prompt", async () => {

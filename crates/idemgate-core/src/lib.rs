@@ -40,6 +40,7 @@ extern crate self as idemgate_core;
 pub mod alerts;
 pub mod answer;
 pub mod api_origin;
+pub mod audit;
 pub mod batch;
 pub mod canonical;
 pub mod config;

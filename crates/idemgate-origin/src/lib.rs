@@ -68,6 +68,8 @@
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+pub mod audit;
+
 pub const KEY_HEADER: &str = "Idempotency-Key";
 pub const SCOPE_HEADER: &str = "Idempotency-Scope";
 pub const EPOCH_HEADER: &str = "Idempotency-Epoch";

@@ -33,3 +33,12 @@ export { runFenced, type FencedAnswer, type RunFencedOptions } from "./run-fence
 export { withIdemgate, type FetchOptions, type IdemgateOptions } from "./fetch.js";
 export { idemgateHono, type HonoContextLike } from "./hono.js";
 export { idemgateExpress, type ExpressOptions, type ExpressRequestLike, type ExpressResponseLike } from "./express.js";
+export {
+  AUDIT_GENESIS,
+  auditEntryHash,
+  canonicalJson,
+  readAuditExport,
+  verifyAuditChain,
+  type AuditFault,
+  type AuditVerdict,
+} from "./audit.js";

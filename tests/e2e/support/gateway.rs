@@ -224,6 +224,10 @@ name = "RECONCILE_OBJECT"
 class_name = "ReconcileObject"
 
 [[durable_objects.bindings]]
+name = "AUDIT_LOG"
+class_name = "AuditLog"
+
+[[durable_objects.bindings]]
 name = "ALERT_OBJECT"
 class_name = "AlertObject"
 
@@ -238,6 +242,10 @@ new_sqlite_classes = ["FlowCoordinator"]
 [[migrations]]
 tag = "v3"
 new_sqlite_classes = ["ReconcileObject"]
+
+[[migrations]]
+tag = "v4"
+new_sqlite_classes = ["AuditLog"]
 
 [[migrations]]
 tag = "v5"

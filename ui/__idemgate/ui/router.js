@@ -8,6 +8,7 @@ import { api, Problem, SignedOut, TOKEN_KEY, whenSignedOut } from "./api.js";
 import { backToOverview, clearMessages, current, focusLabel, notify, rendersWith, restoreFocus, showError } from "./page.js";
 import { list, overview } from "./views.js";
 import { receipt, stopWatching } from "./receipt.js";
+import { audit } from "./audit.js";
 
 // ---- the token ---------------------------------------------------------
 
@@ -78,7 +79,7 @@ async function render(focus = true) {
   const mine = ++generation;
   const focused = focusLabel(document.activeElement);
   const { name, params } = current();
-  const render = { overview, list, receipt }[name] || overview;
+  const render = { overview, list, receipt, audit }[name] || overview;
   view.setAttribute("aria-busy", "true");
   try {
     const content = await render(params);

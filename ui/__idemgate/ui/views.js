@@ -210,8 +210,9 @@ export async function bulkRedrive(routeName, opener) {
   if (bulkRunning) return;
   let expected;
   try {
-    const summary = await api("GET", "/summary");
-    expected = (summary.routes || []).find((entry) => entry.route === routeName)?.dead ?? 0;
+    // A dry run: the count the re-drive would take, nothing changed.
+    const dry = await api("POST", "/receipts/redrive", { route: routeName, state: "dead", dry_run: "true" });
+    expected = dry.count ?? 0;
   } catch (error) {
     showError(error);
     return;
@@ -223,7 +224,7 @@ export async function bulkRedrive(routeName, opener) {
   const sure = await confirmDialog({
     title: `Re-drive every dead letter of ${routeName}?`,
     text: [
-      `About ${expected} dead ${expected === 1 ? "delivery goes" : "deliveries go"} back to the queue, each with a new epoch, and will be sent to the origin again.`,
+      `A dry run counts ${expected} dead ${expected === 1 ? "delivery" : "deliveries"}: ${expected === 1 ? "it goes" : "they go"} back to the queue, each with a new epoch, and will be sent to the origin again at the route's pace.`,
       "The gateway works through them a page at a time; this page shows its progress.",
     ],
     confirm: "Re-drive all",

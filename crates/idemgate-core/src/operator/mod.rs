@@ -2,6 +2,7 @@
 //! receipt a query names, and what a listing asks for.
 
 pub mod page;
+pub mod redrive_filter;
 pub mod view;
 
 use sha2::{Digest, Sha256};
@@ -164,16 +165,8 @@ pub fn listing(route: &RouteConfig, query: &[(String, String)]) -> Result<Listin
     })
 }
 
-/// A bulk re-drive (SPEC §7, v3): a route's dead letters, a page at a
-/// time, from `cursor`.
-pub fn bulk_redrive(route: &RouteConfig, query: &[(String, String)]) -> Result<Listing, Problem> {
-    if param(query, "state") != Some("dead") {
-        return Err(bad_query(
-            "state= is dead: only dead letters are re-driven in bulk",
-        ));
-    }
-    listing(route, query)
-}
+// A bulk re-drive's question (v4: state, since, until, dry run) is
+// `redrive_filter::bulk_filter`.
 
 /// How many receipts of one route are in one state, from the index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -385,13 +378,6 @@ mod tests {
         ] {
             assert_eq!(listing(route, &bad).unwrap_err().status(), 400);
         }
-        assert!(bulk_redrive(route, &query(&[("state", "dead")])).is_ok());
-        assert_eq!(
-            bulk_redrive(route, &query(&[("state", "failed")]))
-                .unwrap_err()
-                .status(),
-            400
-        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ const SECURITY_HEADERS: [(&str, &str); 7] = [
 ];
 
 /// Each file: its path, content type and bytes.
-const FILES: [(&str, &str, &[u8]); 10] = [
+const FILES: [(&str, &str, &[u8]); 11] = [
     (
         "/__idemgate/ui",
         "text/html; charset=utf-8",
@@ -72,6 +72,11 @@ const FILES: [(&str, &str, &[u8]); 10] = [
         "/__idemgate/ui/views.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../../../ui/__idemgate/ui/views.js"),
+    ),
+    (
+        "/__idemgate/ui/audit.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../../../ui/__idemgate/ui/audit.js"),
     ),
     (
         "/__idemgate/ui/app.css",
@@ -132,6 +137,7 @@ mod tests {
             ("/__idemgate/ui/page.js", "text/javascript"),
             ("/__idemgate/ui/router.js", "text/javascript"),
             ("/__idemgate/ui/views.js", "text/javascript"),
+            ("/__idemgate/ui/audit.js", "text/javascript"),
             ("/__idemgate/ui/app.css", "text/css"),
             ("/__idemgate/ui/icon.svg", "image/svg+xml"),
         ] {

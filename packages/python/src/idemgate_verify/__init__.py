@@ -2,6 +2,16 @@
 WSGI middleware and a fencing store on SQLite."""
 
 from .asgi import IdemgateMiddleware
+from .audit import (
+    AUDIT_GENESIS,
+    AuditVerdict,
+    ChainBroken,
+    ChainVerified,
+    audit_entry_hash,
+    canonical_json,
+    read_audit_export,
+    verify_audit_chain,
+)
 from .errors import VerifyError, VerifyErrorCode
 from .fence import (
     BodyMismatch,
@@ -31,6 +41,14 @@ from .verify import DEFAULT_TOLERANCE_SECONDS, Forwarded, sign, signed_content, 
 from .wsgi import IdemgateWSGIMiddleware
 
 __all__ = [
+    "AUDIT_GENESIS",
+    "AuditVerdict",
+    "ChainBroken",
+    "ChainVerified",
+    "audit_entry_hash",
+    "canonical_json",
+    "read_audit_export",
+    "verify_audit_chain",
     "BodyMismatch",
     "Completed",
     "DEFAULT_LEASE_SECONDS",
