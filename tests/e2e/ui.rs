@@ -210,9 +210,16 @@ pub async fn the_operator_page_drives_the_operator_api_in_a_browser(world: &'sta
         "data": {"object": {"id": "pi_ui_1", "amount": 1500}}
     }));
     let routes = routes_json(&api.url());
+    // Alerts to a Slack-shaped sink on the test origin: the dead letters
+    // below fire `dead` on payments, which the page shows.
+    let alerts =
+        serde_json::json!([{"url": format!("{origin}/ui-alerts/slack"), "format": "slack"}])
+            .to_string();
     let gateway = Gateway::start(&[
         ("UI_STRIPE_SECRET", "whsec_ui_stripe"),
         ("UI_STRIPE_API_KEY", "rk_test_ui_key"),
+        ("ALERTS", &alerts),
+        ("ALERT_INTERVAL_SECONDS", "600"),
         ("ROUTES", &routes),
         ("ORIGIN_URL", &origin),
         ("ORIGIN_TIMEOUT_MS", "8000"),
@@ -265,6 +272,21 @@ pub async fn the_operator_page_drives_the_operator_api_in_a_browser(world: &'sta
             && count(&summary, "held", "failed") == 1
     })
     .await;
+    eventually(20, "the dead alert fires on payments", || async {
+        let summary = summary(&gateway).await;
+        summary["payments"]["alerts"]
+            .as_array()
+            .is_some_and(|alerts| {
+                alerts
+                    .iter()
+                    .any(|alert| alert["condition"] == "dead" && alert["firing"] == true)
+            })
+    })
+    .await;
+    assert!(
+        world.origin.count("/ui-alerts/slack") >= 1,
+        "the sink was told"
+    );
     let dead = operator(
         &gateway,
         reqwest::Method::GET,

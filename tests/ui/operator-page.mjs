@@ -201,6 +201,9 @@ async function withPointer(browser) {
     await expectText(count(page, "refunds", "dead"), "1");
     await expectText(count(page, "held", "failed"), "1");
     await expectText(page.locator('article[data-route="held"]'), /Oldest pending\s*\d/, "the oldest pending age");
+    await expectText(page.locator('article[data-route="payments"]'), /Alerts\s*dead firing since/, "the dead alert firing");
+    await expectText(page.locator('article[data-route="limited"]'), "Alerts", "a quiet route's alerts line");
+    await expectText(page.locator('article[data-route="limited"]'), "none firing");
     await expectText(page.locator('article[data-route="limited"]'), "Flow control", "the flow line");
     await expectText(page.locator('article[data-route="limited"]'), "at most 4 at once");
     const stripe = page.locator('article[data-route="stripe"]');
