@@ -10,24 +10,13 @@
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
-use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsValue;
 use worker::js_sys::Promise;
-use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
 use idemgate_core::alerts::{self, AlertsConfig, Condition};
 
 use crate::alert_object::{AlertCall, Observation, ALERT_OBJECT_BINDING, ALERT_OBJECT_NAME};
-
-#[wasm_bindgen]
-extern "C" {
-    /// A stub of `AlertObject`, seen through the RPC method it exports.
-    #[wasm_bindgen(extends = worker::js_sys::Object)]
-    type AlertObjectStub;
-
-    #[wasm_bindgen(method, catch)]
-    fn call(this: &AlertObjectStub, line: &str) -> Result<Promise, JsValue>;
-}
 
 thread_local! {
     static CONFIG: RefCell<Option<Result<Option<AlertsConfig>, String>>> = const { RefCell::new(None) };
@@ -102,20 +91,16 @@ pub async fn flush(env: Env) {
 
 /// One call to the alert object; its JSON answer.
 pub async fn call(env: &Env, call: &AlertCall) -> Result<serde_json::Value, String> {
-    let stub: AlertObjectStub = env
-        .durable_object(ALERT_OBJECT_BINDING)
-        .and_then(|namespace| namespace.get_by_name(ALERT_OBJECT_NAME))
-        .map_err(|error| error.to_string())?
-        .into_rpc();
     let line = serde_json::to_string(call).expect("a call serializes");
-    let promise = stub
-        .call(&line)
-        .map_err(|error| worker::Error::from(error).to_string())?;
-    let answer = JsFuture::from(promise)
-        .await
-        .map_err(|error| worker::Error::from(error).to_string())?
-        .as_string()
-        .ok_or_else(|| "the alert object answered no line".to_string())?;
+    let answer = crate::object_rpc::call(
+        env,
+        ALERT_OBJECT_BINDING,
+        ALERT_OBJECT_NAME,
+        None,
+        &line,
+        "alert object",
+    )
+    .await?;
     serde_json::from_str(&answer).map_err(|error| error.to_string())
 }
 

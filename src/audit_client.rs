@@ -13,9 +13,6 @@
 
 use std::future::Future;
 
-use wasm_bindgen::prelude::*;
-use worker::js_sys::Promise;
-use worker::wasm_bindgen_futures::JsFuture;
 use worker::{web_sys, Env};
 
 use idemgate_core::audit::{AuditCall, Begun, Intent, Page, EXPORT_PAGE, PAGE, WRITER_NAME};
@@ -24,34 +21,20 @@ use idemgate_core::problem::Problem;
 use crate::audit_object::AUDIT_LOG_BINDING;
 use crate::stats;
 
-#[wasm_bindgen]
-extern "C" {
-    /// A stub of `AuditLog`, seen through the RPC method it exports.
-    #[wasm_bindgen(extends = worker::js_sys::Object)]
-    type AuditLogStub;
-
-    #[wasm_bindgen(method, catch)]
-    fn call(this: &AuditLogStub, line: &str) -> Result<Promise, JsValue>;
-}
-
 /// Sends `call` to the writer; answers its reply's line. An error is a
 /// writer that could not be reached, or a write that failed.
 pub async fn call(env: &Env, call: &AuditCall) -> Result<String, String> {
     stats::record(|stats| stats.object_requests += 1);
-    let stub: AuditLogStub = env
-        .durable_object(AUDIT_LOG_BINDING)
-        .and_then(|namespace| namespace.get_by_name(WRITER_NAME))
-        .map_err(|error| error.to_string())?
-        .into_rpc();
     let line = serde_json::to_string(call).expect("a call serializes");
-    let promise = stub
-        .call(&line)
-        .map_err(|error| worker::Error::from(error).to_string())?;
-    JsFuture::from(promise)
-        .await
-        .map_err(|error| worker::Error::from(error).to_string())?
-        .as_string()
-        .ok_or_else(|| "the audit log answered no line".to_string())
+    crate::object_rpc::call(
+        env,
+        AUDIT_LOG_BINDING,
+        WRITER_NAME,
+        None,
+        &line,
+        "audit log",
+    )
+    .await
 }
 
 /// The end-to-end tests' hook (`X-Idemgate-Test-Audit`): which of an

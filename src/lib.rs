@@ -13,6 +13,7 @@
 //! | `receipt_index` | the D1 receipt index: writes, listings, the summary and the sweep's query (§7) |
 //! | `sweep` | the scheduled sweep: wakes overdue receipts (§2b) |
 //! | `object_client` | the gateway's RPC call to the key's object |
+//! | `object_rpc` | the RPC shape the alert, audit, flow and reconciliation objects share: a line in, a line out |
 //! | `public_key` | Ed25519 and RSA signatures by WebCrypto, PayPal's certificates |
 //! | [`dedup_object`] | the key's Durable Object: its RPC calls, alarm and single-use claims |
 //! | `durable_backend` | the object's `Backend`: SQLite storage, alarms, timers, `fetch` to the origin, the index, the coordinator |
@@ -45,6 +46,7 @@ pub mod gateway;
 mod isolate;
 mod log_sink;
 mod object_client;
+mod object_rpc;
 mod public_key;
 mod receipt_index;
 mod reconcile_client;

@@ -2,9 +2,6 @@
 //! Trigger reach it: one RPC call to the `ReconcileObject` named for the
 //! route.
 
-use wasm_bindgen::prelude::*;
-use worker::js_sys::Promise;
-use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
 use idemgate_core::reconcile::route_runs::ReconcileCall;
@@ -13,16 +10,6 @@ use idemgate_core::reconcile::run::ReconcileLine;
 use crate::env::config_from_env;
 use crate::reconcile_object::RECONCILE_OBJECT_BINDING;
 use crate::stats;
-
-#[wasm_bindgen]
-extern "C" {
-    /// A stub of `ReconcileObject`, seen through the RPC method it exports.
-    #[wasm_bindgen(extends = worker::js_sys::Object)]
-    type ReconcileObjectStub;
-
-    #[wasm_bindgen(method, catch)]
-    fn call(this: &ReconcileObjectStub, route: &str, line: &str) -> Result<Promise, JsValue>;
-}
 
 /// The object's answer: a status and a JSON body.
 pub struct Answer {
@@ -34,20 +21,16 @@ pub struct Answer {
 /// be reached or did not answer.
 pub async fn call(env: &Env, route: &str, call: ReconcileCall) -> Result<Answer, String> {
     stats::record(|stats| stats.object_requests += 1);
-    let stub: ReconcileObjectStub = env
-        .durable_object(RECONCILE_OBJECT_BINDING)
-        .and_then(|namespace| namespace.get_by_name(&format!("reconcile:{route}")))
-        .map_err(|error| error.to_string())?
-        .into_rpc();
     let line = serde_json::to_string(&call).expect("a call serializes");
-    let promise = stub
-        .call(route, &line)
-        .map_err(|error| worker::Error::from(error).to_string())?;
-    let reply = JsFuture::from(promise)
-        .await
-        .map_err(|error| worker::Error::from(error).to_string())?
-        .as_string()
-        .ok_or_else(|| "the reconciliation object answered no line".to_string())?;
+    let reply = crate::object_rpc::call(
+        env,
+        RECONCILE_OBJECT_BINDING,
+        &format!("reconcile:{route}"),
+        Some(route),
+        &line,
+        "reconciliation object",
+    )
+    .await?;
     let mut reply: serde_json::Value =
         serde_json::from_str(&reply).map_err(|error| error.to_string())?;
     Ok(Answer {
