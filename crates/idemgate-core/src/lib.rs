@@ -59,6 +59,7 @@ mod memory_backend;
 mod mutation;
 pub mod object_call;
 pub mod operator;
+pub mod order;
 pub mod origin;
 pub mod pipeline;
 pub mod problem;

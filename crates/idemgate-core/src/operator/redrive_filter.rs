@@ -48,21 +48,7 @@ pub fn time_bound(name: &str, text: &str) -> Result<u64, Problem> {
     if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
         return text.parse().map_err(|_| reason());
     }
-    // Whole seconds from the RFC 3339 reader, then the fraction's
-    // milliseconds (digits after the first three are dropped).
-    let seconds = crate::signature::paypal::unix_seconds(text).ok_or_else(reason)?;
-    let fraction = text
-        .get(19..)
-        .and_then(|rest| rest.strip_prefix('.'))
-        .map(|rest| {
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            format!("{digits:0<3}")[..3].parse::<u64>().unwrap_or(0)
-        })
-        .unwrap_or(0);
-    seconds
-        .checked_mul(1000)
-        .and_then(|ms| ms.checked_add(fraction))
-        .ok_or_else(reason)
+    crate::order::time::rfc3339_ms(text).ok_or_else(reason)
 }
 
 /// `state=S[&since=T][&until=T][&dry_run=true][&cursor=C]` (any listable

@@ -1,0 +1,87 @@
+//! An event's own time (`order_time`, SPEC §12): RFC 3339, or Unix
+//! seconds or milliseconds, as providers write them.
+
+/// Below this, a whole number is Unix seconds (it is the year 5138 in
+/// seconds, and March 1973 in milliseconds: no payment event is either).
+const SECONDS_BELOW: u64 = 100_000_000_000;
+
+/// Milliseconds since the Unix epoch of `text`: `2026-12-03T14:45:00Z`
+/// (fractions and offsets allowed), `1796395500` (seconds),
+/// `1796395500.25` (seconds with a fraction) or `1796395500250`
+/// (milliseconds). `None` for anything else, or a time before 1970.
+pub fn order_time_ms(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|byte| byte.is_ascii_digit());
+    if let Some((whole, fraction)) = text.split_once('.') {
+        if digits(whole) && digits(fraction) {
+            let seconds: u64 = whole.parse().ok()?;
+            let millis: u64 = format!("{fraction:0<3}")[..3].parse().ok()?;
+            return seconds.checked_mul(1_000)?.checked_add(millis);
+        }
+    }
+    if digits(text) {
+        let number: u64 = text.parse().ok()?;
+        return match number < SECONDS_BELOW {
+            true => number.checked_mul(1_000),
+            false => Some(number),
+        };
+    }
+    rfc3339_ms(text)
+}
+
+/// Milliseconds of an RFC 3339 time; digits of the fraction after the
+/// third are dropped.
+pub fn rfc3339_ms(text: &str) -> Option<u64> {
+    let seconds = crate::signature::paypal::unix_seconds(text)?;
+    let fraction = text
+        .get(19..)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            format!("{digits:0<3}")[..3].parse::<u64>().unwrap_or(0)
+        })
+        .unwrap_or(0);
+    seconds.checked_mul(1000)?.checked_add(fraction)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_milliseconds_and_rfc_3339_name_one_instant() {
+        let instant = 1_796_395_500_000;
+        for text in [
+            "1796395500",
+            "1796395500.000",
+            "1796395500000",
+            "2026-12-04T14:45:00Z",
+            "2026-12-04T15:45:00+01:00",
+            "2026-12-04T14:45:00.000Z",
+        ] {
+            assert_eq!(order_time_ms(text), Some(instant), "{text}");
+        }
+        assert_eq!(order_time_ms("1796395500.25"), Some(instant + 250));
+        assert_eq!(
+            order_time_ms("2026-12-04T14:45:00.2509Z"),
+            Some(instant + 250)
+        );
+    }
+
+    #[test]
+    fn anything_else_is_no_time() {
+        for text in [
+            "",
+            "soon",
+            "-5",
+            "1.2.3",
+            "12:00",
+            "2026-12-05",
+            "0x10",
+            ".5",
+            "5.",
+        ] {
+            assert_eq!(order_time_ms(text), None, "{text:?}");
+        }
+    }
+}
