@@ -62,6 +62,10 @@ pub struct DeliveryRequest {
     /// receipt; `None` for a request of one event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<String>,
+    /// On an ordered route (SPEC §12, v4), its entity's order object and
+    /// its event's time; `None` when unordered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<crate::order::OrderTicket>,
 }
 
 /// One admitted delivery, as the gateway hands it to the key's object.
@@ -104,6 +108,7 @@ impl DeliveryRequest {
             source,
             stale,
             batch: _,
+            order: _,
         } = self;
         OutboundRequest {
             method,
@@ -140,6 +145,7 @@ mod tests {
             source: None,
             stale: false,
             batch: None,
+            order: None,
         }
     }
 

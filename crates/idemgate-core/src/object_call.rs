@@ -251,6 +251,7 @@ mod tests {
                     source: None,
                     stale: false,
                     batch: None,
+                    order: None,
                 },
                 if_known: false,
                 if_absent: false,

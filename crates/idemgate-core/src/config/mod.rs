@@ -19,6 +19,7 @@
 //! - [`settings`]: where a value comes from, and what may be said of it;
 //! - [`values`]: the formats of origin URLs and retry schedules.
 
+mod order;
 mod reconcile;
 mod route;
 mod settings;
@@ -26,6 +27,7 @@ mod settings;
 mod tests;
 mod values;
 
+pub use order::{OrderConfig, DEFAULT_HOLD_MS, MAX_HOLD_MS};
 pub use settings::is_secret_name;
 pub use values::parse_schedule;
 
@@ -125,6 +127,9 @@ pub struct RouteConfig {
     /// `reconcile` (SPEC §11): the provider's events API this route is
     /// compared with.
     pub reconcile: Option<crate::reconcile::ReconcileConfig>,
+    /// `order_key` and `order_time` (SPEC §12, v4): deliveries of one
+    /// entity one at a time, oldest first (async routes only).
+    pub order: Option<OrderConfig>,
     pub admin_token: Option<Secret>,
 }
 

@@ -218,6 +218,7 @@ pub(super) fn route_config(
         Delivery::Sync => retention_seconds,
     };
     let reconcile = super::reconcile::reconcile_config(settings, &signature_scheme, kept_seconds)?;
+    let order = super::order::order_config(settings, &signature_scheme, delivery_async)?;
     let (forward_secret, forward_secret_name) = match settings.named_secret("FORWARD_SECRET")? {
         Some((name, secret)) => (Some(secret), Some(name)),
         None => (None, None),
@@ -252,6 +253,7 @@ pub(super) fn route_config(
         forward_secret,
         forward_secret_name,
         reconcile,
+        order,
         admin_token: settings.secret("ADMIN_TOKEN")?,
     })
 }

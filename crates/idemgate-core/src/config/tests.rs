@@ -1311,3 +1311,78 @@ fn a_plaid_route_names_its_client_id_and_api_base() {
     .unwrap_err();
     assert_eq!(variable_of(problem), "PLAID_CLIENT_ID");
 }
+
+// --- Order per entity (SPEC §12) ---
+
+/// A Stripe route's `ORDER_*` fields (JSON members, starting with a comma).
+fn ordered(fields: &str) -> Result<RouteConfig, Problem> {
+    let routes = format!(
+        r#"{{"r":{{"path":"/r","signature":"stripe","signing_secret":"WEBHOOK_SECRET","delivery":"async"{fields}}}}}"#
+    );
+    let config = config(&[
+        ("ROUTES", routes.as_str()),
+        ("ORIGIN_URL", "https://pay.internal"),
+        ("WEBHOOK_SECRET", "whsec_test"),
+    ])?;
+    Ok(config.routes[0].clone())
+}
+
+#[test]
+fn an_ordered_route_reads_its_sources_its_hold_and_what_it_does_with_stale_ones() {
+    let route =
+        ordered(r#","order_key":"json:/data/object/id","order_time":"json:/created""#).unwrap();
+    let order = route.order.unwrap();
+    assert_eq!(order.key.label(), "json:/data/object/id");
+    assert_eq!(order.time.label(), "json:/created");
+    assert_eq!((order.skip_stale, order.hold_ms), (false, DEFAULT_HOLD_MS));
+    let route = ordered(
+        r#","order_key":"json:/data/object/id","order_time":"json:/created","on_stale":"skip","order_hold_ms":60000"#,
+    )
+    .unwrap();
+    let order = route.order.unwrap();
+    assert_eq!((order.skip_stale, order.hold_ms), (true, MAX_HOLD_MS));
+    assert_eq!(ordered("").unwrap().order, None);
+}
+
+#[test]
+fn order_settings_that_cannot_hold_are_misconfigured_and_blamed_by_name() {
+    let both = r#","order_key":"json:/data/object/id","order_time":"json:/created""#;
+    let cases = [
+        (
+            r#","order_key":"json:/data/object/id""#,
+            "ROUTES.r.order_key",
+        ),
+        (r#","order_time":"json:/created""#, "ROUTES.r.order_time"),
+        (r#","on_stale":"skip""#, "ROUTES.r.on_stale"),
+        (&format!(r#"{both},"on_stale":"drop""#), "ROUTES.r.on_stale"),
+        (
+            &format!(r#"{both},"order_hold_ms":60001"#),
+            "ROUTES.r.order_hold_ms",
+        ),
+        // Stripe signs the body only: a header could be changed in transit.
+        (
+            r#","order_key":"header:x-entity","order_time":"json:/created""#,
+            "ROUTES.r.order_key",
+        ),
+        (
+            r#","order_key":"body-sha256","order_time":"json:/created""#,
+            "ROUTES.r.order_key",
+        ),
+        (
+            r#","order_key":"json:/data/object/id","order_time":"json:/a+json:/b""#,
+            "ROUTES.r.order_time",
+        ),
+        (
+            r#","order_key":"json:data","order_time":"json:/created""#,
+            "ROUTES.r.order_key",
+        ),
+    ];
+    for (fields, blamed) in cases {
+        let problem = ordered(fields).expect_err(fields);
+        assert_eq!(variable_of(problem), blamed, "{fields}");
+    }
+    let sync =
+        format!(r#"{{"r":{{"path":"/r","order_key":"json:/id","order_time":"json:/created"}}}}"#);
+    let problem = config(&[("ROUTES", sync.as_str()), ("ORIGIN_URL", "https://o")]).unwrap_err();
+    assert_eq!(variable_of(problem), "ROUTES.r.order_key", "a sync route");
+}

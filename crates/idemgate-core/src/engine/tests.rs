@@ -87,6 +87,7 @@ pub(super) fn delivery(body: &str) -> Delivery {
             source: None,
             stale: false,
             batch: None,
+            order: None,
         },
         if_known: false,
         if_absent: false,

@@ -339,6 +339,7 @@ mod tests {
             source: None,
             stale: false,
             batch: None,
+            order: None,
         };
         let view = serde_json::to_value(ReceiptView::of(
             &receipt,

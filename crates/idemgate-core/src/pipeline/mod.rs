@@ -17,6 +17,7 @@ use crate::key::{
     derive_key, derive_key_joined, json_pointers, tenant_sha256, Joining, KeyInput, KeyPart,
     KeyScope, KeySource, Scope,
 };
+use crate::order::OrderTicket;
 use crate::origin::{target, Target};
 use crate::problem::Problem;
 use crate::signature::{self, PublicKeyCheck, Verdict};
@@ -380,7 +381,7 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
     let content_type = headers::get(inbound.headers, "content-type");
     let json: Option<CanonicalBody> = match content_type {
         Some(media_type) if is_json_media_type(media_type) => {
-            Some(read_json(inbound.body, &json_pointers(&route.key_sources))?)
+            Some(read_json(inbound.body, &read_pointers(route))?)
         }
         _ => None,
     };
@@ -449,6 +450,7 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
         path: scoped_path,
         tenant_sha256,
     };
+    let order = order_ticket(route, &input(&key_hash), &identity);
     let previous = previous_identity(route, &input(&canonical_hash), &identity)
         .filter(|previous| previous.object != identity.object);
     let Target {
@@ -469,11 +471,39 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
                 source: None,
                 stale: false,
                 batch: None,
+                order,
             },
             if_known: false,
             if_absent: false,
         },
         previous,
+    })
+}
+
+/// The JSON pointers admission reads: the key sources', and an ordered
+/// route's `order_key` and `order_time`.
+fn read_pointers(route: &RouteConfig) -> Vec<&str> {
+    let mut pointers = json_pointers(&route.key_sources);
+    if let Some(order) = &route.order {
+        pointers.extend(json_pointers(std::slice::from_ref(&order.key)));
+        pointers.extend(json_pointers(std::slice::from_ref(&order.time)));
+    }
+    pointers
+}
+
+/// An ordered route's ticket for the delivery (SPEC §12, v4): its
+/// entity's order object and its event's time. `None` when the route is
+/// not ordered, or either value is missing or unreadable: the delivery
+/// then goes unordered, and the engine counts it.
+fn order_ticket(route: &RouteConfig, input: &KeyInput, identity: &Identity) -> Option<OrderTicket> {
+    let order = route.order.as_ref()?;
+    let entity = derive_key(std::slice::from_ref(&order.key), input).ok()?;
+    let time = derive_key(std::slice::from_ref(&order.time), input).ok()?;
+    Some(OrderTicket {
+        object: crate::order::object_name(&route.name, &identity.scope, entity.as_str()),
+        time_ms: crate::order::time::order_time_ms(time.as_str())?,
+        hold_ms: order.hold_ms,
+        skip_stale: order.skip_stale,
     })
 }
 

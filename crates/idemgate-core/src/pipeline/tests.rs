@@ -650,3 +650,62 @@ fn a_signed_route_takes_keys_tenants_and_scopes_only_from_what_is_signed() {
     let unsigned = Config::from_lookup(|name| map.get(name).cloned()).unwrap();
     assert_eq!(unsigned.broken[0].problem.name(), "misconfigured");
 }
+
+/// The order ticket an ordered async route gives `body` (SPEC §12).
+fn ticket_of(body: &str) -> Option<crate::order::OrderTicket> {
+    let config = config(&[
+        ("DELIVERY", "async"),
+        ("ORDER_KEY", "json:/data/object/id"),
+        ("ORDER_TIME", "json:/created"),
+        ("ON_STALE", "skip"),
+        ("MAX_BODY_BYTES", "4096"),
+    ]);
+    let request = json_post(&[], body);
+    let normalized = normalize(request.path);
+    let route = config.route_for(&normalized).unwrap();
+    let inbound = Inbound {
+        method: request.method,
+        path: request.path,
+        normalized_path: &normalized,
+        query: request.query,
+        headers: &request.headers,
+        body: request.body,
+        now: 0,
+    };
+    let admitted = admit(&authenticate(route, &inbound).unwrap().done().unwrap()).unwrap();
+    admitted.delivery.request.order
+}
+
+#[test]
+fn an_ordered_route_tickets_each_delivery_with_its_entity_and_its_time() {
+    let ticket =
+        ticket_of(r#"{"id":"evt_1","created":1796395500,"data":{"object":{"id":"in_1"}}}"#)
+            .unwrap();
+    assert_eq!(ticket.time_ms, 1_796_395_500_000);
+    assert!(ticket.skip_stale);
+    assert_eq!(ticket.hold_ms, crate::config::DEFAULT_HOLD_MS);
+    let other_event = ticket_of(
+        r#"{"id":"evt_2","created":"2026-12-04T14:45:01Z","data":{"object":{"id":"in_1"}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        other_event.object, ticket.object,
+        "one entity, one order object"
+    );
+    assert_eq!(other_event.time_ms, 1_796_395_501_000);
+    let other_entity =
+        ticket_of(r#"{"id":"evt_3","created":1,"data":{"object":{"id":"in_2"}}}"#).unwrap();
+    assert_ne!(other_entity.object, ticket.object);
+}
+
+#[test]
+fn a_delivery_without_an_entity_or_a_readable_time_goes_unordered() {
+    for body in [
+        r#"{"id":"evt_1","created":1796395500}"#,
+        r#"{"id":"evt_1","data":{"object":{"id":"in_1"}}}"#,
+        r#"{"id":"evt_1","created":"yesterday","data":{"object":{"id":"in_1"}}}"#,
+        r#"{"id":"evt_1","created":1796395500,"data":{"object":{"id":{"nested":1}}}}"#,
+    ] {
+        assert_eq!(ticket_of(body), None, "{body}");
+    }
+}

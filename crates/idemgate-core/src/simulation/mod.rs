@@ -581,6 +581,7 @@ impl Simulation {
                 source: None,
                 stale: false,
                 batch: None,
+                order: None,
             },
             if_known: false,
             if_absent: false,
