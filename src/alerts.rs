@@ -127,7 +127,8 @@ async fn note_oldest_pending(env: &Env, config: &AlertsConfig) {
         .oldest_pending_seconds
         .saturating_mul(1_000);
     let mut oldest: BTreeMap<&str, u64> = BTreeMap::new();
-    for count in counts.iter().filter(|count| count.state != "dead") {
+    let pending = |state: &str| idemgate_core::index::PENDING_STATES.contains(&state);
+    for count in counts.iter().filter(|count| pending(&count.state)) {
         if let Some(at) = count.oldest {
             let entry = oldest.entry(count.route.as_str()).or_insert(u64::MAX);
             *entry = (*entry).min(at as u64);

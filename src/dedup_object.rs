@@ -322,7 +322,8 @@ impl DedupObject {
     /// The operator's view: the receipt, its stored request while kept,
     /// and the storage operations of the object's current lifetime.
     fn receipt_view(&self, status: u16, receipt: &Receipt) -> HttpResponse {
-        let request = match receipt.is_pending() || receipt.state_name() == "dead" {
+        let kept = matches!(receipt.state_name(), "dead" | "superseded");
+        let request = match receipt.is_pending() || kept {
             true => self.engine.backend().load_request().ok().flatten(),
             false => None,
         };

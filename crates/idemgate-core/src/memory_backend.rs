@@ -3,7 +3,7 @@
 //! in plain `cargo test`, and counts every storage operation. Tests only.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -16,6 +16,7 @@ use crate::delivery::DeliveryRequest;
 use crate::engine::{Backend, Policy, StorageOps};
 use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest};
 use crate::index::{IndexUpdate, IndexWrite};
+use crate::order::{OrderBook, OrderCall, OrderReply};
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt};
 use crate::signature::Secret;
@@ -71,6 +72,18 @@ pub struct MemoryBackend {
     pub random_seed: Cell<Option<u64>>,
     /// Routes' current policies by name (for receipts without terms).
     pub routes: RefCell<Vec<(String, Policy)>>,
+    /// Entities' order books by object name, shared by the backends of
+    /// several keys in a test (SPEC §12).
+    pub order: Rc<RefCell<BTreeMap<String, OrderBook>>>,
+    pub order_unreachable: Cell<bool>,
+    /// Holders the books asked to wake (the book's name, the holder's),
+    /// in order, shared likewise.
+    pub order_wakes: Rc<RefCell<Vec<(String, String)>>>,
+    /// This object's entity and its own name, when ordered: each forward
+    /// is checked to go under the entity's live turn, held by this object.
+    pub order_holder: RefCell<Option<(String, String)>>,
+    /// Forwards that went without that turn.
+    pub forwards_out_of_turn: Cell<u64>,
 }
 
 /// A sleep that ends when the test has moved the clock far enough.
@@ -237,6 +250,16 @@ impl Backend for MemoryBackend {
     }
 
     async fn forward(&self, request: OutboundRequest, timeout_ms: u64) -> ForwardResult {
+        if let Some((entity, holder)) = self.order_holder.borrow().as_ref() {
+            let books = self.order.borrow();
+            let in_turn = books
+                .get(entity)
+                .is_some_and(|book| book.turn_is(holder, self.now.get()));
+            if !in_turn {
+                self.forwards_out_of_turn
+                    .set(self.forwards_out_of_turn.get() + 1);
+            }
+        }
         self.forwarded.borrow_mut().push(request);
         self.timeouts.borrow_mut().push(timeout_ms);
         self.stored_at_send
@@ -348,6 +371,31 @@ impl Backend for MemoryBackend {
         if let Some(gate) = gate {
             let _ = gate.await;
         }
+        Ok(reply)
+    }
+
+    async fn order_call(&self, object: &str, call: OrderCall) -> Result<OrderReply, String> {
+        if self.order_unreachable.get() {
+            return Err("the order object could not be reached".into());
+        }
+        let now = self.now.get();
+        let mut books = self.order.borrow_mut();
+        let book = books.entry(object.to_string()).or_default();
+        let reply = match call {
+            OrderCall::Ask(ask) => book.ask(&ask, now),
+            OrderCall::Done {
+                ask,
+                grant,
+                outcome,
+            } => {
+                book.done(&ask, grant, outcome, now);
+                OrderReply::Noted
+            }
+        };
+        let wakes = book.take_wakes().into_iter();
+        self.order_wakes
+            .borrow_mut()
+            .extend(wakes.map(|holder| (object.to_string(), holder)));
         Ok(reply)
     }
 

@@ -1382,7 +1382,7 @@ fn order_settings_that_cannot_hold_are_misconfigured_and_blamed_by_name() {
         assert_eq!(variable_of(problem), blamed, "{fields}");
     }
     let sync =
-        format!(r#"{{"r":{{"path":"/r","order_key":"json:/id","order_time":"json:/created"}}}}"#);
+        r#"{"r":{"path":"/r","order_key":"json:/id","order_time":"json:/created"}}"#.to_string();
     let problem = config(&[("ROUTES", sync.as_str()), ("ORIGIN_URL", "https://o")]).unwrap_err();
     assert_eq!(variable_of(problem), "ROUTES.r.order_key", "a sync route");
 }

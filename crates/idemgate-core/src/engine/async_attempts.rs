@@ -7,12 +7,14 @@
 use futures::future::join;
 
 use super::forward::{Forward, Forwarded};
+use super::order::{self, AttemptTurn, HeldTurn};
 use super::permits::{AttemptPermit, HeldPermit};
 use super::{Backend, Engine};
 use crate::decision_log::Trace;
 use crate::delivery::DeliveryRequest;
 use crate::flow::LATE_GRANT_RETRY_MS;
 use crate::index::IndexUpdate;
+use crate::order::Outcome;
 use crate::receipt::{
     next_async_step, AsyncStep, AsyncTerms, Receipt, ReceiptState, RecordPolicy, Recorded,
     RetryableStatuses,
@@ -84,17 +86,21 @@ impl<B: Backend> Engine<B> {
         self.attempt_once(receipt, takeover, starting).await
     }
 
-    /// A delivery that can never be sent as stored: dead at once, kept for
-    /// the operator (`DEAD_RETENTION_SECONDS`) and listed as dead.
-    async fn dead_for_good(
+    /// A delivery that ends without a forward: dead, when it can never be
+    /// sent as stored; or (v4) superseded, stale on a route that skips
+    /// stale deliveries. Kept for the operator (`DEAD_RETENTION_SECONDS`),
+    /// listed, and re-drivable.
+    pub(super) async fn end_unsent(
         &self,
         mut receipt: Receipt,
         now: u64,
         terms: &AsyncTerms,
+        superseded: bool,
     ) -> Result<(), String> {
         receipt.state = ReceiptState::Dead {
             dead_at: now,
             expiry_warned: false,
+            superseded,
         };
         receipt.expires_at = now.saturating_add(terms.dead_retention_ms);
         let index = self.plan_index(&mut receipt);
@@ -102,7 +108,7 @@ impl<B: Backend> Engine<B> {
         self.store(receipt.clone())?;
         self.set_alarm(wake).await?;
         self.write_index(index).await;
-        self.emit_change("dead", &receipt, Trace::default());
+        self.emit_change(receipt.state_name(), &receipt, Trace::default());
         Ok(())
     }
 
@@ -118,16 +124,37 @@ impl<B: Backend> Engine<B> {
         let Some(stored) = self.backend.load_request()? else {
             // Cannot happen while the receipt is pending; if storage lost
             // the request, the delivery is dead rather than retried forever.
-            return self.dead_for_good(receipt, now, &terms).await;
+            return self.end_unsent(receipt, now, &terms, false).await;
         };
         self.woken.set(false);
-        let mut asked = self.permit_for_attempt(&receipt).await;
-        if matches!(asked, AttemptPermit::WaitUntil(_)) && self.woken.take() {
-            // The coordinator's wake overtook its own answer (it reserved a
-            // permit for this object after answering "queued"), and the
-            // wake found this attempt under way: the permit is ours to
-            // claim now, rather than when the queued answer said to ask.
+        // An ordered delivery's turn first (SPEC §12, v4), then its flow
+        // permit: a permit, the route's to share, is never held waiting
+        // for one entity's order.
+        let mut turn = self
+            .turn_for_attempt(&receipt, stored.order.as_ref(), &terms)
+            .await;
+        if matches!(turn, AttemptTurn::WaitUntil(_)) && self.woken.take() {
+            // The order object's wake overtook its own answer.
+            turn = self
+                .turn_for_attempt(&receipt, stored.order.as_ref(), &terms)
+                .await;
+        }
+        let needs_permit = match &turn {
+            AttemptTurn::WaitUntil(_) => false,
+            AttemptTurn::Held(held) => !(held.stale && held.skip_stale),
+            AttemptTurn::Unordered => true,
+        };
+        let mut asked = AttemptPermit::Unlimited;
+        if needs_permit {
             asked = self.permit_for_attempt(&receipt).await;
+            if matches!(asked, AttemptPermit::WaitUntil(_)) && self.woken.take() {
+                // The coordinator's wake overtook its own answer (it
+                // reserved a permit for this object after answering
+                // "queued"), and the wake found this attempt under way:
+                // the permit is ours to claim now, rather than when the
+                // queued answer said to ask.
+                asked = self.permit_for_attempt(&receipt).await;
+            }
         }
         // The receipt may have moved on while the coordinator answered (a
         // purge and a new delivery's life, a re-drive): this attempt then
@@ -144,13 +171,36 @@ impl<B: Backend> Engine<B> {
             if let AttemptPermit::Held(permit) = asked {
                 self.release(Some(permit)).await;
             }
+            if let AttemptTurn::Held(held) = turn {
+                let now = self.backend.now_ms();
+                self.give_back_turn(Some(held), Outcome::RetryAt(now)).await;
+            }
             return Ok(());
         }
+        let turn = match turn {
+            AttemptTurn::Unordered => None,
+            AttemptTurn::Held(held) if held.stale && held.skip_stale => {
+                drop(starting);
+                return self.supersede(receipt, held, &terms).await;
+            }
+            AttemptTurn::Held(held) => Some(held),
+            AttemptTurn::WaitUntil(at) => {
+                let waited = self.wait_for_turn(receipt, at).await;
+                drop(starting);
+                if waited.is_ok() && self.woken.get() {
+                    return self.set_alarm(self.backend.now_ms()).await;
+                }
+                return waited;
+            }
+        };
         let permit = match asked {
             AttemptPermit::Unlimited => None,
             AttemptPermit::Held(permit) => Some(permit),
             AttemptPermit::WaitUntil(at) => {
+                // The entity keeps its place: the book holds later ones
+                // behind this delivery until it asks again.
                 let waited = self.wait_for_permit(receipt, at).await;
+                self.give_back_turn(turn, Outcome::RetryAt(at)).await;
                 drop(starting);
                 if waited.is_ok() && self.woken.get() {
                     // The wake came while the wait was being written, and
@@ -161,24 +211,35 @@ impl<B: Backend> Engine<B> {
             }
         };
         let now = self.backend.now_ms();
-        let timeout_ms = match permit
+        let permit_timeout = permit
             .as_ref()
-            .map(|held| held.timeout_ms(now, terms.origin_timeout_ms))
-        {
-            None => terms.origin_timeout_ms,
-            Some(Some(timeout_ms)) => timeout_ms,
-            Some(None) => {
+            .map(|held| held.timeout_ms(now, terms.origin_timeout_ms));
+        let turn_timeout = turn
+            .as_ref()
+            .map(|held| held.timeout_ms(now, terms.origin_timeout_ms));
+        let timeout_ms = match (permit_timeout, turn_timeout) {
+            (Some(None), _) | (_, Some(None)) => None,
+            (permit, turn) => Some(
+                [permit.flatten(), turn.flatten()]
+                    .into_iter()
+                    .flatten()
+                    .fold(terms.origin_timeout_ms, u64::min),
+            ),
+        };
+        let timeout_ms = match timeout_ms {
+            Some(timeout_ms) => timeout_ms,
+            None => {
                 // The grant came back after most of its lease had passed
                 // at the coordinator (which may have counted it back in
                 // and granted the slot again): it goes back unused. The
                 // wait is stored first, in the turn of the check above:
                 // during the release's call, a purge or a new life may
                 // come, which the old receipt must not be written over.
-                let waited = self
-                    .wait_for_permit(receipt, now.saturating_add(LATE_GRANT_RETRY_MS))
-                    .await;
+                let retry_at = now.saturating_add(LATE_GRANT_RETRY_MS);
+                let waited = self.wait_for_permit(receipt, retry_at).await;
                 drop(starting);
                 self.release(permit).await;
+                self.give_back_turn(turn, Outcome::RetryAt(retry_at)).await;
                 return waited;
             }
         };
@@ -194,12 +255,14 @@ impl<B: Backend> Engine<B> {
         drop(starting);
         if let Err(message) = in_flight {
             self.release(permit).await;
+            self.give_back_turn(turn, Outcome::RetryAt(now)).await;
             return Err(message);
         }
         let attempt = Attempt {
             epoch,
             takeover,
             permit,
+            turn,
             index,
             started_at: now,
             timeout_ms,
@@ -222,6 +285,7 @@ impl<B: Backend> Engine<B> {
             epoch,
             takeover,
             permit,
+            turn,
             index,
             started_at: now,
             timeout_ms,
@@ -232,6 +296,10 @@ impl<B: Backend> Engine<B> {
             .forward_secret
             .as_deref()
             .and_then(|name| self.backend.secret(name));
+        let mut stored = stored;
+        // Older than what the origin has of its entity: it says so, under
+        // the signature (SPEC §12).
+        stored.stale = turn.as_ref().is_some_and(|held| held.stale);
         let request = stored.to_origin(
             &receipt.identity,
             epoch,
@@ -265,6 +333,9 @@ impl<B: Backend> Engine<B> {
                     random,
                 },
             })
+            .await;
+        let ended_at = self.backend.now_ms();
+        self.give_back_turn(turn, order::outcome_of(recorded, ended_at))
             .await;
         let Some(recorded) = recorded else {
             // Purged meanwhile, or the outcome could not be written (then
@@ -321,6 +392,8 @@ pub(super) struct Attempt {
     /// Of an expired lease.
     pub(super) takeover: bool,
     pub(super) permit: Option<HeldPermit>,
+    /// The entity's turn, on an ordered route (SPEC §12).
+    pub(super) turn: Option<HeldTurn>,
     /// The in-flight row, written alongside the send.
     pub(super) index: Option<IndexUpdate>,
     pub(super) started_at: u64,

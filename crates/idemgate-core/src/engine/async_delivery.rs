@@ -111,8 +111,9 @@ impl<B: Backend> Engine<B> {
                 // object dies mid-forward. A limited route queues the
                 // delivery for its permit instead.
                 let terms = self.terms_of(&receipt);
+                let ordered = delivery.request.order.is_some();
                 let first_epoch = match policy.flow {
-                    None if terms.origin_timeout_ms <= FIRST_ATTEMPT_MAX_TIMEOUT_MS => {
+                    None if !ordered && terms.origin_timeout_ms <= FIRST_ATTEMPT_MAX_TIMEOUT_MS => {
                         let epoch = self.new_epoch(&receipt, now);
                         receipt.begin_forward(epoch, now, terms.lease_ms, terms.retention_ms);
                         Some(epoch)
@@ -127,6 +128,7 @@ impl<B: Backend> Engine<B> {
                 let receipt_id = receipt.identity.receipt_id.clone();
                 trace.receipt_id = Some(receipt_id.clone());
                 let stored = delivery.request;
+                let unordered = (policy.ordered && !ordered).then(|| receipt.clone());
                 // Request and receipt are written in one turn, so in one
                 // commit; the acknowledgement leaves only once it is durable.
                 if is_active(Mutation::AcknowledgeBeforeDurable) {
@@ -134,6 +136,9 @@ impl<B: Backend> Engine<B> {
                 }
                 if let Err(message) = self.store_with(receipt, Some(&stored)) {
                     return Answer::Rejected(Problem::StorageUnavailable { message });
+                }
+                if let Some(receipt) = unordered {
+                    self.note_unordered(&receipt);
                 }
                 if is_active(Mutation::QueueWithoutAlarm) {
                     return Answer::Queued(ack(receipt_id, "queued"));
@@ -247,6 +252,7 @@ impl<B: Backend> Engine<B> {
             epoch: first.epoch,
             takeover: false,
             permit: None,
+            turn: None,
             // Written before the acknowledgement.
             index: None,
             started_at: now,
@@ -288,9 +294,26 @@ impl<B: Backend> Engine<B> {
             });
         }
         let mut receipt = receipt;
+        let superseded = receipt.state_name() == "superseded";
         receipt.queue(now, now);
         let index = self.plan_index(&mut receipt);
-        self.store(receipt.clone()).map_err(storage)?;
+        match superseded {
+            // The operator asks for the forward a superseded delivery was
+            // refused: it goes, marked stale (SPEC §12).
+            true => {
+                let mut request = self
+                    .backend
+                    .load_request()
+                    .map_err(storage)?
+                    .ok_or(Problem::NotFound)?;
+                if let Some(ticket) = request.order.as_mut() {
+                    ticket.skip_stale = false;
+                }
+                self.store_with(receipt.clone(), Some(&request))
+                    .map_err(storage)?;
+            }
+            false => self.store(receipt.clone()).map_err(storage)?,
+        }
         // The row is written even if the alarm cannot be set: it is what
         // the sweep then wakes the delivery by (its old one, a dead
         // letter's, would not be due until its expiry).

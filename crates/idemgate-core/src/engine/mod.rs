@@ -20,6 +20,9 @@ mod async_delivery;
 mod flow_tests;
 mod forward;
 mod index_writes;
+mod order;
+#[cfg(test)]
+mod order_tests;
 mod permits;
 mod sync;
 #[cfg(test)]
@@ -103,6 +106,13 @@ pub trait Backend {
     ) -> Result<PermitReply, String>;
     /// Gives permit `grant` back; a failure leaves it to its lease.
     async fn release_permit(&self, route: &str, holder: &str, grant: u64, limits: FlowLimits);
+    /// Calls an entity's order object (SPEC §12, v4); an error is an
+    /// object that could not be reached.
+    async fn order_call(
+        &self,
+        object: &str,
+        call: crate::order::OrderCall,
+    ) -> Result<crate::order::OrderReply, String>;
 }
 
 /// Storage operations, as counted by a backend: the cost of a delivery.
@@ -139,6 +149,9 @@ pub struct Policy {
     pub forward_secret: Option<Secret>,
     pub forward_secret_name: Option<String>,
     pub log_duplicates: bool,
+    /// The route orders per entity (SPEC §12): a delivery accepted
+    /// without an order ticket is counted as unordered.
+    pub ordered: bool,
 }
 
 impl From<&RouteConfig> for Policy {
@@ -157,6 +170,7 @@ impl From<&RouteConfig> for Policy {
             forward_secret: route.forward_secret.clone(),
             forward_secret_name: route.forward_secret_name.clone(),
             log_duplicates: route.log_duplicates,
+            ordered: route.order.is_some(),
         }
     }
 }
@@ -244,6 +258,12 @@ impl<B: Backend> Engine<B> {
 
     pub fn backend(&self) -> &B {
         &self.backend
+    }
+
+    /// The backend, its storage kept, for a test that restarts the object.
+    #[cfg(test)]
+    pub fn into_backend(self) -> B {
+        self.backend
     }
 
     /// [`Engine::deliver`], only if this object holds a live receipt of
@@ -496,6 +516,10 @@ impl<B: Backend> Engine<B> {
             });
         }
         let known = self.cache.borrow().clone().flatten();
+        if let Some(receipt) = known.as_ref().filter(|receipt| receipt.is_pending()) {
+            // Read before the request is deleted with the rest.
+            self.leave_order(receipt).await;
+        }
         let existed = self.backend.delete_all().await.map_err(storage)?;
         *self.cache.borrow_mut() = Some(None);
         self.alarm_known.set(false);

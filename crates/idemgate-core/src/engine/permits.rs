@@ -169,10 +169,21 @@ impl<B: Backend> Engine<B> {
     /// The attempt waits for its permit until `at`: stored with its
     /// schedule untouched, the alarm and the index row moved to `at` (a
     /// wait is not overdue for the sweep).
-    pub(super) async fn wait_for_permit(
+    pub(super) async fn wait_for_permit(&self, receipt: Receipt, at: u64) -> Result<(), String> {
+        self.wait_until(receipt, at, "waiting_for_permit").await
+    }
+
+    /// The attempt waits for its entity's turn (SPEC §12), as for a
+    /// permit: no step of its schedule is used.
+    pub(super) async fn wait_for_turn(&self, receipt: Receipt, at: u64) -> Result<(), String> {
+        self.wait_until(receipt, at, "waiting_for_order").await
+    }
+
+    async fn wait_until(
         &self,
         mut receipt: Receipt,
         at: u64,
+        logged: &'static str,
     ) -> Result<(), String> {
         let now = self.backend.now_ms();
         let first_wait = receipt.waiting_for_permit_since.is_none();
@@ -182,7 +193,7 @@ impl<B: Backend> Engine<B> {
         self.set_alarm(at).await?;
         self.write_index(index).await;
         if first_wait {
-            self.emit_change("waiting_for_permit", &receipt, Trace::default());
+            self.emit_change(logged, &receipt, Trace::default());
         }
         Ok(())
     }

@@ -36,6 +36,7 @@ pub(super) fn policy(in_flight: InFlightPolicy) -> Policy {
         forward_secret: Some(Secret::new(SECRET.into())),
         forward_secret_name: Some("FORWARD_SECRET".into()),
         log_duplicates: false,
+        ordered: false,
     }
 }
 
@@ -2323,6 +2324,7 @@ fn has_arrived_holds_for_every_receipt_but_a_failed_sync_one() {
             ReceiptState::Dead {
                 dead_at: NOW,
                 expiry_warned: false,
+                superseded: false,
             },
             true,
         ),

@@ -33,7 +33,10 @@ use crate::receipt::{DeliveryKind, Receipt, ReceiptState};
 pub const BINDING: &str = "IDEMGATE_INDEX";
 
 /// States an operator can list.
-pub const LISTABLE_STATES: &[&str] = &["queued", "in_flight", "failed", "dead"];
+pub const LISTABLE_STATES: &[&str] = &["queued", "in_flight", "failed", "dead", "superseded"];
+
+/// The listable states of a delivery still to be made.
+pub const PENDING_STATES: &[&str] = &["queued", "in_flight", "failed"];
 
 /// The state of a tombstone: the receipt left the index.
 pub const GONE: &str = "gone";

@@ -198,7 +198,7 @@ pub fn summary<'a>(
                 entry[*state] = count.into();
             }
             let oldest = of_route
-                .filter(|count| count.state != "dead")
+                .filter(|count| crate::index::PENDING_STATES.contains(&count.state))
                 .filter_map(|count| count.oldest_accepted_at)
                 .min();
             entry["oldest_pending_age_ms"] = oldest.map(|at| now.saturating_sub(at)).into();
@@ -417,9 +417,9 @@ mod tests {
             summary["routes"],
             serde_json::json!([
                 {"route": "stripe", "queued": 2, "in_flight": 0, "failed": 1, "dead": 5,
-                 "oldest_pending_age_ms": 600},
+                 "superseded": 0, "oldest_pending_age_ms": 600},
                 {"route": "adyen", "queued": 0, "in_flight": 0, "failed": 0, "dead": 0,
-                 "oldest_pending_age_ms": null}
+                 "superseded": 0, "oldest_pending_age_ms": null}
             ]),
             "a route the token does not see is left out"
         );

@@ -64,7 +64,10 @@ pub fn bulk_filter(
             .find(|(key, _)| key == name)
             .map(|(_, value)| value.as_str())
     };
-    if !matches!(find("state"), Some("dead" | "failed" | "queued")) {
+    if !matches!(
+        find("state"),
+        Some("dead" | "superseded" | "failed" | "queued")
+    ) {
         return Err(bad_query(
             "state= is dead, failed or queued: the states a re-drive takes",
         ));

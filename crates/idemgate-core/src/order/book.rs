@@ -235,6 +235,13 @@ impl OrderBook {
         }
     }
 
+    /// Whether `holder` holds the turn, its lease live at `now`.
+    pub fn turn_is(&self, holder: &str, now: u64) -> bool {
+        self.turn
+            .as_ref()
+            .is_some_and(|turn| turn.holder == holder && !turn.lapsed && now < turn.expires_at)
+    }
+
     fn is_idle(&self) -> bool {
         self.entries.is_empty() && self.turn.is_none()
     }

@@ -98,6 +98,10 @@ pub enum ReceiptState {
     Dead {
         dead_at: u64,
         expiry_warned: bool,
+        /// (v4) Ended without a forward as stale, on a route with
+        /// `on_stale = "skip"` (SPEC §12): named `superseded`, and kept,
+        /// listed and re-driven as a dead letter is.
+        superseded: bool,
     },
 }
 
@@ -334,6 +338,7 @@ impl Receipt {
             ReceiptState::Dead {
                 dead_at,
                 expiry_warned: false,
+                ..
             } => Some(self.expires_at.saturating_sub(DAY_MS).max(dead_at)),
             _ => None,
         }
@@ -399,6 +404,9 @@ impl ReceiptState {
             ReceiptState::InFlight { .. } => "in_flight",
             ReceiptState::Completed { .. } => "completed",
             ReceiptState::Failed { .. } => "failed",
+            ReceiptState::Dead {
+                superseded: true, ..
+            } => "superseded",
             ReceiptState::Dead { .. } => "dead",
         }
     }

@@ -120,6 +120,7 @@ impl Receipt {
                 self.state = ReceiptState::Dead {
                     dead_at: now,
                     expiry_warned,
+                    superseded: false,
                 };
                 Recorded::Dead
             }

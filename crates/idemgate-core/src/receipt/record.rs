@@ -24,6 +24,7 @@ enum StateName {
     Completed,
     Failed,
     Dead,
+    Superseded,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -151,8 +152,12 @@ impl Serialize for Receipt {
             ReceiptState::Dead {
                 dead_at,
                 expiry_warned,
+                superseded,
             } => {
-                record.state = StateName::Dead;
+                record.state = match superseded {
+                    true => StateName::Superseded,
+                    false => StateName::Dead,
+                };
                 record.dead_at = Some(*dead_at);
                 record.expiry_warned = Some(*expiry_warned);
             }
@@ -195,9 +200,10 @@ impl<'de> Deserialize<'de> for Receipt {
                 failed_at: record.failed_at.ok_or_else(|| missing("failed_at"))?,
                 next_attempt_at: record.next_attempt_at,
             },
-            StateName::Dead => ReceiptState::Dead {
+            StateName::Dead | StateName::Superseded => ReceiptState::Dead {
                 dead_at: record.dead_at.ok_or_else(|| missing("dead_at"))?,
                 expiry_warned: record.expiry_warned.unwrap_or(false),
+                superseded: record.state == StateName::Superseded,
             },
         };
         // Through the key's parser: a receipt holds a valid key or is not

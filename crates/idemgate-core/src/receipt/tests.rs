@@ -699,6 +699,7 @@ fn the_stored_record_keeps_its_fields_in_every_state() {
             ReceiptState::Dead {
                 dead_at: 10,
                 expiry_warned: false,
+                superseded: false,
             },
             serde_json::json!({"state": "dead", "dead_at": 10, "expiry_warned": false}),
         ),

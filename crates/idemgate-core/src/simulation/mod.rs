@@ -315,6 +315,7 @@ impl Simulation {
             forward_secret_name: signed.then(|| "FORWARD_SECRET".into()),
             forward_secret: signed.then(|| Secret::new("simulated-forward-secret".into())),
             log_duplicates: false,
+            ordered: false,
         };
         let alarms = match rng.below(100) {
             0..45 => AlarmFaults::Reliable,

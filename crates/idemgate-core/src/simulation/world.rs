@@ -1078,6 +1078,15 @@ impl Backend for SimBackend {
         Ok(reply)
     }
 
+    /// No simulated delivery is ordered yet: nothing asks.
+    async fn order_call(
+        &self,
+        _object: &str,
+        _call: crate::order::OrderCall,
+    ) -> Result<crate::order::OrderReply, String> {
+        Err("the simulation's routes are unordered".into())
+    }
+
     /// A release may be lost: the permit then waits out its lease.
     async fn release_permit(&self, _route: &str, holder: &str, grant: u64, limits: FlowLimits) {
         self.end_turn();
