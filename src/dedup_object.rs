@@ -142,6 +142,14 @@ impl DedupObject {
             ObjectOp::ClaimOnce { claimant, until } => {
                 reply(self.claim_once(&claimant, until).await)
             }
+            ObjectOp::OrderReady => reply(match self.engine.order_ready().await {
+                Ok(status) => HttpResponse {
+                    status: 200,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body: status.encode().into_bytes(),
+                },
+                Err(message) => render_problem(&Problem::StorageUnavailable { message }),
+            }),
             ObjectOp::PermitReady => reply(match self.engine.permit_ready().await {
                 Ok(()) => empty(204),
                 Err(message) => render_problem(&Problem::StorageUnavailable { message }),

@@ -15,6 +15,7 @@ use idemgate_core::delivery::DeliveryRequest;
 use idemgate_core::engine::{Backend, Policy, StorageOps};
 use idemgate_core::flow::{FlowCall, FlowLimits, PermitReply, PermitRequest};
 use idemgate_core::index::{IndexUpdate, IndexWrite};
+use idemgate_core::order::{OrderCall, OrderReply};
 use idemgate_core::origin::OutboundRequest;
 use idemgate_core::receipt::{ForwardResult, Receipt};
 use idemgate_core::signature::Secret;
@@ -341,6 +342,20 @@ impl Backend for DurableBackend {
         };
         // A release that fails leaves the permit to its lease.
         let _ = flow_client::call(&self.env, route, &release).await;
+    }
+
+    async fn order_call(&self, object: &str, call: OrderCall) -> Result<OrderReply, String> {
+        let route = idemgate_core::order::route_of(object).unwrap_or_default();
+        let reply = crate::object_rpc::call(
+            &self.env,
+            crate::order_object::ORDER_OBJECT_BINDING,
+            object,
+            Some(route),
+            &call.encode(),
+            "order object",
+        )
+        .await?;
+        OrderReply::decode(&reply)
     }
 
     fn secret(&self, name: &str) -> Option<Secret> {

@@ -1,7 +1,8 @@
 // The worker's entry module. worker-build exports the Rust Durable Objects
 // (`DedupObject`, one per key; `FlowCoordinator`, one per flow-limited
 // route; `ReconcileObject`, one per reconciled route; `AuditLog` and
-// `AlertObject`, one per deployment) as plain classes, and workerd serves RPC only on classes that
+// `AlertObject`, one per deployment; `OrderObject`, one per entity of an
+// ordered route) as plain classes, and workerd serves RPC only on classes that
 // extend `DurableObject`; these subclasses hand each call to the Rust
 // object, so it is reached over RPC instead of the much slower `fetch` path.
 import { DurableObject } from "cloudflare:workers";
@@ -11,6 +12,7 @@ import gateway, {
   ReconcileObject as RustReconcileObject,
   AuditLog as RustAuditLog,
   AlertObject as RustAlertObject,
+  OrderObject as RustOrderObject,
 } from "../build/index.js";
 
 export default gateway;
@@ -96,6 +98,27 @@ export class AlertObject extends DurableObject {
 
   call(line) {
     return this.#object.call(line);
+  }
+}
+
+export class OrderObject extends DurableObject {
+  #object;
+
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.#object = new RustOrderObject(ctx, env);
+  }
+
+  fetch(request) {
+    return this.#object.fetch(request);
+  }
+
+  alarm() {
+    return this.#object.alarm();
+  }
+
+  call(route, line) {
+    return this.#object.call(route, line);
   }
 }
 

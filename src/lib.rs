@@ -47,6 +47,7 @@ mod isolate;
 mod log_sink;
 mod object_client;
 mod object_rpc;
+pub mod order_object;
 mod public_key;
 mod receipt_index;
 mod reconcile_client;

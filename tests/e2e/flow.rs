@@ -13,13 +13,17 @@ use crate::{Profile, World, ADMIN_TOKEN};
 
 /// `ROUTES` of the flow profile.
 pub fn routes_json() -> String {
-    serde_json::json!({
+    let mut routes = serde_json::json!({
         "limited": {"path": "/flow/limited", "delivery": "async", "max_in_flight": 4},
         "rated": {"path": "/flow/rated", "delivery": "async", "rate_per_second": 10},
         "single": {"path": "/flow/single", "max_in_flight": 1},
         "pair": {"path": "/flow/pair", "delivery": "async", "max_in_flight": 2},
-    })
-    .to_string()
+    });
+    // The ordered routes (ordering.rs) share this profile's gateway.
+    for (name, route) in crate::ordering::routes().as_object().unwrap() {
+        routes[name] = route.clone();
+    }
+    routes.to_string()
 }
 
 const BODY: &str = r#"{"amount":1200,"currency":"eur"}"#;

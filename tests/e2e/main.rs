@@ -18,6 +18,7 @@ mod flow;
 mod inputs;
 mod money;
 mod operator;
+mod ordering;
 mod passthrough;
 mod plaid;
 mod providers;
@@ -277,6 +278,9 @@ fn main() {
         flow::twenty_deliveries_to_a_slow_origin_two_at_a_time_without_a_late_wake,
         flow::forty_deliveries_at_ten_per_second_take_over_two_and_a_half_seconds,
         flow::a_sync_delivery_over_the_limit_is_429_and_a_retry_goes_through,
+        ordering::eight_events_of_two_entities_reach_a_slow_origin_one_at_a_time_oldest_first,
+        ordering::an_event_older_than_one_delivered_is_marked_stale_or_superseded,
+        ordering::a_failing_event_holds_its_entitys_later_events_until_it_is_delivered,
         providers::a_paypal_certificate_is_fetched_only_from_an_allowed_host,
         providers::a_paypal_certificate_that_cannot_be_fetched_yet_is_retried,
         providers::a_paypal_transmission_is_forwarded_under_one_event_at_most,

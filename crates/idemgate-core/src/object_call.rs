@@ -49,6 +49,10 @@ pub enum ObjectOp {
     Wake,
     /// The route's flow coordinator reserved a permit for this object.
     PermitReady,
+    /// (v4) The entity's order object: this object's turn has come, or it
+    /// asks how the delivery stands; answered with a
+    /// [`crate::order::HolderStatus`] as the body.
+    OrderReady,
     /// Reconciliation asks whether a delivery of the key arrived (SPEC
     /// §11): 200 when the object holds a receipt of one, 404 when not.
     HasReceipt,

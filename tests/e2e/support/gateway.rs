@@ -231,6 +231,12 @@ class_name = "AuditLog"
 name = "ALERT_OBJECT"
 class_name = "AlertObject"
 
+# One per entity of an ordered route (SPEC §12): its deliveries' turn,
+# who waits, and the newest event time the origin accepted.
+[[durable_objects.bindings]]
+name = "ORDER_OBJECT"
+class_name = "OrderObject"
+
 [[migrations]]
 tag = "v1"
 new_sqlite_classes = ["DedupObject"]
@@ -250,6 +256,10 @@ new_sqlite_classes = ["AuditLog"]
 [[migrations]]
 tag = "v5"
 new_sqlite_classes = ["AlertObject"]
+
+[[migrations]]
+tag = "v6"
+new_sqlite_classes = ["OrderObject"]
 
 {}
 [triggers]

@@ -44,12 +44,18 @@ pub struct OrderTicket {
     pub skip_stale: bool,
 }
 
-/// The order object of `order_key` on `route` in `scope` (the key's
-/// scope: tenants never share an entity). The key's value is hashed: it
-/// names an object, and may be long.
+/// The order object of `order_key` on `route` in `scope` (the route's and
+/// its tenant's: tenants never share an entity, paths do). The key's
+/// value is hashed: it names an object, and may be long.
 pub fn object_name(route: &str, scope: &str, order_key: &str) -> String {
     let entity = sha256_hex(format!("{scope}\n{order_key}").as_bytes());
     format!("idemgate/order/v1|{route}|{entity}")
+}
+
+/// The route an order object's name ([`object_name`]) belongs to.
+pub fn route_of(object: &str) -> Option<&str> {
+    let rest = object.strip_prefix("idemgate/order/v1|")?;
+    rest.rsplit_once('|').map(|(route, _)| route)
 }
 
 /// A key's object asks for its delivery's turn.

@@ -208,4 +208,7 @@ fn object_names_separate_routes_scopes_and_entities() {
     assert_ne!(name, object_name("stripe", "s2", "in_1"));
     assert_ne!(name, object_name("stripe", "s1", "in_2"));
     assert_ne!(name, object_name("paddle", "s1", "in_1"));
+    assert_eq!(route_of(&name), Some("stripe"));
+    assert_eq!(route_of(&object_name("a|b", "s", "k")), Some("a|b"));
+    assert_eq!(route_of("idemgate/flow/v1|stripe"), None);
 }

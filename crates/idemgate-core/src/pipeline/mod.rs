@@ -450,7 +450,7 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
         path: scoped_path,
         tenant_sha256,
     };
-    let order = order_ticket(route, &input(&key_hash), &identity);
+    let order = order_ticket(route, &input(&key_hash), identity.tenant_sha256.as_deref());
     let previous = previous_identity(route, &input(&canonical_hash), &identity)
         .filter(|previous| previous.object != identity.object);
     let Target {
@@ -494,13 +494,20 @@ fn read_pointers(route: &RouteConfig) -> Vec<&str> {
 /// An ordered route's ticket for the delivery (SPEC §12, v4): its
 /// entity's order object and its event's time. `None` when the route is
 /// not ordered, or either value is missing or unreadable: the delivery
-/// then goes unordered, and the engine counts it.
-fn order_ticket(route: &RouteConfig, input: &KeyInput, identity: &Identity) -> Option<OrderTicket> {
+/// then goes unordered, and the engine counts it. An entity is the
+/// route's and its tenant's, whatever path its events came to: tenants
+/// never share one, paths do.
+fn order_ticket(
+    route: &RouteConfig,
+    input: &KeyInput,
+    tenant_sha256: Option<&str>,
+) -> Option<OrderTicket> {
     let order = route.order.as_ref()?;
     let entity = derive_key(std::slice::from_ref(&order.key), input).ok()?;
     let time = derive_key(std::slice::from_ref(&order.time), input).ok()?;
+    let scope = Scope::new(&route.name, None, tenant_sha256);
     Some(OrderTicket {
-        object: crate::order::object_name(&route.name, &identity.scope, entity.as_str()),
+        object: crate::order::object_name(&route.name, scope.id(), entity.as_str()),
         time_ms: crate::order::time::order_time_ms(time.as_str())?,
         hold_ms: order.hold_ms,
         skip_stale: order.skip_stale,
