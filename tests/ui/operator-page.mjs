@@ -199,6 +199,7 @@ async function withPointer(browser) {
     await expectText(heading(page), "Overview");
     await expectText(count(page, "payments", "dead"), "32", "32 dead on payments");
     await expectText(count(page, "refunds", "dead"), "1");
+    await expectText(count(page, "ordered", "superseded"), "1", "1 superseded on the ordered route");
     await expectText(count(page, "held", "failed"), "1");
     await expectText(page.locator('article[data-route="held"]'), /Oldest pending\s*\d/, "the oldest pending age");
     await expectText(page.locator('article[data-route="payments"]'), /Alerts\s*dead firing since/, "the dead alert firing");

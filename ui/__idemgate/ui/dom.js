@@ -1,11 +1,14 @@
 // The page's building blocks: DOM nodes from data (never HTML from
 // strings), the page's fixed elements, and how times read.
-export const STATES = ["queued", "in_flight", "failed", "dead"];
+export const STATES = ["queued", "in_flight", "failed", "dead", "superseded"];
 export const LABEL = {
   queued: "queued",
   in_flight: "in flight",
   failed: "failed",
   dead: "dead",
+  // Older than an event of its entity already delivered, on a route that
+  // skips those (on_stale = "skip"): kept and re-drivable as a dead letter.
+  superseded: "superseded",
   completed: "completed",
 };
 // A receipt in these states is still being delivered: after a re-drive

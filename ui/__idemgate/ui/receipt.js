@@ -125,7 +125,10 @@ export function timeline(receipt) {
     ["dead_at", "Dead: no retry left"],
   ]) {
     if (receipt[field]) {
-      events.push({ at: receipt[field], order: 2, node: [h("strong", {}, text), " ", when(receipt[field], true)] });
+      const said = receipt.state === "superseded" && field === "dead_at"
+        ? "Superseded: older than an event of its entity already delivered, not forwarded"
+        : text;
+      events.push({ at: receipt[field], order: 2, node: [h("strong", {}, said), " ", when(receipt[field], true)] });
     }
   }
   if (receipt.next_attempt_at) {
@@ -151,6 +154,7 @@ export function storedResponse(receipt) {
     const why = {
       completed: "None stored.",
       dead: "None: no attempt succeeded. Re-drive it once the origin is fixed.",
+      superseded: "None: it was not forwarded. A re-drive forwards it marked Idempotency-Stale: true.",
     };
     return h("p", { class: "muted" }, why[receipt.state] || "None yet: a response is stored when the delivery completes.");
   }
