@@ -279,7 +279,8 @@ pub async fn the_operator_page_drives_the_operator_api_in_a_browser(world: &'sta
     // An event older than one already delivered for its entity:
     // superseded on the ordered route.
     for (key, created) in [("ui-newer", 200), ("ui-older", 100)] {
-        let body = serde_json::json!({"id": key, "created": created, "data": {"object": {"id": "in_ui"}}});
+        let body =
+            serde_json::json!({"id": key, "created": created, "data": {"object": {"id": "in_ui"}}});
         let ack = client()
             .post(gateway.url(&format!("/ui-ordered/{key}")))
             .header("content-type", "application/json")

@@ -204,13 +204,16 @@ impl OrderBook {
             }),
             _ => None,
         };
+        // The turn's holder is asked about instead (see `settle`).
+        let holding = self.turn.as_ref().map(|turn| turn.holder.as_str());
         let abandon = self
             .entries
             .iter()
+            .filter(|entry| Some(entry.holder.as_str()) != holding)
             .map(|entry| entry.not_before.max(entry.heard_at) + ABANDON_MS)
             .min();
         let forget = self
-            .is_idle()
+            .is_spent()
             .then(|| self.changed_at.saturating_add(self.retention_ms));
         [turn, head, abandon, forget].into_iter().flatten().min()
     }
@@ -218,7 +221,7 @@ impl OrderBook {
     /// Nothing waits or holds the turn, and the newest time delivered has
     /// been kept for its retention: the object may delete itself.
     pub fn is_forgotten(&self, now: u64) -> bool {
-        self.is_idle() && now >= self.changed_at.saturating_add(self.retention_ms)
+        self.is_spent() && now >= self.changed_at.saturating_add(self.retention_ms)
     }
 
     /// Holders to wake: the head when its turn came, or the holder of a
@@ -242,8 +245,10 @@ impl OrderBook {
             .is_some_and(|turn| turn.holder == holder && !turn.lapsed && now < turn.expires_at)
     }
 
-    fn is_idle(&self) -> bool {
-        self.entries.is_empty() && self.turn.is_none()
+    /// Nothing waits or holds the turn, but the book was used: a fresh
+    /// book has nothing to forget.
+    fn is_spent(&self) -> bool {
+        self.entries.is_empty() && self.turn.is_none() && self.next_grant > 0
     }
 
     /// Leases that ended lapse; entries whose holders went silent go.

@@ -212,3 +212,23 @@ fn object_names_separate_routes_scopes_and_entities() {
     assert_eq!(route_of(&object_name("a|b", "s", "k")), Some("a|b"));
     assert_eq!(route_of("idemgate/flow/v1|stripe"), None);
 }
+
+/// Found by the simulation: the holder of a lapsed turn is asked about,
+/// never dropped as silent, so its entry's silence sets no alarm (one in
+/// the past would fire at once, forever).
+#[test]
+fn a_lapsed_holders_silence_sets_no_alarm_in_the_past() {
+    let mut book = OrderBook::default();
+    let a = ask("a", 10, 0);
+    book.ask(&a, 0);
+    go(book.ask(&a, HOLD));
+    let later = HOLD + ABANDON_MS * 3;
+    book.on_alarm(later);
+    assert_eq!(book.take_wakes(), vec!["a".to_string()]);
+    assert!(
+        book.next_alarm().is_some_and(|at| at > later),
+        "{:?}",
+        book.next_alarm()
+    );
+    assert_eq!(book.view().waiting, 1, "asked about, not dropped");
+}

@@ -83,6 +83,17 @@
 //!     at the origin at once (sent, not answered, not timed out) never
 //!     outnumber the limit. (Invariant 6 is then the coordinator's: a
 //!     delivery over the limit is refused 429, as SPEC §2 says.)
+//! 12. (v4) A third of the async schedules order their deliveries (SPEC
+//!     §12): every key's events are of one entity, each payload with a
+//!     time of its own, held 0 or 2 s, stale ones forwarded marked or
+//!     superseded. The entity's book may be unreachable, its replies late
+//!     (past the turn's lease) or lost after it decided, its wakes late or
+//!     lost, and the answers to them lost. Never two forwards of the
+//!     entity at the origin at once (sent, not answered, not timed out).
+//! 13. (v4) In those schedules, no event is forwarded without
+//!     `Idempotency-Stale: true` when it is older than one a key's object
+//!     recorded as accepted by the origin. (Invariants 8 and 9 count
+//!     `superseded` as an end, as `dead` is.)
 //!
 //! `SIM_SEEDS=100000 cargo test --release --lib simulation::tests::seeds`
 //! explores more schedules; `SIM_STEPS` sets the steps per schedule.
@@ -104,6 +115,7 @@ use crate::headers::{DECISION, REPLAYED};
 use crate::index::{update_for, Indexed};
 use crate::key::IdempotencyKey;
 use crate::mutation::{self, Mutation};
+use crate::order::OrderTicket;
 use crate::receipt::{ForwardResult, HttpResponse, Identity, ReceiptState, RetryableStatuses};
 use crate::signature::Secret;
 use crate::sweep::{Sweep, DEFAULT_LIMIT, GRACE_MS};
@@ -247,6 +259,8 @@ pub struct Simulation {
     tasks: Vec<Task>,
     next_task: usize,
     policy: Policy,
+    /// An ordered schedule's hold and whether it skips stale events.
+    order_terms: Option<(u64, bool)>,
     retention_ms: u64,
     /// Whether this schedule's route delivers asynchronously.
     asynchronous: bool,
@@ -361,6 +375,19 @@ impl Simulation {
             });
             *world.route_policy.borrow_mut() = Some(policy.clone());
         }
+        // A third of the async schedules order their deliveries (SPEC
+        // §12): every key's events are of one entity. Drawn apart, so the
+        // other schedules stay as they were.
+        let mut order_rng = Rng(seed ^ 0x0bde_5eed);
+        // As under flow control, the lease exceeds the timeout by SPEC
+        // §8's margin (a turn's forward is bounded by its lease).
+        let order_terms = (asynchronous && lease_ms >= 3_000 && order_rng.chance(35))
+            .then(|| (order_rng.pick(&[0, 2_000]), order_rng.chance(50)));
+        if order_terms.is_some() {
+            world.ordered.set(true);
+            policy.ordered = true;
+            policy.origin_timeout_ms = policy.origin_timeout_ms.min(lease_ms - 1_000);
+        }
         let engines = (0..KEYS)
             .map(|key| {
                 Rc::new(Engine::new(SimBackend {
@@ -378,6 +405,7 @@ impl Simulation {
             tasks: Vec::new(),
             next_task: 0,
             policy,
+            order_terms,
             retention_ms,
             asynchronous,
             profile,
@@ -510,6 +538,24 @@ impl Simulation {
     fn run_events(&mut self) {
         self.world.land_index_writes();
         self.world.flow_alarm();
+        self.world.order_alarm();
+        for key in self.world.arrived_order_wakes() {
+            let engine = self.engines[key].clone();
+            let world = self.world.clone();
+            self.spawn(
+                key,
+                Kind::PermitWake,
+                Box::pin(async move {
+                    // Its answer reaches the book, unless the call is lost.
+                    if let Ok(status) = engine.order_ready().await {
+                        if !world.faults.chance(5) {
+                            world.order_apply(|book, now| book.heard(&object(key), status, now));
+                        }
+                    }
+                    None
+                }),
+            );
+        }
         for key in self.world.arrived_wakes() {
             let engine = self.engines[key].clone();
             self.spawn(
@@ -558,6 +604,25 @@ impl Simulation {
         self.deliver_payload(key, payload);
     }
 
+    /// An ordered schedule's ticket for a payload: one entity, and a time
+    /// of the payload's own (so its duplicates carry the same).
+    fn ticket(&self, fingerprint: &Fingerprint, payload: &str) -> Option<OrderTicket> {
+        let (hold_ms, skip_stale) = self.order_terms?;
+        let time_ms = payload.bytes().map(u64::from).sum::<u64>() % 6 * 10;
+        if self.world.order_time_of(fingerprint).is_none() {
+            self.world
+                .order_times
+                .borrow_mut()
+                .push((fingerprint.clone(), time_ms));
+        }
+        Some(OrderTicket {
+            object: "entity".into(),
+            time_ms,
+            hold_ms,
+            skip_stale,
+        })
+    }
+
     fn deliver_payload(&mut self, key: usize, payload: String) {
         let fingerprint = Fingerprint::of_bytes(payload.as_bytes());
         let delivery = Delivery {
@@ -582,7 +647,7 @@ impl Simulation {
                 source: None,
                 stale: false,
                 batch: None,
-                order: None,
+                order: self.ticket(&fingerprint, &payload),
             },
             if_known: false,
             if_absent: false,
@@ -848,6 +913,7 @@ impl Simulation {
             next_alarm,
             self.world.next_landing(),
             self.world.next_flow_event(),
+            self.world.next_order_event(),
             Some(sweep),
         ]
         .into_iter()
@@ -879,6 +945,7 @@ impl Simulation {
             && self.tasks.is_empty()
             && self.world.index_writes.borrow().is_empty()
             && self.world.next_flow_event().is_none()
+            && self.world.next_order_event().is_none()
     }
 
     /// Nothing running, in flight, or waiting to be retried, and no
@@ -969,7 +1036,7 @@ impl Simulation {
             }
         }
         for (id, life) in lives.iter() {
-            let ended = matches!(life.state, "completed" | "dead");
+            let ended = matches!(life.state, "completed" | "dead" | "superseded");
             if life.acknowledged && !life.forced_out && !ended {
                 self.world.violate(format!(
                     "I9 key {}: acknowledged {id} never ended ({}{})",
@@ -989,7 +1056,8 @@ impl Simulation {
             let acknowledged = lives
                 .get(id)
                 .is_some_and(|life| life.acknowledged && !life.forced_out);
-            let listed = receipt.is_pending() || receipt.state_name() == "dead";
+            let listed =
+                receipt.is_pending() || matches!(receipt.state_name(), "dead" | "superseded");
             let row = d1.listed(&object(key));
             let shows =
                 row.is_some_and(|row| row.state == receipt.state_name() && &row.receipt_id == id);

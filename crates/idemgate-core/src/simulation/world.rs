@@ -28,6 +28,7 @@ use crate::engine::{Backend, Policy};
 use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest, CLAIM_MS};
 use crate::headers;
 use crate::index::{IndexUpdate, TableRow, GONE};
+use crate::order::OrderBook;
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt, ReceiptState};
 use crate::signature::Secret;
@@ -229,7 +230,7 @@ pub struct Faults {
 }
 
 impl Faults {
-    fn chance(&self, percent: u64) -> bool {
+    pub fn chance(&self, percent: u64) -> bool {
         percent > 0 && self.rng.borrow_mut().chance(percent)
     }
 
@@ -295,6 +296,15 @@ pub struct World {
     pub flow: RefCell<Option<Coordinator>>,
     /// Wakes on their way to keys' objects: (key, when it arrives).
     pub wakes: RefCell<Vec<(usize, u64)>>,
+    /// The schedule orders its deliveries (SPEC §12): every key's events
+    /// are of one entity, whose book lives here (its own object, which
+    /// never restarts here; its state is one stored value).
+    pub ordered: Cell<bool>,
+    pub order: RefCell<OrderBook>,
+    /// The book's wakes on their way: (key, when it arrives).
+    pub order_wakes: RefCell<Vec<(usize, u64)>>,
+    /// Each payload's event time, by its fingerprint.
+    pub order_times: RefCell<Vec<(Fingerprint, u64)>>,
 }
 
 impl World {
@@ -330,7 +340,92 @@ impl World {
             route_policy: RefCell::new(None),
             flow: RefCell::new(None),
             wakes: RefCell::new(Vec::new()),
+            ordered: Cell::new(false),
+            order: RefCell::new(OrderBook::default()),
+            order_wakes: RefCell::new(Vec::new()),
+            order_times: RefCell::new(Vec::new()),
         }
+    }
+
+    /// A call to the entity's book at `now`; its wakes go out as the
+    /// coordinator's do: most at once, some late, some never.
+    pub fn order_apply<T>(&self, call: impl FnOnce(&mut OrderBook, u64) -> T) -> T {
+        let now = self.now.get();
+        let (answer, wakes) = {
+            let mut book = self.order.borrow_mut();
+            let answer = call(&mut book, now);
+            (answer, book.take_wakes())
+        };
+        for holder in wakes {
+            let key: usize = holder["object-".len()..].parse().expect("an object's name");
+            let arrives = match self.faults.below(100) {
+                0..10 => None,
+                10..20 => Some(now + self.faults.below(2 * crate::order::book::WAKE_AGAIN_MS)),
+                _ => Some(now + self.faults.below(100)),
+            };
+            self.note(|| format!("the entity's book wakes key {key}: {arrives:?}"));
+            if let Some(at) = arrives {
+                self.order_wakes.borrow_mut().push((key, at));
+            }
+        }
+        answer
+    }
+
+    /// The book's alarm, when due.
+    pub fn order_alarm(&self) {
+        let now = self.now.get();
+        if self.order.borrow().next_alarm().is_some_and(|at| at <= now) {
+            self.order_apply(|book, now| match book.is_forgotten(now) {
+                // The object deletes itself: a fresh book.
+                true => *book = OrderBook::default(),
+                false => book.on_alarm(now),
+            });
+        }
+    }
+
+    /// The book's wakes that arrived by now, taken.
+    pub fn arrived_order_wakes(&self) -> Vec<usize> {
+        let now = self.now.get();
+        let mut arrived = Vec::new();
+        self.order_wakes.borrow_mut().retain(|&(key, at)| {
+            if at <= now {
+                arrived.push(key);
+            }
+            at > now
+        });
+        arrived
+    }
+
+    /// The next time the book, or a wake of its on the way, has work.
+    pub fn next_order_event(&self) -> Option<u64> {
+        if !self.ordered.get() {
+            return None;
+        }
+        let alarm = self.order.borrow().next_alarm();
+        let wake = self.order_wakes.borrow().iter().map(|(_, at)| *at).min();
+        [alarm, wake].into_iter().flatten().min()
+    }
+
+    pub fn order_time_of(&self, fingerprint: &Fingerprint) -> Option<u64> {
+        self.order_times
+            .borrow()
+            .iter()
+            .find(|(known, _)| known == fingerprint)
+            .map(|(_, time)| *time)
+    }
+
+    /// The newest event time a key's object recorded as accepted by the
+    /// origin (its receipt completed, as stored now, and within its
+    /// retention: an entity remembers no longer, SPEC §12).
+    fn newest_recorded(&self) -> Option<u64> {
+        let now = self.now.get();
+        self.keys
+            .borrow()
+            .iter()
+            .filter_map(|state| state.stored.as_ref())
+            .filter(|receipt| receipt.stored_response().is_some() && !receipt.is_expired(now))
+            .filter_map(|receipt| self.order_time_of(&receipt.fingerprint))
+            .max()
     }
 
     /// A call to the route's coordinator at `now`; the wakes it makes go
@@ -911,6 +1006,25 @@ impl Backend for SimBackend {
                 }
             }
             drop(keys);
+            if self.world.ordered.get() {
+                if !self.world.open_calls().is_empty() {
+                    problems.push(format!(
+                        "I12 key {}: a second forward of the entity while another is at the origin",
+                        self.key
+                    ));
+                }
+                let stale = headers::get(&request.headers, "idempotency-stale") == Some("true");
+                let time = self.world.order_time_of(&fingerprint);
+                let newest = self.world.newest_recorded();
+                if let (Some(time), Some(newest)) = (time, newest) {
+                    if time < newest && !stale {
+                        problems.push(format!(
+                            "I13 key {}: an event of time {time} forwarded unmarked after one of {newest} was delivered",
+                            self.key
+                        ));
+                    }
+                }
+            }
             for problem in problems {
                 self.world.violate(problem);
             }
@@ -1078,13 +1192,58 @@ impl Backend for SimBackend {
         Ok(reply)
     }
 
-    /// No simulated delivery is ordered yet: nothing asks.
+    /// The entity's book: unreachable at times, its reply late (past
+    /// the turn's lease) or lost after it decided.
     async fn order_call(
         &self,
         _object: &str,
-        _call: crate::order::OrderCall,
+        call: crate::order::OrderCall,
     ) -> Result<crate::order::OrderReply, String> {
-        Err("the simulation's routes are unordered".into())
+        use crate::order::{OrderCall, OrderReply};
+        self.end_turn();
+        if !self.alive() || self.crash_point() {
+            return never().await;
+        }
+        let world = &self.world;
+        if world.faults.chance(3) {
+            return Err("the order object could not be reached".into());
+        }
+        let reply = world.order_apply(|book, now| match &call {
+            OrderCall::Ask(ask) => book.ask(ask, now),
+            OrderCall::Done {
+                ask,
+                grant,
+                outcome,
+            } => {
+                book.done(ask, *grant, *outcome, now);
+                OrderReply::Noted
+            }
+        });
+        let now = world.now.get();
+        let held = match world.faults.below(100) {
+            0..10 => world.faults.below(2 * world.lease_ms + 1),
+            _ => 0,
+        };
+        world.note(|| {
+            format!(
+                "key {}: the book answers {reply:?}, back in {held} ms",
+                self.key
+            )
+        });
+        if held > 0 {
+            Sleep {
+                world: world.clone(),
+                until: now + held,
+            }
+            .await;
+        }
+        if !self.alive() {
+            return never().await;
+        }
+        if world.faults.chance(3) {
+            return Err("the order object's reply was lost".into());
+        }
+        Ok(reply)
     }
 
     /// A release may be lost: the permit then waits out its lease.
