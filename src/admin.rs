@@ -9,7 +9,7 @@ use idemgate_core::answer::render_problem;
 use idemgate_core::config::Config;
 use idemgate_core::flow::{FlowCall, FlowStatus};
 use idemgate_core::headers;
-use idemgate_core::object_call::{ObjectCall, ObjectOp};
+use idemgate_core::object_call::ObjectOp;
 use idemgate_core::operator::{authorize, listing, query_pairs, receipt_address, route_of};
 use idemgate_core::problem::Problem;
 use idemgate_core::reconcile::route_runs::ReconcileCall;
@@ -113,7 +113,7 @@ async fn health(env: &Env) -> worker::Result<web_sys::Response> {
         Ok(None) => "off".to_string(),
         Ok(Some(_))
             if env
-                .durable_object(crate::alert_object::ALERT_OBJECT_BINDING)
+                .durable_object(crate::alerts::ALERT_OBJECT_BINDING)
                 .is_err() =>
         {
             "the ALERT_OBJECT binding is missing (wrangler.toml)".to_string()
@@ -199,7 +199,7 @@ async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
     }
     // Alerts (SPEC §13): each visible route's conditions, firing first.
     if matches!(crate::alerts::config(env), Ok(Some(_))) {
-        let book = crate::alerts::call(env, &crate::alert_object::AlertCall::View).await;
+        let book = crate::alerts::call(env, &crate::alerts::AlertCall::View).await;
         if let Some(routes) = summary["routes"].as_array_mut() {
             for entry in routes.iter_mut() {
                 let conditions: Vec<serde_json::Value> = match &book {
@@ -382,11 +382,12 @@ async fn receipts(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> 
         return audit_client::audited(env, intent, async {
             // This isolate forgets the key at once; others within REPLAY_TTL_MS.
             with_replays(|cache| cache.evict_object(&address.object_name));
-            ask_object(env, address.route.clone(), address.object_name.clone(), op).await
+            object_client::ask_object(env, address.route.clone(), address.object_name.clone(), op)
+                .await
         })
         .await;
     }
-    ask_object(
+    object_client::ask_object(
         env,
         address.route,
         address.object_name,
@@ -434,7 +435,7 @@ async fn redrive(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
     audit_client::audited(
         env,
         intent,
-        ask_object(
+        object_client::ask_object(
             env,
             address.route.clone(),
             address.object_name.clone(),
@@ -442,22 +443,4 @@ async fn redrive(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
         ),
     )
     .await
-}
-
-pub(crate) async fn ask_object(
-    env: &Env,
-    route: String,
-    object: String,
-    op: ObjectOp,
-) -> Result<web_sys::Response, Problem> {
-    let request = ObjectCall {
-        route,
-        object,
-        absorbed: 0,
-        op,
-    };
-    let reply = object_client::call(env, request, Vec::new()).await?;
-    edge_http::response(&reply.response).map_err(|error| Problem::StorageUnavailable {
-        message: error.to_string(),
-    })
 }

@@ -8,7 +8,6 @@
 
 use std::cell::RefCell;
 
-use serde::{Deserialize, Serialize};
 use wasm_bindgen::prelude::*;
 use worker::js_sys::{Date as JsDate, Number};
 use worker::{
@@ -16,40 +15,17 @@ use worker::{
 };
 
 use idemgate_core::alerts::book::AlertBook;
-use idemgate_core::alerts::{AlertsConfig, Condition};
+use idemgate_core::alerts::AlertsConfig;
 use idemgate_core::answer::render_problem;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::ForwardResult;
 
+use crate::alerts::AlertCall;
 use crate::edge_http;
 
-pub const ALERT_OBJECT_BINDING: &str = "ALERT_OBJECT";
-/// The one object's name.
-pub const ALERT_OBJECT_NAME: &str = "alerts";
 const BOOK_KEY: &str = "book";
 /// How long a sink may take to answer.
 const SINK_TIMEOUT_MS: u64 = 5_000;
-
-/// What the object is asked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AlertCall {
-    /// Signs observed since the last call.
-    Observe(Vec<Observation>),
-    /// The time passed (the Cron Trigger's minute).
-    Tick,
-    /// The book as the operator sees it.
-    View,
-}
-
-/// `count` signs of `condition` on `route`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observation {
-    pub route: String,
-    pub condition: Condition,
-    pub count: u64,
-    pub detail: String,
-}
 
 #[durable_object]
 pub struct AlertObject {

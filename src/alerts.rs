@@ -7,7 +7,6 @@
 //! flush are lost: an alert is a nudge to a person, the receipts and logs
 //! are the record.
 
-use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 use wasm_bindgen::JsValue;
@@ -15,20 +14,39 @@ use worker::js_sys::Promise;
 use worker::Env;
 
 use idemgate_core::alerts::{self, AlertsConfig, Condition};
+use serde::{Deserialize, Serialize};
 
-use crate::alert_object::{AlertCall, Observation, ALERT_OBJECT_BINDING, ALERT_OBJECT_NAME};
+pub const ALERT_OBJECT_BINDING: &str = "ALERT_OBJECT";
+/// The one object's name.
+pub const ALERT_OBJECT_NAME: &str = "alerts";
+/// What the object is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertCall {
+    /// Signs observed since the last call.
+    Observe(Vec<Observation>),
+    /// The time passed (the Cron Trigger's minute).
+    Tick,
+    /// The book as the operator sees it.
+    View,
+}
 
-thread_local! {
-    static CONFIG: RefCell<Option<Result<Option<AlertsConfig>, String>>> = const { RefCell::new(None) };
-    static PENDING: RefCell<BTreeMap<(String, Condition), (u64, String)>> = const { RefCell::new(BTreeMap::new()) };
-    static SENDING: Cell<bool> = const { Cell::new(false) };
+/// `count` signs of `condition` on `route`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observation {
+    pub route: String,
+    pub condition: Condition,
+    pub count: u64,
+    pub detail: String,
 }
 
 /// `ALERTS` and its companions, read once per isolate; `Ok(None)` when
 /// alerting is off; `Err` says what is wrong (health shows it).
 pub fn config(env: &Env) -> Result<Option<AlertsConfig>, String> {
-    CONFIG.with(|cached| {
-        cached
+    crate::isolate::with(|isolate| {
+        isolate
+            .alerts
+            .config
             .borrow_mut()
             .get_or_insert_with(|| {
                 let lookup = |name: &str| crate::env::lookup(env, name);
@@ -43,8 +61,8 @@ pub fn note(env: &Env, route: &str, condition: Condition, detail: &str) {
     if !matches!(config(env), Ok(Some(_))) {
         return;
     }
-    PENDING.with(|pending| {
-        let mut pending = pending.borrow_mut();
+    crate::isolate::with(|isolate| {
+        let mut pending = isolate.alerts.pending.borrow_mut();
         let entry = pending
             .entry((route.to_string(), condition))
             .or_insert((0, String::new()));
@@ -55,19 +73,21 @@ pub fn note(env: &Env, route: &str, condition: Condition, detail: &str) {
 
 /// Whether signs wait to be sent.
 pub fn pending() -> bool {
-    PENDING.with(|pending| !pending.borrow().is_empty()) && !SENDING.with(Cell::get)
+    crate::isolate::with(|isolate| {
+        !isolate.alerts.pending.borrow().is_empty() && !isolate.alerts.sending.get()
+    })
 }
 
 /// Sends the signs noted so far to the alert object, and those noted
 /// meanwhile after them; one call at a time per isolate. A failed call is
 /// dropped (logged): the signs go on coming while the trouble lasts.
 pub async fn flush(env: Env) {
-    if SENDING.with(|sending| sending.replace(true)) {
+    if crate::isolate::with(|isolate| isolate.alerts.sending.replace(true)) {
         return;
     }
     loop {
-        let observations: Vec<Observation> = PENDING.with(|pending| {
-            std::mem::take(&mut *pending.borrow_mut())
+        let observations: Vec<Observation> = crate::isolate::with(|isolate| {
+            std::mem::take(&mut *isolate.alerts.pending.borrow_mut())
                 .into_iter()
                 .map(|((route, condition), (count, detail))| Observation {
                     route,
@@ -86,7 +106,7 @@ pub async fn flush(env: Env) {
             );
         }
     }
-    SENDING.with(|sending| sending.set(false));
+    crate::isolate::with(|isolate| isolate.alerts.sending.set(false));
 }
 
 /// One call to the alert object; its JSON answer.

@@ -68,7 +68,7 @@ pub async fn redrive(
         }
     };
     let calls = rows.iter().map(|row| {
-        crate::admin::ask_object(
+        crate::object_client::ask_object(
             env,
             row.route.clone(),
             row.object.clone(),

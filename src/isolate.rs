@@ -8,6 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use idemgate_core::alerts::{AlertsConfig, Condition};
 use idemgate_core::config::Config;
 use idemgate_core::problem::Problem;
 use idemgate_core::replay_cache::ReplayCache;
@@ -39,6 +40,21 @@ pub struct Isolate {
     pub upgrade_since: Cell<Option<u64>>,
     /// The Analytics Engine dataset and the points batched for it.
     pub metrics: RefCell<Metrics>,
+    /// `ALERTS` as read, and the signs not yet sent ([`crate::alerts`]).
+    pub alerts: Alerts,
+}
+
+/// What an isolate keeps for the alert object: signs noted since the last
+/// call (lost with the isolate: an alert is a nudge, the receipts and logs
+/// are the record).
+#[derive(Default)]
+pub struct Alerts {
+    /// `ALERTS` and its companions, parsed on first use.
+    pub config: RefCell<Option<Result<Option<AlertsConfig>, String>>>,
+    /// Signs by route and condition: how many, and the last one's detail.
+    pub pending: RefCell<BTreeMap<(String, Condition), (u64, String)>>,
+    /// Whether a call to the alert object is on its way.
+    pub sending: Cell<bool>,
 }
 
 thread_local! {

@@ -6,9 +6,9 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use worker::js_sys::{Array, Promise, Uint8Array};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::Env;
+use worker::{web_sys, Env};
 
-use idemgate_core::object_call::{call_failure, ObjectCall, ObjectReply, Reply};
+use idemgate_core::object_call::{call_failure, ObjectCall, ObjectOp, ObjectReply, Reply};
 use idemgate_core::problem::Problem;
 
 use crate::stats;
@@ -80,3 +80,23 @@ fn take_absorbed(object_name: &str) -> u64 {
 /// Duplicates absorbed here and not yet told to their object; past this
 /// many objects, further counts are dropped (the count is approximate).
 const MAX_PENDING_ABSORBED: usize = 4_096;
+
+/// An operator's call to a key's object: its answer as the runtime's
+/// response, or the problem of an object that could not be reached.
+pub(crate) async fn ask_object(
+    env: &Env,
+    route: String,
+    object: String,
+    op: ObjectOp,
+) -> Result<web_sys::Response, Problem> {
+    let request = ObjectCall {
+        route,
+        object,
+        absorbed: 0,
+        op,
+    };
+    let reply = call(env, request, Vec::new()).await?;
+    crate::edge_http::response(&reply.response).map_err(|error| Problem::StorageUnavailable {
+        message: error.to_string(),
+    })
+}

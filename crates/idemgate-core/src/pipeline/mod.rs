@@ -20,7 +20,10 @@ use crate::key::{
 use crate::order::OrderTicket;
 use crate::origin::{target, Target};
 use crate::problem::Problem;
-use crate::signature::{self, PublicKeyCheck, Verdict};
+use crate::signature::{self, Verdict};
+
+mod authentication;
+pub use authentication::{Authentication, PendingAuthentication, PublicKeyChecked};
 
 /// What a request to a route is, from its method (SPEC §1 step 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,66 +236,6 @@ pub fn authenticate<'a>(
             checks,
         }),
     })
-}
-
-/// What authentication came to.
-pub enum Authentication<'a> {
-    Done(Authenticated<'a>),
-    Pending(PendingAuthentication<'a>),
-}
-
-impl<'a> Authentication<'a> {
-    /// The authenticated delivery, for a route whose scheme needs no
-    /// public key: tests, benchmarks, and senders that sign with HMAC.
-    pub fn done(self) -> Result<Authenticated<'a>, Problem> {
-        match self {
-            Authentication::Done(authenticated) => Ok(authenticated),
-            Authentication::Pending(_) => Err(Problem::BadSignature {
-                reason: "a public-key signature needs the runtime to check it".into(),
-            }),
-        }
-    }
-}
-
-/// A delivery whose signature only public-key checks can settle: it is
-/// authenticated once any one of [`PendingAuthentication::checks`] verifies.
-pub struct PendingAuthentication<'a> {
-    authenticated: Authenticated<'a>,
-    checks: Vec<PublicKeyCheck>,
-}
-
-impl<'a> PendingAuthentication<'a> {
-    pub fn checks(&self) -> &[PublicKeyCheck] {
-        &self.checks
-    }
-
-    /// The runtime's result of [`PendingAuthentication::checks`].
-    pub fn complete(self, checked: PublicKeyChecked) -> Result<Authenticated<'a>, Problem> {
-        match checked {
-            PublicKeyChecked::Verified => Ok(self.authenticated),
-            PublicKeyChecked::Rejected => Err(Problem::BadSignature {
-                reason: "mismatch: no signature matches the body".into(),
-            }),
-            PublicKeyChecked::KeyUnavailable => Err(Problem::SigningKeyUnavailable),
-        }
-    }
-}
-
-/// What the runtime found of a delivery's public-key signatures, ordered
-/// so that the greatest of its checks' results is the delivery's: any one
-/// that verified passes it, and a key that could not be fetched leaves it
-/// undecided rather than forged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum PublicKeyChecked {
-    /// None verified, with every key at hand: forged, or signed with
-    /// another key.
-    Rejected,
-    /// None verified, and a certificate could not be fetched: a genuine
-    /// delivery must not be refused as forged for its host's outage, so it
-    /// is answered 503 and its sender retries.
-    KeyUnavailable,
-    /// It verified.
-    Verified,
 }
 
 /// The delivery a provider's webhook of a reconciled event would have
