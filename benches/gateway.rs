@@ -12,7 +12,10 @@
 //! `BENCH_ONLY=bodies`, `BENCH_ONLY=scaling` or `BENCH_ONLY=storms` (100 x
 //! 100 storms under the command, `STORM_REPEATS` of them, with their
 //! failures by kind), `BENCH_ONLY=cpu` (the isolate CPU table alone,
-//! `CPU_ROUNDS` times) or `BENCH_ONLY=reconcile` (two passes of
+//! `CPU_ROUNDS` times), `BENCH_ONLY=level` (one optimisation level's
+//! size, cold start and CPU; `scripts/bench levels` runs it per level and
+//! `BENCH_ONLY=levels` prints their table), `BENCH_ONLY=ordered` (1,000 deliveries over 100
+//! entities, ordered and not) or `BENCH_ONLY=reconcile` (two passes of
 //! reconciliation over `RECONCILE_EVENTS` events, default 10,000) runs
 //! only that part.
 
@@ -24,8 +27,12 @@ mod costs;
 mod drain;
 #[path = "support/isolate_cpu.rs"]
 mod isolate_cpu;
+#[path = "support/levels.rs"]
+mod levels;
 #[path = "support/machine.rs"]
 mod machine;
+#[path = "support/ordered.rs"]
+mod ordered;
 #[path = "../crates/idemgate-core/benches/support/payment_body.rs"]
 mod payment_body;
 #[path = "support/reconcile.rs"]
@@ -493,6 +500,24 @@ fn main() {
     let reconcile_events = number_from_env("RECONCILE_EVENTS", 10_000);
     let folder = root().join("benches/results");
     let path = folder.join("latest.json");
+    let mut stored: Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_else(|| json!({}));
+    match std::env::var("BENCH_ONLY").as_deref() {
+        // One level of the optimisation table, kept beside the others.
+        Ok("level") => {
+            let measured = runtime.block_on(levels::level(seconds));
+            let level = measured["level"].as_str().unwrap_or("").to_string();
+            stored["levels"][level] = measured;
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(&path, serde_json::to_string_pretty(&stored).unwrap()).unwrap();
+            levels::print(&stored["levels"]);
+            return;
+        }
+        Ok("levels") => return levels::print(&stored["levels"]),
+        _ => {}
+    }
     if let Ok(part) = std::env::var("BENCH_ONLY") {
         // One part: its figures replace those of the last full run.
         let measured = match part.as_str() {
@@ -502,7 +527,10 @@ fn main() {
             "storms" => runtime.block_on(storms_only()),
             "cpu" => runtime.block_on(cpu_only(seconds)),
             "reconcile" => runtime.block_on(reconcile::reconcile(reconcile_events)),
-            other => panic!("BENCH_ONLY={other}: drain, bodies, scaling, storms, cpu or reconcile"),
+            "ordered" => runtime.block_on(ordered::ordered()),
+            other => panic!(
+                "BENCH_ONLY={other}: drain, ordered, bodies, scaling, storms, cpu or reconcile"
+            ),
         };
         match part.as_str() {
             "storms" => println!("{}", serde_json::to_string_pretty(&measured).unwrap()),
@@ -514,12 +542,10 @@ fn main() {
             "drain" => drain::print(&measured),
             "scaling" => scaling::print(&measured),
             "reconcile" => reconcile::print(&measured),
+            "ordered" => ordered::print(&measured),
             _ => bodies::print(&measured),
         }
-        let mut results: Value = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or_else(|| json!({}));
+        let mut results = stored;
         // The repeated storms keep the full run's own storms.
         let name = match part.as_str() {
             "storms" => "storm_repeats",
@@ -558,6 +584,7 @@ fn main() {
         drop(reference);
         let bodies = bodies::bodies().await;
         let drained = drain::drain(drain_keys).await;
+        let ordered = ordered::ordered().await;
         let scaled = scaling::scaling(scaling_keys, scaling_pace()).await;
         let reconciled = reconcile::reconcile(reconcile_events).await;
         json!({
@@ -572,6 +599,7 @@ fn main() {
             "core": core_cost(),
             "stray_processes": strays,
             "drain": drained,
+            "ordered": ordered,
             "bodies": bodies,
             "scaling": scaled,
             "reconcile": reconciled,
@@ -581,6 +609,7 @@ fn main() {
     print_table(&results);
     bodies::print(&results["bodies"]);
     drain::print(&results["drain"]);
+    ordered::print(&results["ordered"]);
     scaling::print(&results["scaling"]);
     reconcile::print(&results["reconcile"]);
     std::fs::create_dir_all(&folder).unwrap();

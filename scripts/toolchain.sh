@@ -63,6 +63,17 @@ ensure_toolchain() {
   export ESBUILD_BIN="$ROOT/node_modules/.bin/esbuild"
 }
 
+# The release profile's opt-level: CARGO_PROFILE_RELEASE_OPT_LEVEL when set
+# (the bench's table of levels), else Cargo.toml's.
+release_opt_level() {
+  if [ -n "${CARGO_PROFILE_RELEASE_OPT_LEVEL:-}" ]; then
+    echo "$CARGO_PROFILE_RELEASE_OPT_LEVEL"
+  else
+    awk '/^\[profile.release\]/ { inside = 1; next } /^\[/ { inside = 0 }
+         inside && /^opt-level/ { gsub(/opt-level *= *|"/, ""); print; exit }' "$ROOT/Cargo.toml"
+  fi
+}
+
 # build_worker [OUT_DIR [CARGO FEATURES]]: the release worker into build/,
 # or (for the end-to-end tests) a build with test hooks elsewhere.
 build_worker() {
@@ -77,9 +88,15 @@ build_worker() {
   # reaches workerd; names stripped unless asked for.
   local names="--strip-debug"
   [ -n "${IDEMGATE_KEEP_NAMES:-}" ] && names="--debuginfo"
-  # --converge runs the passes until the wasm stops shrinking: about 400
-  # bytes of gzip for ten seconds more.
-  "$WASM_OPT_BIN" "$ROOT/$out/index_bg.wasm" -o "$ROOT/$out/index_bg.opt.wasm" -Os --converge $names --strip-producers \
+  # wasm-opt optimises as cargo did: for size at "z" and "s" (--converge
+  # runs the passes until the wasm stops shrinking: about 400 bytes of
+  # gzip for ten seconds more), for speed at a numbered level.
+  local passes
+  case "$(release_opt_level)" in
+    z|s) passes="-Os --converge" ;;
+    *) passes="-O$(release_opt_level)" ;;
+  esac
+  "$WASM_OPT_BIN" "$ROOT/$out/index_bg.wasm" -o "$ROOT/$out/index_bg.opt.wasm" $passes $names --strip-producers \
     --enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int --enable-bulk-memory \
     --enable-multivalue --enable-reference-types --enable-exception-handling
   mv "$ROOT/$out/index_bg.opt.wasm" "$ROOT/$out/index_bg.wasm"

@@ -346,6 +346,7 @@ impl Backend for DurableBackend {
 
     async fn order_call(&self, object: &str, call: OrderCall) -> Result<OrderReply, String> {
         let route = idemgate_core::order::route_of(object).unwrap_or_default();
+        crate::stats::record(|stats| stats.order_calls += 1);
         let reply = crate::object_rpc::call(
             &self.env,
             crate::order_object::ORDER_OBJECT_BINDING,

@@ -95,6 +95,13 @@ pub struct GatewayStats {
     /// Reservations that ran out unclaimed (a lost or late wake): a
     /// permit idle for `CLAIM_MS`.
     pub coordinator_claims_expired: u64,
+    /// Calls key objects made to order objects (a turn asked, an outcome
+    /// told).
+    pub order_calls: u64,
+    /// Times an order object stored its book.
+    pub order_book_writes: u64,
+    /// Key objects an order object woke.
+    pub order_wakes: u64,
 }
 
 /// A certificate's key, as this isolate keeps it.

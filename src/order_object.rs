@@ -199,6 +199,7 @@ impl OrderObject {
 
     async fn save(&self) -> Result<(), String> {
         let json = self.with_book(|book| serde_json::to_string(book).expect("a book serializes"));
+        crate::stats::record(|stats| stats.order_book_writes += 1);
         self.storage
             .put(BOOK_KEY, json)
             .await
@@ -215,6 +216,7 @@ impl OrderObject {
 /// Wakes each holder at once; answers what each said of its delivery (a
 /// holder that could not be reached says nothing, and is asked again).
 async fn wake_all(env: &Env, route: &str, holders: Vec<String>) -> Vec<(String, HolderStatus)> {
+    crate::stats::record(|stats| stats.order_wakes += holders.len() as u64);
     let calls = holders.into_iter().map(|holder| async move {
         let call = ObjectCall {
             route: route.to_string(),

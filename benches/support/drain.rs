@@ -44,7 +44,7 @@ const SLOW_ORIGIN_MS: u64 = 2_000;
 const SLOW_LIMITS: [u64; 3] = [1, 4, 50];
 const SLOW_ROUNDS: u64 = 8;
 /// Receipts read per route for their own storage counts.
-const SAMPLED_RECEIPTS: usize = 20;
+pub(crate) const SAMPLED_RECEIPTS: usize = 20;
 
 fn routes() -> String {
     json!({
@@ -65,11 +65,23 @@ async fn send_backlog(
     gateway: &Gateway,
     paths: Vec<(String, String)>,
 ) -> (Duration, HashMap<String, u64>) {
+    let sends = paths
+        .into_iter()
+        .map(|(path, key)| (path, key, BODY.to_string()))
+        .collect();
+    send_bodies(gateway, sends).await
+}
+
+/// As [`send_backlog`], each delivery a path, a key and a body of its own.
+pub(crate) async fn send_bodies(
+    gateway: &Gateway,
+    deliveries: Vec<(String, String, String)>,
+) -> (Duration, HashMap<String, u64>) {
     let started = Instant::now();
     let senders = Arc::new(Semaphore::new(SENDERS));
     let client = client();
     let mut sends = JoinSet::new();
-    for (path, key) in paths {
+    for (path, key, body) in deliveries {
         let url = gateway.url(&path);
         let permit = senders.clone().acquire_owned().await.unwrap();
         let client = client.clone();
@@ -77,7 +89,7 @@ async fn send_backlog(
             let _permit = permit;
             let mut retried = Vec::new();
             loop {
-                let reply = support::post_json(&client, &url, Some(&key), BODY).await;
+                let reply = support::post_json(&client, &url, Some(&key), &body).await;
                 match reply.status {
                     202 => return Ok(retried),
                     // A 503 asks the sender to try again with the same key,
@@ -197,9 +209,9 @@ async fn await_quiet(gateway: &Gateway, origin: &TestOrigin, prefix: &str, route
 
 /// Each key's arrivals at the origin under `prefix` (its path there), in
 /// order: the forward's `Idempotency-Epoch` and when it arrived.
-type Arrivals = HashMap<String, Vec<(String, Instant)>>;
+pub(crate) type Arrivals = HashMap<String, Vec<(String, Instant)>>;
 
-fn arrivals_by_key(origin: &TestOrigin, prefix: &str) -> Arrivals {
+pub(crate) fn arrivals_by_key(origin: &TestOrigin, prefix: &str) -> Arrivals {
     let mut arrivals = Arrivals::new();
     for received in origin.received(prefix) {
         let epoch = received
@@ -236,13 +248,17 @@ fn forwarded_twice(arrivals: &Arrivals) -> (usize, Vec<Value>) {
 
 /// Seconds from `started` until every key had arrived once, plus what the
 /// origin then took to answer.
-fn seconds_to_last_answer(arrivals: &Arrivals, started: Instant, origin_ms: u64) -> f64 {
+pub(crate) fn seconds_to_last_answer(arrivals: &Arrivals, started: Instant, origin_ms: u64) -> f64 {
     let last = arrivals.values().map(|seen| seen[0].1).max().unwrap();
     (last - started).as_secs_f64() + origin_ms as f64 / 1000.0
 }
 
 /// Average key-object storage counts of a few receipts of a route.
-async fn receipt_ops(gateway: &Gateway, route: &str, paths: &[(String, String)]) -> Value {
+pub(crate) async fn receipt_ops(
+    gateway: &Gateway,
+    route: &str,
+    paths: &[(String, String)],
+) -> Value {
     let mut sums: HashMap<&str, f64> = HashMap::new();
     let names = ["reads", "writes", "alarm_writes", "index_writes"];
     let sampled = &paths[paths.len().saturating_sub(SAMPLED_RECEIPTS)..];

@@ -91,7 +91,11 @@ pub enum Worker {
 impl Worker {
     fn built(self) -> PathBuf {
         match self {
-            Worker::Release => root().join("build"),
+            // The benchmark's table of optimisation levels serves each
+            // level's build in turn from a directory of its own.
+            Worker::Release => std::env::var_os("IDEMGATE_WORKER_BUILD")
+                .map(|dir| root().join(dir))
+                .unwrap_or_else(|| root().join("build")),
             Worker::TestHooks => root().join("target/worker-test-hooks"),
         }
     }
@@ -461,12 +465,63 @@ impl Gateway {
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_reference(origin: &str, inspector: bool) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        let date = repository_setting("compatibility_date");
-        let config = dir.path().join("wrangler.toml");
-        fs::write(
-            &config,
-            format!(
-                r#"name = "idemgate-reference"
+        let config = reference_config(dir.path(), origin);
+        if !inspector {
+            return Gateway::start_plain(dir, config).await;
+        }
+        Gateway::start_command(dir, config, "warn").await
+    }
+
+    /// The release worker as [`Gateway::start_without_inspector`] starts
+    /// it, but sent no request: ready once the dev server says so, so the
+    /// caller's first request is the isolate's first (a cold start).
+    #[allow(dead_code)] // the benchmark's alone
+    pub async fn start_cold(vars: &[(&str, &str)]) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
+        migrate(&config, &dir.path().join("state"));
+        Gateway::start_plain_cold(dir, config).await
+    }
+
+    /// The reference worker as [`Gateway::start_cold`] starts idemgate.
+    #[allow(dead_code)] // the benchmark's alone
+    pub async fn start_reference_cold(origin: &str) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let config = reference_config(dir.path(), origin);
+        Gateway::start_plain_cold(dir, config).await
+    }
+
+    async fn start_plain_cold(dir: tempfile::TempDir, config: PathBuf) -> Gateway {
+        let port = free_port();
+        let mut command = Command::new("node");
+        command
+            .arg(root().join("benches/tools/start-worker.mjs"))
+            .arg(&config)
+            .arg(port.to_string())
+            .arg(dir.path().join("state"));
+        let gateway = Gateway::spawn_unready(dir, command, port);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !gateway.log().contains("ready on ") {
+            assert!(
+                Instant::now() < deadline,
+                "start-worker.mjs did not say it was ready:\n{}",
+                gateway.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        gateway
+    }
+}
+
+/// The reference worker's `wrangler.toml` in `dir`, in front of `origin`.
+#[allow(dead_code)] // the benchmark's alone
+fn reference_config(dir: &Path, origin: &str) -> PathBuf {
+    let date = repository_setting("compatibility_date");
+    let config = dir.join("wrangler.toml");
+    fs::write(
+        &config,
+        format!(
+            r#"name = "idemgate-reference"
 main = "{}"
 compatibility_date = "{date}"
 
@@ -481,16 +536,14 @@ new_sqlite_classes = ["IdempotencyObject"]
 [vars]
 ORIGIN_URL = "{origin}"
 "#,
-                root().join("benches/reference/worker.mjs").display()
-            ),
-        )
-        .unwrap();
-        if !inspector {
-            return Gateway::start_plain(dir, config).await;
-        }
-        Gateway::start_command(dir, config, "warn").await
-    }
+            root().join("benches/reference/worker.mjs").display()
+        ),
+    )
+    .unwrap();
+    config
+}
 
+impl Gateway {
     async fn start_plain(dir: tempfile::TempDir, config: PathBuf) -> Gateway {
         let port = free_port();
         let mut command = Command::new("node");
@@ -502,7 +555,13 @@ ORIGIN_URL = "{origin}"
         Gateway::spawn(dir, command, port).await
     }
 
-    async fn spawn(dir: tempfile::TempDir, mut command: Command, port: u16) -> Gateway {
+    async fn spawn(dir: tempfile::TempDir, command: Command, port: u16) -> Gateway {
+        let gateway = Gateway::spawn_unready(dir, command, port);
+        gateway.wait_until_ready().await;
+        gateway
+    }
+
+    fn spawn_unready(dir: tempfile::TempDir, mut command: Command, port: u16) -> Gateway {
         let log = fs::File::create(dir.path().join("wrangler.log")).unwrap();
         let child = command
             .current_dir(dir.path())
@@ -513,14 +572,12 @@ ORIGIN_URL = "{origin}"
             .process_group(0)
             .spawn()
             .expect("node_modules/.bin/wrangler runs (scripts/test installs it)");
-        let gateway = Gateway {
+        Gateway {
             base: format!("http://127.0.0.1:{port}"),
             inspector_port: None,
             child,
             dir,
-        };
-        gateway.wait_until_ready().await;
-        gateway
+        }
     }
 
     /// The process group of the dev server and everything it started.

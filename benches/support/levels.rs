@@ -1,0 +1,165 @@
+//! The optimisation table and the cold start (SPEC §14). `scripts/bench
+//! levels` builds the release worker at each optimisation level ("z", "s",
+//! 2, 3) into `target/levels/<level>` and runs this part once per level
+//! (`BENCH_ONLY=level`, `BENCH_LEVEL`, `IDEMGATE_WORKER_BUILD`), each
+//! against the JavaScript reference worker in the same run; then
+//! `BENCH_ONLY=levels` prints the table from what the runs stored.
+//!
+//! A cold start is a fresh dev server's first request: the worker is
+//! started without the inspector and sent nothing until it is ready, then
+//! one first delivery; what the worker's workerd process spent from its
+//! launch until it was ready (`startup`) and on that request
+//! (`first_request`) is read from `/proc`. workerd's own start is in
+//! both, the same for idemgate and the reference.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::machine::WorkerProcess;
+use crate::support::{self, Gateway, TestOrigin};
+use crate::{command_gateway, throughput, BODY};
+
+/// Fresh dev servers per worker for the cold start.
+const COLD_SAMPLES: usize = 3;
+
+/// One fresh gateway's cold start: CPU ms until ready and on its first
+/// request, and that request's wall time.
+async fn one_cold_start(gateway: Gateway) -> Value {
+    let process = wait_for_worker_process(&gateway).await;
+    let cpu = || process.cpu_seconds().unwrap_or(f64::NAN) * 1000.0;
+    let startup_ms = cpu();
+    let sent = Instant::now();
+    let reply = support::post_json(
+        &support::client(),
+        &gateway.url("/cold/pay"),
+        Some("cold-1"),
+        BODY,
+    )
+    .await;
+    let wall_ms = sent.elapsed().as_secs_f64() * 1000.0;
+    let first_request_ms = cpu() - startup_ms;
+    assert!(
+        (200..300).contains(&reply.status),
+        "the cold first delivery answered {}",
+        reply.status
+    );
+    json!({
+        "startup_cpu_ms": startup_ms,
+        "first_request_cpu_ms": first_request_ms,
+        "first_request_wall_ms": wall_ms,
+    })
+}
+
+async fn wait_for_worker_process(gateway: &Gateway) -> WorkerProcess {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(process) = WorkerProcess::find(gateway.process_group()) {
+            return process;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no workerd process for the worker"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `COLD_SAMPLES` cold starts of idemgate and of the reference, in turn.
+pub async fn cold_start(origin: &TestOrigin) -> Value {
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for _ in 0..COLD_SAMPLES {
+        let vars = [
+            ("ORIGIN_URL", origin.url()),
+            ("ADMIN_TOKEN", crate::ADMIN_TOKEN.to_string()),
+        ];
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        ours.push(one_cold_start(Gateway::start_cold(&vars).await).await);
+        theirs.push(one_cold_start(Gateway::start_reference_cold(&origin.url()).await).await);
+    }
+    json!({"idemgate": ours, "reference": theirs})
+}
+
+/// One level's measurements: the build's size, its cold start and the
+/// isolate's CPU per kind, each beside the reference's.
+pub async fn level(seconds: u64) -> Value {
+    let level = std::env::var("BENCH_LEVEL").unwrap_or_else(|_| "as built".to_string());
+    let origin = TestOrigin::start().await;
+    eprintln!("bench: level {level}: cold starts");
+    let cold = cold_start(&origin).await;
+    eprintln!("bench: level {level}: isolate CPU, idemgate");
+    let gateway = command_gateway(&origin).await;
+    let ours = throughput(&gateway, seconds).await;
+    drop(gateway);
+    eprintln!("bench: level {level}: isolate CPU, the reference");
+    let reference = Gateway::start_reference(&origin.url(), true).await;
+    let theirs = throughput(&reference, seconds).await;
+    drop(reference);
+    json!({
+        "level": level,
+        "wasm": crate::costs::wasm_size(),
+        "cold_start": cold,
+        "throughput": ours,
+        "reference": {"throughput": theirs},
+    })
+}
+
+/// The lowest and highest of `field` over `samples`.
+fn range(samples: &Value, field: &str) -> (f64, f64) {
+    let values: Vec<f64> = samples
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|sample| sample[field].as_f64())
+        .collect();
+    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (low, high)
+}
+
+fn busy_ms(setup: &Value, kind: &str) -> f64 {
+    setup["throughput"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|row| row["kind"] == kind))
+        .and_then(|row| row["isolate_cpu_ms_per_request"]["busy_ms"].as_f64())
+        .unwrap_or(f64::NAN)
+}
+
+/// The table of every level measured, from `levels` (level name to its
+/// measurements), in the order given.
+pub fn print(levels: &Value) {
+    println!("\nOptimisation levels: size, cold start (CPU ms, {COLD_SAMPLES} fresh dev servers each) and isolate CPU per request (ms), each beside the reference in its own run");
+    println!(
+        "  level  gzip bytes  first request (ref)          startup (ref)                first delivery  x ref   replay  x ref   floor  x ref"
+    );
+    for level in ["z", "s", "2", "3"] {
+        let Some(run) = levels.get(level) else {
+            continue;
+        };
+        let cold = &run["cold_start"];
+        let (first_low, first_high) = range(&cold["idemgate"], "first_request_cpu_ms");
+        let (ref_first_low, ref_first_high) = range(&cold["reference"], "first_request_cpu_ms");
+        let (start_low, start_high) = range(&cold["idemgate"], "startup_cpu_ms");
+        let (ref_start_low, ref_start_high) = range(&cold["reference"], "startup_cpu_ms");
+        let ratio = |kind: &str| busy_ms(run, kind) / busy_ms(&run["reference"], kind);
+        println!(
+            "  {level:<5} {:>11} {:>6.0}-{:<4.0} ({:>3.0}-{:<3.0})  {:>6.0}-{:<4.0} ({:>4.0}-{:<4.0})  {:>14.3} {:>6.2} {:>8.3} {:>6.2} {:>7.3} {:>6.2}",
+            run["wasm"]["gzip_bytes"],
+            first_low,
+            first_high,
+            ref_first_low,
+            ref_first_high,
+            start_low,
+            start_high,
+            ref_start_low,
+            ref_start_high,
+            busy_ms(run, "first deliveries"),
+            ratio("first deliveries"),
+            busy_ms(run, "replays"),
+            ratio("replays"),
+            busy_ms(run, "floor: worker only"),
+            ratio("floor: worker only"),
+        );
+    }
+}
