@@ -65,6 +65,9 @@ const WARM_UP: Duration = Duration::from_secs(3);
 /// retries then dominate), and 1,000 get connections reset. A 100 x 100 storm is 10,000 requests issued
 /// over this many connections; the floor it is compared with uses the same.
 const STORM_CONNECTIONS: usize = 250;
+/// The floor: an operator path that does not exist, a 404 from the worker
+/// alone on both sides (idemgate's `/__idemgate/health` reads D1).
+const FLOOR_PATH: &str = "/__idemgate/no-such-path";
 pub(crate) const ADMIN_TOKEN: &str = "bench-admin-token";
 pub(crate) const BODY: &str = r#"{"amount":1000,"currency":"eur","customer":"cus_1"}"#;
 
@@ -190,7 +193,7 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
     }
     let warm = base.clone();
     closed_loop(Duration::from_secs(1), 0, move |client, _| {
-        client.get(format!("{warm}/__idemgate/health"))
+        client.get(format!("{warm}{FLOOR_PATH}"))
     })
     .await;
 
@@ -199,7 +202,7 @@ async fn throughput(gateway: &Gateway, seconds: u64) -> Value {
     let kinds: Vec<(&str, Make)> = vec![
         ("floor: worker only", {
             let base = base.clone();
-            Box::new(move |client, _| client.get(format!("{base}/__idemgate/health")))
+            Box::new(move |client, _| client.get(format!("{base}{FLOOR_PATH}")))
         }),
         ("baseline: GET passthrough", {
             let base = base.clone();
@@ -310,7 +313,7 @@ async fn storm(
     let floor_started = Instant::now();
     let mut floor = JoinSet::new();
     for _ in 0..keys * deliveries {
-        let (client, url) = (client.clone(), gateway.url("/__idemgate/health"));
+        let (client, url) = (client.clone(), gateway.url(FLOOR_PATH));
         let slots = slots.clone();
         floor.spawn(async move {
             let _slot = slots.acquire_owned().await.unwrap();

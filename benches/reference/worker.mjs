@@ -27,6 +27,11 @@ export default {
     const url = new URL(request.url);
     if (url.pathname === "/__idemgate/health") return Response.json({ status: "ok", service: "reference" });
     if (url.pathname === "/__idemgate/stats") return Response.json({});
+    // The floor: an operator path that does not exist, answered by the
+    // worker alone, as idemgate answers it.
+    if (url.pathname.startsWith("/__idemgate/")) {
+      return Response.json({ status: 404, detail: "no such resource" }, { status: 404 });
+    }
     const target = env.ORIGIN_URL + url.pathname + url.search;
     if (request.method === "GET" || request.method === "HEAD") {
       return fetch(target, { method: request.method, headers: forwardable(request.headers) });

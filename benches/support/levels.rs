@@ -21,7 +21,7 @@ use crate::support::{self, Gateway, TestOrigin};
 use crate::{command_gateway, throughput, BODY};
 
 /// Fresh dev servers per worker for the cold start.
-const COLD_SAMPLES: usize = 3;
+const COLD_SAMPLES: usize = 5;
 
 /// One fresh gateway's cold start: CPU ms until ready and on its first
 /// request, and that request's wall time.
@@ -144,7 +144,7 @@ pub fn print(levels: &Value) {
         let (ref_start_low, ref_start_high) = range(&cold["reference"], "startup_cpu_ms");
         let ratio = |kind: &str| busy_ms(run, kind) / busy_ms(&run["reference"], kind);
         println!(
-            "  {level:<5} {:>11} {:>6.0}-{:<4.0} ({:>3.0}-{:<3.0})  {:>6.0}-{:<4.0} ({:>4.0}-{:<4.0})  {:>14.3} {:>6.2} {:>8.3} {:>6.2} {:>7.3} {:>6.2}",
+            "  {level:<5} {:>11} {:>6.1}-{:<6.1} ({:>5.1}-{:<5.1})  {:>6.1}-{:<6.1} ({:>5.1}-{:<5.1})  {:>8.3} {:>6.2} {:>8.3} {:>6.2} {:>7.3} {:>6.2}",
             run["wasm"]["gzip_bytes"],
             first_low,
             first_high,

@@ -96,8 +96,27 @@ impl WorkerProcess {
         })
     }
 
-    /// User and system CPU seconds the process has used so far.
+    /// CPU seconds the process's threads have used so far, to the
+    /// nanosecond (each thread's `schedstat`), or in clock ticks (`stat`,
+    /// 10 ms on these machines) where the scheduler's statistics are off.
+    /// A thread that has ended no longer counts; workerd keeps its pools.
     pub fn cpu_seconds(&self) -> Option<f64> {
+        self.thread_cpu_seconds().or_else(|| self.tick_cpu_seconds())
+    }
+
+    fn thread_cpu_seconds(&self) -> Option<f64> {
+        let mut nanoseconds: u64 = 0;
+        for thread in fs::read_dir(format!("/proc/{}/task", self.pid)).ok()?.flatten() {
+            // A thread may end between the listing and the read.
+            let Ok(stat) = fs::read_to_string(thread.path().join("schedstat")) else {
+                continue;
+            };
+            nanoseconds += stat.split(' ').next()?.trim().parse::<u64>().ok()?;
+        }
+        (nanoseconds > 0).then(|| nanoseconds as f64 / 1e9)
+    }
+
+    fn tick_cpu_seconds(&self) -> Option<f64> {
         let stat = fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
         let fields: Vec<&str> = stat.rsplit_once(") ")?.1.split(' ').collect();
         // utime and stime are fields 14 and 15 of stat(5); `fields` starts at 3.
