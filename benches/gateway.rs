@@ -457,16 +457,25 @@ async fn cpu_only(seconds: u64) -> Value {
     let rounds = number_from_env("CPU_ROUNDS", 1);
     let origin = TestOrigin::start().await;
     let mut measured = Vec::new();
-    for round in 0..rounds {
-        eprintln!("bench: cpu round {round}: idemgate");
+    for round_number in 0..rounds {
+        eprintln!("bench: cpu round {round_number}: idemgate");
         let gateway = command_gateway(&origin).await;
         let ours = throughput(&gateway, seconds).await;
         drop(gateway);
-        eprintln!("bench: cpu round {round}: the reference worker");
+        eprintln!("bench: cpu round {round_number}: the reference worker");
         let reference = Gateway::start_reference(&origin.url(), true).await;
         let theirs = throughput(&reference, seconds).await;
         drop(reference);
-        measured.push(json!({ "throughput": ours, "reference": { "throughput": theirs } }));
+        let mut round = json!({ "throughput": ours, "reference": { "throughput": theirs } });
+        if let Some(config) = std::env::var_os("BENCH_PEER") {
+            eprintln!(
+                "bench: cpu round {round_number}: the peer ({})",
+                config.to_string_lossy()
+            );
+            let peer = Gateway::start_peer(std::path::Path::new(&config), &origin.url()).await;
+            round["peer"] = json!({ "throughput": throughput(&peer, seconds).await });
+        }
+        measured.push(round);
     }
     Value::Array(measured)
 }

@@ -98,6 +98,13 @@ async fn health(env: &Env) -> worker::Result<web_sys::Response> {
                 true => "the RECONCILE_OBJECT binding is missing (wrangler.toml)",
                 false => "ok",
             },
+            // An ordered route's deliveries wait for their entity's object.
+            "order": match config.routes.iter().any(|route| route.order.is_some())
+                && env.durable_object(crate::order_object::ORDER_OBJECT_BINDING).is_err()
+            {
+                true => "the ORDER_OBJECT binding is missing (wrangler.toml)",
+                false => "ok",
+            },
             "routes": config.routes.iter().map(|route| route.name.as_str()).collect::<Vec<_>>(),
             "broken_routes": config.broken.iter().map(|broken| serde_json::json!({
                 "route": broken.name,

@@ -197,6 +197,13 @@ pub(crate) fn print_isolate_cpu(results: &Value) {
             .and_then(|rows| rows.iter().find(|row| row["kind"] == kind))
             .map_or(Value::Null, |row| row["isolate_cpu_ms_per_request"].clone())
     };
+    let peer = results.get("peer").filter(|peer| !peer.is_null());
+    if peer.is_some() {
+        println!(
+            "{:<28} {:>9} {:>27} {:>10} {:>12} {:>10} {:>8}",
+            "", "", "", "", "", "peer", "x peer"
+        );
+    }
     for kind in [
         "floor: worker only",
         "baseline: GET passthrough",
@@ -205,6 +212,14 @@ pub(crate) fn print_isolate_cpu(results: &Value) {
     ] {
         let (ours, theirs) = (row_of(results, kind), row_of(&results["reference"], kind));
         let ms = |value: &Value, name: &str| value[name].as_f64().unwrap_or(f64::NAN);
+        let beside_peer = peer.map_or(String::new(), |peer| {
+            let peers = row_of(peer, kind);
+            format!(
+                " {:>10.3} {:>8.2}",
+                ms(&peers, "busy_ms"),
+                ms(&ours, "busy_ms") / ms(&peers, "busy_ms")
+            )
+        });
         let split = format!(
             "{:.3}/{:.3}/{:.3}/{:.3}",
             ms(&ours, "wasm"),
@@ -213,7 +228,7 @@ pub(crate) fn print_isolate_cpu(results: &Value) {
             ms(&ours, "gc")
         );
         println!(
-            "{kind:<28} {:>9.3} {split:>27} {:>10.3} {:>12.2}",
+            "{kind:<28} {:>9.3} {split:>27} {:>10.3} {:>12.2}{beside_peer}",
             ms(&ours, "busy_ms"),
             ms(&theirs, "busy_ms"),
             ms(&ours, "busy_ms") / ms(&theirs, "busy_ms")

@@ -434,6 +434,16 @@ impl Gateway {
 
     /// `wrangler dev --config <config> --log-level <level>` on `dir/state`.
     async fn start_command(dir: tempfile::TempDir, config: PathBuf, level: &str) -> Gateway {
+        Gateway::start_command_with(dir, config, level, &[]).await
+    }
+
+    /// [`Gateway::start_command`] with `--var NAME:VALUE` for each of `vars`.
+    async fn start_command_with(
+        dir: tempfile::TempDir,
+        config: PathBuf,
+        level: &str,
+        vars: &[String],
+    ) -> Gateway {
         let (port, inspector_port) = (free_port(), free_port());
         let mut command = Command::new(root().join("node_modules/.bin/wrangler"));
         command
@@ -444,6 +454,9 @@ impl Gateway {
             .arg("--persist-to")
             .arg(dir.path().join("state"))
             .args(["--log-level", level, "--show-interactive-dev-session=false"]);
+        for var in vars {
+            command.args(["--var", var]);
+        }
         let mut gateway = Gateway::spawn(dir, command, port).await;
         gateway.inspector_port = Some(inspector_port);
         gateway
@@ -470,6 +483,16 @@ impl Gateway {
             return Gateway::start_plain(dir, config).await;
         }
         Gateway::start_command(dir, config, "warn").await
+    }
+
+    /// Another worker to measure beside the reference (`BENCH_PEER`: its
+    /// own `wrangler.toml`, which reads `ORIGIN_URL`), under the `wrangler
+    /// dev` command in front of `origin`, its state in a fresh directory.
+    #[allow(dead_code)] // the benchmark's alone
+    pub async fn start_peer(config: &Path, origin: &str) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let vars = [format!("ORIGIN_URL:{origin}")];
+        Gateway::start_command_with(dir, config.to_path_buf(), "warn", &vars).await
     }
 
     /// The release worker as [`Gateway::start_without_inspector`] starts

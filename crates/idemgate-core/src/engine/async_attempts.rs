@@ -16,8 +16,8 @@ use crate::flow::LATE_GRANT_RETRY_MS;
 use crate::index::IndexUpdate;
 use crate::order::Outcome;
 use crate::receipt::{
-    next_async_step, AsyncStep, AsyncTerms, Receipt, ReceiptState, RecordPolicy, Recorded,
-    RetryableStatuses,
+    delivered, next_async_step, AsyncStep, AsyncTerms, ForwardResult, Receipt, ReceiptState,
+    RecordPolicy, Recorded, RetryableStatuses,
 };
 
 impl<B: Backend> Engine<B> {
@@ -298,8 +298,9 @@ impl<B: Backend> Engine<B> {
             .and_then(|name| self.backend.secret(name));
         let mut stored = stored;
         // Older than what the origin has of its entity: it says so, under
-        // the signature (SPEC §12).
-        stored.stale = turn.as_ref().is_some_and(|held| held.stale);
+        // the signature (SPEC §12). A superseded delivery re-driven was
+        // stored stale, and stays so whatever the book still remembers.
+        stored.stale |= turn.as_ref().is_some_and(|held| held.stale);
         let request = stored.to_origin(
             &receipt.identity,
             epoch,
@@ -307,9 +308,9 @@ impl<B: Backend> Engine<B> {
             now / 1000,
         );
         let Forwarded {
+            result,
             recorded,
             origin_ms,
-            ..
         } = self
             .forward_and_record(Forward {
                 epoch,
@@ -335,7 +336,9 @@ impl<B: Backend> Engine<B> {
             })
             .await;
         let ended_at = self.backend.now_ms();
-        self.give_back_turn(turn, order::outcome_of(recorded, ended_at))
+        let origin_accepted =
+            matches!(&result, ForwardResult::Answered(answer) if delivered(answer.status));
+        self.give_back_turn(turn, order::outcome_of(recorded, origin_accepted, ended_at))
             .await;
         let Some(recorded) = recorded else {
             // Purged meanwhile, or the outcome could not be written (then

@@ -111,6 +111,15 @@ impl<B: Backend> Engine<B> {
                 // object dies mid-forward. A limited route queues the
                 // delivery for its permit instead.
                 let terms = self.terms_of(&receipt);
+                let mut delivery = delivery;
+                // An event time more than a day ahead is a sender's bug,
+                // not a time: as newest delivered it would make every
+                // later event of its entity stale. It goes unordered.
+                if delivery.request.order.as_ref().is_some_and(|ticket| {
+                    ticket.time_ms > now.saturating_add(MAX_ORDER_TIME_AHEAD_MS)
+                }) {
+                    delivery.request.order = None;
+                }
                 let ordered = delivery.request.order.is_some();
                 let first_epoch = match policy.flow {
                     None if !ordered && terms.origin_timeout_ms <= FIRST_ATTEMPT_MAX_TIMEOUT_MS => {
@@ -309,6 +318,9 @@ impl<B: Backend> Engine<B> {
                 if let Some(ticket) = request.order.as_mut() {
                     ticket.skip_stale = false;
                 }
+                // Known stale when it was superseded: marked so even once
+                // its entity's book has been forgotten.
+                request.stale = true;
                 self.store_with(receipt.clone(), Some(&request))
                     .map_err(storage)?;
             }
@@ -323,6 +335,10 @@ impl<B: Backend> Engine<B> {
         Ok(receipt)
     }
 }
+
+/// How far ahead of the gateway's clock an event's `order_time` may be
+/// and still order it (SPEC §12): clocks differ by seconds, not days.
+pub const MAX_ORDER_TIME_AHEAD_MS: u64 = 86_400_000;
 
 /// The longest origin timeout a first attempt is made with by the call
 /// that accepted its delivery: it runs after that call has answered, and

@@ -39,12 +39,17 @@ pub(super) enum AttemptTurn {
     WaitUntil(u64),
 }
 
-/// How an attempt's outcome reads to the entity's book.
-pub(super) fn outcome_of(recorded: Option<Recorded>, now: u64) -> Outcome {
+/// How an attempt's outcome reads to the entity's book; `origin_accepted`:
+/// the origin answered 2xx.
+pub(super) fn outcome_of(recorded: Option<Recorded>, origin_accepted: bool, now: u64) -> Outcome {
     match recorded {
         Some(Recorded::Completed) => Outcome::Delivered,
         Some(Recorded::Dead) => Outcome::Ended,
         Some(Recorded::Retrying { at }) => Outcome::RetryAt(at),
+        // The origin has it, recorded or not (purged in flight, or the
+        // write failed): a later, older event of the entity is stale. A
+        // delivery still pending asks for its turn again.
+        Some(Recorded::Failed) | None if origin_accepted => Outcome::Delivered,
         // Not recorded (purged meanwhile, or the write failed): the book
         // keeps its place and asks the holder when it is next due.
         Some(Recorded::Failed) | None => Outcome::RetryAt(now),
@@ -59,7 +64,10 @@ impl<B: Backend> Engine<B> {
             accepted_at: receipt.first_seen_at,
             hold_ms: ticket.hold_ms,
             lease_ms: terms.lease_ms,
-            retention_ms: terms.retention_ms,
+            // As long as any delivery of the entity may be re-driven: a
+            // dead letter re-driven late is still marked stale if the
+            // origin has a newer event.
+            retention_ms: terms.retention_ms.max(terms.dead_retention_ms),
         }
     }
 

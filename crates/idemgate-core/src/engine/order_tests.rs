@@ -331,6 +331,60 @@ fn with_skip_a_stale_event_ends_superseded_and_a_redrive_forwards_it_marked() {
 }
 
 #[test]
+fn a_superseded_event_redriven_after_its_book_is_forgotten_is_still_marked_stale() {
+    let mut entities = Entities::new(&[1_000]);
+    entities.accept("newer", "in_1", 50, true);
+    entities.run();
+    entities.accept("older", "in_1", 40, true);
+    entities.run();
+    assert_eq!(entities.state("older"), "superseded");
+    // Days later the entity's book is gone (its retention passed); the
+    // superseded receipt is kept as a dead letter is, and re-driven.
+    entities.books.borrow_mut().clear();
+    block_on(entities.engine("older").redrive()).unwrap();
+    entities.run();
+    assert_eq!(entities.order_sent(), ["newer", "older"]);
+    assert!(entities.sent[1].stale, "what was superseded stays stale");
+}
+
+#[test]
+fn the_book_remembers_as_long_as_a_dead_letter_may_be_redriven() {
+    let mut entities = Entities::new(&[1_000]);
+    entities.policy.retention_ms = 60_000;
+    entities.accept("newer", "in_1", 50, false);
+    entities.run();
+    let books = entities.books.borrow();
+    let book = books.get("in_1").expect("the entity's book");
+    let forget_at = book.next_alarm().expect("the book's forgetting");
+    assert!(
+        forget_at >= entities.clock.get() + 86_400_000 - 1_000,
+        "kept for DEAD_RETENTION_SECONDS (a day here), not RETENTION_SECONDS (60 s)"
+    );
+}
+
+#[test]
+fn an_event_time_more_than_a_day_ahead_is_delivered_unordered_and_counted() {
+    let mut entities = Entities::new(&[1_000]);
+    let years_ahead = NOW + 3 * 365 * 86_400_000;
+    assert_eq!(
+        entities
+            .accept("ahead", "in_1", years_ahead, true)
+            .decision(),
+        "queued"
+    );
+    assert!(entities.logged("ahead", "unordered"));
+    assert!(
+        entities.books.borrow().is_empty(),
+        "its entity was not asked"
+    );
+    entities.run();
+    assert_eq!(entities.state("ahead"), "completed");
+    // A day ahead is still a time (clocks differ).
+    entities.accept("soon", "in_2", NOW + 3_600_000, false);
+    assert!(!entities.logged("soon", "unordered"));
+}
+
+#[test]
 fn a_failing_event_holds_its_entitys_later_ones_until_it_is_delivered() {
     let mut entities = Entities::new(&[5_000, 5_000]);
     entities.accept("first", "in_1", 10, false);
@@ -609,4 +663,27 @@ impl SplitMix {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         (z ^ (z >> 31)) % bound
     }
+}
+
+#[test]
+fn what_the_origin_accepted_counts_as_delivered_recorded_or_not() {
+    use super::order::outcome_of;
+    use crate::order::Outcome;
+    use crate::receipt::Recorded;
+    // Purged while at the origin, or its outcome's write failed: the
+    // origin has it, so a later, older event of the entity is stale.
+    assert_eq!(outcome_of(None, true, 5), Outcome::Delivered);
+    assert_eq!(
+        outcome_of(Some(Recorded::Failed), true, 5),
+        Outcome::Delivered
+    );
+    assert_eq!(outcome_of(None, false, 5), Outcome::RetryAt(5));
+    assert_eq!(
+        outcome_of(Some(Recorded::Retrying { at: 9 }), false, 5),
+        Outcome::RetryAt(9)
+    );
+    assert_eq!(
+        outcome_of(Some(Recorded::Completed), true, 5),
+        Outcome::Delivered
+    );
 }

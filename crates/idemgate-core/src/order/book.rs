@@ -245,10 +245,13 @@ impl OrderBook {
             .is_some_and(|turn| turn.holder == holder && !turn.lapsed && now < turn.expires_at)
     }
 
-    /// Nothing waits or holds the turn, but the book was used: a fresh
-    /// book has nothing to forget.
+    /// Nothing waits or holds the turn, but the book was used (a turn
+    /// granted, or an entry come and gone without one): a fresh book has
+    /// nothing to forget.
     fn is_spent(&self) -> bool {
-        self.entries.is_empty() && self.turn.is_none() && self.next_grant > 0
+        self.entries.is_empty()
+            && self.turn.is_none()
+            && (self.next_grant > 0 || self.changed_at > 0)
     }
 
     /// Leases that ended lapse; entries whose holders went silent go.

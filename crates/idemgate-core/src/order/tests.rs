@@ -176,6 +176,37 @@ fn a_silent_entry_is_dropped_and_an_idle_book_is_forgotten_after_retention() {
 }
 
 #[test]
+fn a_head_that_gave_its_turn_back_to_wait_for_a_permit_goes_when_woken_sooner() {
+    // The route's coordinator queued its permit, saying to ask again in
+    // 30 s; its wake (a permit reserved for it) comes after 3 s. The
+    // book must not hold the head to the 30 s, or the reserved permit
+    // would lapse unclaimed.
+    let mut book = OrderBook::default();
+    let (a, b) = (ask("a", 10, 0), ask("b", 20, 0));
+    book.ask(&a, 0);
+    book.ask(&b, 0);
+    let (grant, _) = go(book.ask(&a, HOLD));
+    book.done(&a, Some(grant), Outcome::RetryAt(HOLD + 30_000), HOLD);
+    waits(book.ask(&b, HOLD + 1));
+    let (_, stale) = go(book.ask(&a, HOLD + 3_000));
+    assert!(!stale);
+}
+
+#[test]
+fn a_book_whose_entries_left_without_a_turn_is_forgotten_too() {
+    let mut book = OrderBook::default();
+    let a = ask("a", 10, 0);
+    waits(book.ask(&a, 0));
+    // Purged before its turn: it leaves with no grant ever handed out.
+    book.done(&a, None, Outcome::Ended, 100);
+    assert_eq!(book.next_alarm(), Some(100 + 60_000));
+    assert!(!book.is_forgotten(100 + 59_999));
+    assert!(book.is_forgotten(100 + 60_000));
+    // A book that never held anything has nothing to forget.
+    assert!(!OrderBook::default().is_forgotten(u64::MAX));
+}
+
+#[test]
 fn calls_and_replies_cross_as_json() {
     let calls = [
         OrderCall::Ask(ask("a", 1, 2)),

@@ -5,28 +5,34 @@
 /// seconds, and March 1973 in milliseconds: no payment event is either).
 const SECONDS_BELOW: u64 = 100_000_000_000;
 
+/// From this many milliseconds on (the year 5138 again), a number is no
+/// time: microseconds or nanoseconds, which no provider here writes, would
+/// otherwise read as a time millennia ahead, newer than anything to come.
+const MILLISECONDS_BELOW: u64 = SECONDS_BELOW * 1_000;
+
 /// Milliseconds since the Unix epoch of `text`: `2026-12-03T14:45:00Z`
 /// (fractions and offsets allowed), `1796395500` (seconds),
 /// `1796395500.25` (seconds with a fraction) or `1796395500250`
-/// (milliseconds). `None` for anything else, or a time before 1970.
+/// (milliseconds, a fraction dropped). `None` for anything else, a time
+/// before 1970, or a number past the year 5138.
 pub fn order_time_ms(text: &str) -> Option<u64> {
     let text = text.trim();
     let digits = |part: &str| !part.is_empty() && part.bytes().all(|byte| byte.is_ascii_digit());
-    if let Some((whole, fraction)) = text.split_once('.') {
-        if digits(whole) && digits(fraction) {
-            let seconds: u64 = whole.parse().ok()?;
-            let millis: u64 = format!("{fraction:0<3}")[..3].parse().ok()?;
-            return seconds.checked_mul(1_000)?.checked_add(millis);
+    let (whole, fraction) = match text.split_once('.') {
+        Some((whole, fraction)) if digits(whole) && digits(fraction) => (whole, Some(fraction)),
+        Some(_) => return rfc3339_ms(text),
+        None if digits(text) => (text, None),
+        None => return rfc3339_ms(text),
+    };
+    let number: u64 = whole.parse().ok()?;
+    let millis = match number < SECONDS_BELOW {
+        true => {
+            let fraction = fraction.map_or(Ok(0), |digits| format!("{digits:0<3}")[..3].parse());
+            number.checked_mul(1_000)?.checked_add(fraction.ok()?)?
         }
-    }
-    if digits(text) {
-        let number: u64 = text.parse().ok()?;
-        return match number < SECONDS_BELOW {
-            true => number.checked_mul(1_000),
-            false => Some(number),
-        };
-    }
-    rfc3339_ms(text)
+        false => number,
+    };
+    (millis < MILLISECONDS_BELOW).then_some(millis)
 }
 
 /// Milliseconds of an RFC 3339 time; digits of the fraction after the
@@ -62,6 +68,7 @@ mod tests {
             assert_eq!(order_time_ms(text), Some(instant), "{text}");
         }
         assert_eq!(order_time_ms("1796395500.25"), Some(instant + 250));
+        assert_eq!(order_time_ms("1796395500000.5"), Some(instant));
         assert_eq!(
             order_time_ms("2026-12-04T14:45:00.2509Z"),
             Some(instant + 250)
@@ -80,6 +87,10 @@ mod tests {
             "0x10",
             ".5",
             "5.",
+            // Microseconds and nanoseconds: no time this reads.
+            "1796395500000000",
+            "1796395500000000000",
+            "1796395500000000.5",
         ] {
             assert_eq!(order_time_ms(text), None, "{text:?}");
         }
