@@ -528,6 +528,18 @@ fn main() {
             return;
         }
         Ok("levels") => return levels::print(&stored["levels"]),
+        // The cold start alone, of the build `IDEMGATE_WORKER_BUILD` names.
+        Ok("cold") => {
+            let measured = runtime.block_on(async {
+                let origin = TestOrigin::start().await;
+                levels::cold_start(&origin).await
+            });
+            levels::print_cold(&measured);
+            stored["cold_start"] = measured;
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(&path, serde_json::to_string_pretty(&stored).unwrap()).unwrap();
+            return;
+        }
         _ => {}
     }
     if let Ok(part) = std::env::var("BENCH_ONLY") {

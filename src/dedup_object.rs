@@ -20,7 +20,7 @@ use idemgate_core::problem::Problem;
 use idemgate_core::receipt::{HttpResponse, Receipt};
 use idemgate_core::single_use::{decide_claim, Claim, ClaimDecision};
 
-use crate::durable_backend::{integer, storage_error, DurableBackend};
+use crate::durable_backend::{integer, storage_error, DurableBackend, Tables};
 use crate::edge_http;
 use crate::env::config_from_env;
 
@@ -47,7 +47,7 @@ impl DurableObject for DedupObject {
             engine: Rc::new(Engine::new(DurableBackend {
                 storage: state.storage(),
                 env: env.clone(),
-                has_tables: Cell::new(false),
+                tables: Cell::new(Tables::Unknown),
                 legacy_request: Cell::new(false),
                 ops: Cell::default(),
             })),

@@ -37,14 +37,25 @@ const RECEIPT_TABLE: &str = "CREATE TABLE IF NOT EXISTS receipt (
     request_body BLOB
 )";
 
+/// What this object knows of its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tables {
+    /// Not asked yet: it may be an earlier version's, lacking columns.
+    Unknown,
+    /// Known absent (a new object): created whole.
+    Absent,
+    /// Known present, with every column.
+    Present,
+}
+
 pub struct DurableBackend {
     pub(crate) storage: Storage,
     pub(crate) env: Env,
-    /// Whether the tables are known to exist. A new object creates them
-    /// with its first write, in the same commit, rather than on start: a
+    /// Whether the table is known to exist. A new object creates it with
+    /// its first write, in the same commit, rather than on start: a
     /// separate commit per key would cost an fsync, and most objects see
     /// one first delivery and then only replays.
-    pub(crate) has_tables: Cell<bool>,
+    pub(crate) tables: Cell<Tables>,
     /// Whether an earlier version's request table holds the request.
     pub(crate) legacy_request: Cell<bool>,
     /// Every storage operation of this object's lifetime, for the operator API.
@@ -60,18 +71,28 @@ impl DurableBackend {
     }
 
     fn tables_exist(&self) -> Result<bool, String> {
-        if !self.has_tables.get() {
+        if self.tables.get() != Tables::Present {
             let cursor = self.exec(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'receipt'",
                 Vec::new(),
             )?;
-            self.has_tables.set(cursor.raw().next().is_some());
+            let found = cursor.raw().next().is_some();
+            self.tables.set(match found {
+                true => Tables::Present,
+                false => Tables::Absent,
+            });
+            return Ok(found);
         }
-        Ok(self.has_tables.get())
+        Ok(true)
     }
 
     fn create_tables(&self) -> Result<(), String> {
-        if !self.has_tables.get() {
+        if self.tables.get() == Tables::Absent {
+            // Created whole, in the first write's commit: no columns to check.
+            self.exec(RECEIPT_TABLE, Vec::new())?;
+            self.tables.set(Tables::Present);
+        }
+        if self.tables.get() == Tables::Unknown {
             self.exec(RECEIPT_TABLE, Vec::new())?;
             // An object an earlier version created lacks later columns.
             let columns = self.exec("SELECT name FROM pragma_table_info('receipt')", Vec::new())?;
@@ -95,7 +116,7 @@ impl DurableBackend {
                     )?;
                 }
             }
-            self.has_tables.set(true);
+            self.tables.set(Tables::Present);
         }
         Ok(())
     }
@@ -110,7 +131,7 @@ impl DurableBackend {
             Err(_) if !self.tables_exist()? => return Ok(None),
             Err(error) => return Err(error),
         };
-        self.has_tables.set(true);
+        self.tables.set(Tables::Present);
         let Some(row) = cursor.raw().next() else {
             return Ok(None);
         };
@@ -252,7 +273,7 @@ impl Backend for DurableBackend {
                 .is_some();
         // `deleteAll` frees every row, the tables and (at this
         // compatibility date) the alarm.
-        self.has_tables.set(false);
+        self.tables.set(Tables::Unknown);
         self.storage.delete_all().await.map_err(storage_error)?;
         Ok(existed)
     }
@@ -262,7 +283,7 @@ impl Backend for DurableBackend {
             return Ok(None);
         }
         // A first version's table has no `deletable_at` until this adds it.
-        self.has_tables.set(false);
+        self.tables.set(Tables::Unknown);
         self.create_tables()?;
         let cursor = self.exec(
             "SELECT deletable_at, record FROM receipt WHERE id = 1",

@@ -101,19 +101,33 @@ impl WorkerProcess {
     /// 10 ms on these machines) where the scheduler's statistics are off.
     /// A thread that has ended no longer counts; workerd keeps its pools.
     pub fn cpu_seconds(&self) -> Option<f64> {
-        self.thread_cpu_seconds().or_else(|| self.tick_cpu_seconds())
+        self.thread_cpu_seconds()
+            .or_else(|| self.tick_cpu_seconds())
     }
 
     fn thread_cpu_seconds(&self) -> Option<f64> {
-        let mut nanoseconds: u64 = 0;
-        for thread in fs::read_dir(format!("/proc/{}/task", self.pid)).ok()?.flatten() {
+        let nanoseconds: u64 = self.threads().values().sum();
+        (nanoseconds > 0).then(|| nanoseconds as f64 / 1e9)
+    }
+
+    /// Each live thread's CPU nanoseconds so far, by thread id.
+    pub fn threads(&self) -> std::collections::BTreeMap<u32, u64> {
+        let mut threads = std::collections::BTreeMap::new();
+        let Ok(tasks) = fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return threads;
+        };
+        for thread in tasks.flatten() {
             // A thread may end between the listing and the read.
             let Ok(stat) = fs::read_to_string(thread.path().join("schedstat")) else {
                 continue;
             };
-            nanoseconds += stat.split(' ').next()?.trim().parse::<u64>().ok()?;
+            let id = thread.file_name().to_str().and_then(|id| id.parse().ok());
+            let ns = stat.split(' ').next().and_then(|ns| ns.trim().parse().ok());
+            if let (Some(id), Some(ns)) = (id, ns) {
+                threads.insert(id, ns);
+            }
         }
-        (nanoseconds > 0).then(|| nanoseconds as f64 / 1e9)
+        threads
     }
 
     fn tick_cpu_seconds(&self) -> Option<f64> {
