@@ -641,6 +641,6 @@ fn main() {
     println!("\nwrote {}", path.display());
 }
 
-fn root() -> std::path::PathBuf {
+pub(crate) fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

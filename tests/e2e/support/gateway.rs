@@ -445,19 +445,45 @@ impl Gateway {
         vars: &[String],
     ) -> Gateway {
         let (port, inspector_port) = (free_port(), free_port());
-        let mut command = Command::new(root().join("node_modules/.bin/wrangler"));
-        command
-            .args(["dev", "--config"])
-            .arg(&config)
-            .args(["--ip", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--inspector-port", &inspector_port.to_string()])
-            .arg("--persist-to")
-            .arg(dir.path().join("state"))
-            .args(["--log-level", level, "--show-interactive-dev-session=false"]);
-        for var in vars {
-            command.args(["--var", var]);
-        }
+        let command = dev_command(&dir, &config, level, vars, port, inspector_port);
         let mut gateway = Gateway::spawn(dir, command, port).await;
+        gateway.inspector_port = Some(inspector_port);
+        gateway
+    }
+
+    /// The release worker under the `wrangler dev` command, its inspector
+    /// on, sent no request: ready once wrangler says so, so the caller's
+    /// first request is the isolate's first, and its CPU can be sampled.
+    #[allow(dead_code)] // the benchmark's alone
+    pub async fn start_cold_inspected(vars: &[(&str, &str)]) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
+        migrate(&config, &dir.path().join("state"));
+        Gateway::start_command_unready(dir, config).await
+    }
+
+    /// The reference worker as [`Gateway::start_cold_inspected`] starts idemgate.
+    #[allow(dead_code)] // the benchmark's alone
+    pub async fn start_reference_cold_inspected(origin: &str) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let config = reference_config(dir.path(), origin);
+        Gateway::start_command_unready(dir, config).await
+    }
+
+    #[allow(dead_code)] // the benchmark's alone
+    async fn start_command_unready(dir: tempfile::TempDir, config: PathBuf) -> Gateway {
+        let (port, inspector_port) = (free_port(), free_port());
+        let command = dev_command(&dir, &config, "info", &[], port, inspector_port);
+        let mut gateway = Gateway::spawn_unready(dir, command, port);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !gateway.log().contains("Ready on ") {
+            assert!(
+                Instant::now() < deadline,
+                "wrangler dev did not say it was ready:\n{}",
+                gateway.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         gateway.inspector_port = Some(inspector_port);
         gateway
     }
@@ -534,6 +560,31 @@ impl Gateway {
         }
         gateway
     }
+}
+
+/// `wrangler dev --config <config> --log-level <level>` on `dir/state`, on
+/// `port`, its inspector on `inspector_port`, with `--var` for each of `vars`.
+fn dev_command(
+    dir: &tempfile::TempDir,
+    config: &Path,
+    level: &str,
+    vars: &[String],
+    port: u16,
+    inspector_port: u16,
+) -> Command {
+    let mut command = Command::new(root().join("node_modules/.bin/wrangler"));
+    command
+        .args(["dev", "--config"])
+        .arg(config)
+        .args(["--ip", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--inspector-port", &inspector_port.to_string()])
+        .arg("--persist-to")
+        .arg(dir.path().join("state"))
+        .args(["--log-level", level, "--show-interactive-dev-session=false"]);
+    for var in vars {
+        command.args(["--var", var]);
+    }
+    command
 }
 
 /// The reference worker's `wrangler.toml` in `dir`, in front of `origin`.
