@@ -13,15 +13,7 @@ import gateway, {
   AuditLog as RustAuditLog,
   AlertObject as RustAlertObject,
   OrderObject as RustOrderObject,
-  Startup,
 } from "../build/index.js";
-
-// A fresh isolate rehearses a first delivery as it starts, so the first
-// sender does not wait for its code to be compiled (idemgate_core::warm).
-// A failed rehearsal costs nothing but the compiling it would have saved.
-try {
-  Startup.rehearse();
-} catch {}
 
 export default gateway;
 

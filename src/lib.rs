@@ -57,23 +57,7 @@ mod sweep;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
-use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{event, web_sys, Context, Env, ScheduleContext, ScheduledEvent};
-
-/// What an isolate does when it starts, before any request: `src/entry.mjs`
-/// calls it as the module loads (the `worker` crate owns the wasm's own
-/// start function).
-#[wasm_bindgen]
-pub struct Startup;
-
-#[wasm_bindgen]
-impl Startup {
-    /// Rehearses a first delivery, so that its code is compiled before a
-    /// sender waits on it ([`idemgate_core::warm`]).
-    pub fn rehearse() -> bool {
-        idemgate_core::warm::rehearse()
-    }
-}
 
 // The runtime's request as it is: `worker::Request` would read `Request.cf`
 // and more on every delivery (see `edge_http`).

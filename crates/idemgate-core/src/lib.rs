@@ -29,7 +29,6 @@
 //! | [`replay_cache`] | §2 | replays an isolate answers without an object round trip |
 //! | [`sweep`] | §2b | the scheduled sweep that wakes overdue receipts |
 //! | [`upgrade`] | §3 | finding receipts the second version kept under other names |
-//! | [`warm`] | §14 | a fresh isolate's first delivery, rehearsed at startup so its code is compiled before a sender waits on it |
 //! | [`reconcile`] | §11 | the providers' events APIs, and a reconciliation run |
 //! | `simulation` | §2 | deterministic simulation of the engine (tests only) |
 
@@ -74,7 +73,6 @@ mod simulation;
 pub mod single_use;
 pub mod sweep;
 pub mod upgrade;
-pub mod warm;
 
 /// Runs `test` on its own thread and fails it if it has not finished in
 /// `seconds`: a broken comparison can turn a wait into an endless loop,
