@@ -53,7 +53,10 @@ pub fn strays() -> Vec<String> {
     let own = std::process::id();
     processes()
         .into_iter()
-        .filter(|process| process.pid != own && is_dev_server(process))
+        // A zombie (an ended process not yet reaped) has no command line
+        // and takes no CPU.
+        .filter(|process| process.pid != own && !process.command.is_empty())
+        .filter(is_dev_server)
         .map(|process| format!("{} {}", process.pid, process.command.trim()))
         .collect()
 }
