@@ -80,6 +80,14 @@ pub async fn handle(
     }
 }
 
+/// `ok`, or that the Durable Object `binding` a route needs is missing.
+fn binding_state(env: &Env, needed: bool, binding: &str) -> String {
+    match needed && env.durable_object(binding).is_err() {
+        true => format!("the {binding} binding is missing (wrangler.toml)"),
+        false => "ok".into(),
+    }
+}
+
 /// 200 whatever is wrong (the worker answers), and says what is: the
 /// configuration (a broken route by its name and the setting at fault,
 /// never a value) and the receipt index, which async delivery and the
@@ -92,19 +100,17 @@ async fn health(env: &Env) -> worker::Result<web_sys::Response> {
     let configuration = match config_from_env(env) {
         Ok(config) => serde_json::json!({
             // A route that reconciles needs its objects' binding.
-            "reconcile": match config.routes.iter().any(|route| route.reconcile.is_some())
-                && env.durable_object(crate::reconcile_object::RECONCILE_OBJECT_BINDING).is_err()
-            {
-                true => "the RECONCILE_OBJECT binding is missing (wrangler.toml)",
-                false => "ok",
-            },
+            "reconcile": binding_state(
+                env,
+                config.routes.iter().any(|route| route.reconcile.is_some()),
+                crate::reconcile_object::RECONCILE_OBJECT_BINDING,
+            ),
             // An ordered route's deliveries wait for their entity's object.
-            "order": match config.routes.iter().any(|route| route.order.is_some())
-                && env.durable_object(crate::order_object::ORDER_OBJECT_BINDING).is_err()
-            {
-                true => "the ORDER_OBJECT binding is missing (wrangler.toml)",
-                false => "ok",
-            },
+            "order": binding_state(
+                env,
+                config.routes.iter().any(|route| route.order.is_some()),
+                crate::order_object::ORDER_OBJECT_BINDING,
+            ),
             "routes": config.routes.iter().map(|route| route.name.as_str()).collect::<Vec<_>>(),
             "broken_routes": config.broken.iter().map(|broken| serde_json::json!({
                 "route": broken.name,

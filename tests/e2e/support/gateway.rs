@@ -456,9 +456,7 @@ impl Gateway {
     /// first request is the isolate's first, and its CPU can be sampled.
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_cold_inspected(vars: &[(&str, &str)]) -> Gateway {
-        let dir = tempfile::tempdir().unwrap();
-        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
-        migrate(&config, &dir.path().join("state"));
+        let (dir, config) = migrated_release(vars);
         Gateway::start_command_unready(dir, config).await
     }
 
@@ -526,9 +524,7 @@ impl Gateway {
     /// caller's first request is the isolate's first (a cold start).
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_cold(vars: &[(&str, &str)]) -> Gateway {
-        let dir = tempfile::tempdir().unwrap();
-        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
-        migrate(&config, &dir.path().join("state"));
+        let (dir, config) = migrated_release(vars);
         Gateway::start_plain_cold(dir, config).await
     }
 
@@ -560,6 +556,16 @@ impl Gateway {
         }
         gateway
     }
+}
+
+/// A fresh directory holding the release worker's configuration with
+/// `vars`, its receipt index migrated.
+#[allow(dead_code)] // the benchmark's alone
+fn migrated_release(vars: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
+    migrate(&config, &dir.path().join("state"));
+    (dir, config)
 }
 
 /// `wrangler dev --config <config> --log-level <level>` on `dir/state`, on
