@@ -13,7 +13,8 @@ use wasm_bindgen::JsValue;
 use worker::js_sys::Promise;
 use worker::Env;
 
-use idemgate_core::alerts::{self, AlertsConfig, Condition};
+use futures::future::{select, Either};
+use idemgate_core::alerts::{self, AlertsConfig, Condition, SEND_BOUND_MS};
 use serde::{Deserialize, Serialize};
 
 pub const ALERT_OBJECT_BINDING: &str = "ALERT_OBJECT";
@@ -74,15 +75,30 @@ pub fn note(env: &Env, route: &str, condition: Condition, detail: &str) {
 /// Whether signs wait to be sent.
 pub fn pending() -> bool {
     crate::isolate::with(|isolate| {
-        !isolate.alerts.pending.borrow().is_empty() && !isolate.alerts.sending.get()
+        !isolate.alerts.pending.borrow().is_empty()
+            && !isolate
+                .alerts
+                .sending
+                .get()
+                .is_held(worker::Date::now().as_millis())
     })
 }
 
 /// Sends the signs noted so far to the alert object, and those noted
-/// meanwhile after them; one call at a time per isolate. A failed call is
-/// dropped (logged): the signs go on coming while the trouble lasts.
+/// meanwhile after them; one call at a time per isolate, each bounded by
+/// [`SEND_BOUND_MS`] (a call that hangs, or whose `waitUntil` was
+/// cancelled, frees the isolate's gate when the bound is over). A failed
+/// call is dropped (logged): the signs go on coming while the trouble
+/// lasts.
 pub async fn flush(env: Env) {
-    if crate::isolate::with(|isolate| isolate.alerts.sending.replace(true)) {
+    let taken_at = worker::Date::now().as_millis();
+    let taken = crate::isolate::with(|isolate| {
+        let mut gate = isolate.alerts.sending.get();
+        let taken = gate.try_take(taken_at);
+        isolate.alerts.sending.set(gate);
+        taken
+    });
+    if !taken {
         return;
     }
     loop {
@@ -100,13 +116,29 @@ pub async fn flush(env: Env) {
         if observations.is_empty() {
             break;
         }
-        if let Err(message) = call(&env, &AlertCall::Observe(observations)).await {
+        let observe = AlertCall::Observe(observations);
+        let sent = call(&env, &observe);
+        let bound = worker::Delay::from(std::time::Duration::from_millis(SEND_BOUND_MS));
+        let answered = match select(Box::pin(sent), bound).await {
+            Either::Left((answered, _)) => answered.map(|_| ()),
+            Either::Right(_) => Err("the alert object did not answer in time".to_string()),
+        };
+        if let Err(message) = answered {
             crate::log_sink::emit_text(
                 &serde_json::json!({"event": "idemgate.alerts", "error": message}).to_string(),
             );
         }
+        if worker::Date::now().as_millis() >= taken_at.saturating_add(SEND_BOUND_MS) {
+            // Past its bound another flush may hold the gate: leave the
+            // rest to it.
+            break;
+        }
     }
-    crate::isolate::with(|isolate| isolate.alerts.sending.set(false));
+    crate::isolate::with(|isolate| {
+        let mut gate = isolate.alerts.sending.get();
+        gate.release(taken_at);
+        isolate.alerts.sending.set(gate);
+    });
 }
 
 /// One call to the alert object; its JSON answer.

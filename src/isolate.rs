@@ -8,7 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use idemgate_core::alerts::{AlertsConfig, Condition};
+use idemgate_core::alerts::{AlertsConfig, Condition, SendGate};
 use idemgate_core::config::Config;
 use idemgate_core::problem::Problem;
 use idemgate_core::replay_cache::ReplayCache;
@@ -53,8 +53,9 @@ pub struct Alerts {
     pub config: RefCell<Option<Result<Option<AlertsConfig>, String>>>,
     /// Signs by route and condition: how many, and the last one's detail.
     pub pending: RefCell<BTreeMap<(String, Condition), (u64, String)>>,
-    /// Whether a call to the alert object is on its way.
-    pub sending: Cell<bool>,
+    /// Whether a call to the alert object is on its way, within its
+    /// bound.
+    pub sending: Cell<SendGate>,
 }
 
 thread_local! {

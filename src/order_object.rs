@@ -23,7 +23,7 @@ use worker::{
 
 use idemgate_core::answer::render_problem;
 use idemgate_core::object_call::{ObjectCall, ObjectOp};
-use idemgate_core::order::{HolderStatus, OrderBook, OrderCall, OrderReply};
+use idemgate_core::order::{AlarmStep, HolderStatus, OrderBook, OrderCall, OrderReply};
 use idemgate_core::problem::Problem;
 
 use crate::{edge_http, object_client};
@@ -63,15 +63,12 @@ impl DurableObject for OrderObject {
     async fn alarm(&self) -> worker::Result<Response> {
         let now = Date::now().as_millis();
         self.load(None).await.map_err(worker::Error::RustError)?;
-        if self.with_book(|book| book.is_forgotten(now)) {
+        let (step, wakes) = self.with_book(|book| (book.alarm(now), book.take_wakes()));
+        if step == AlarmStep::Forget {
             self.storage.delete_all().await?;
             *self.loaded.borrow_mut() = None;
             return Response::empty();
         }
-        let wakes = self.with_book(|book| {
-            book.on_alarm(now);
-            book.take_wakes()
-        });
         self.save().await.map_err(worker::Error::RustError)?;
         self.send_wakes(wakes).await;
         self.set_alarm().await;

@@ -108,6 +108,35 @@ pub async fn a_gocardless_batch_is_one_forward_per_event(world: &'static World) 
     assert_eq!(receipt.json()["state"], "completed");
 }
 
+/// A batch of one event on a sync route is answered as that event: the
+/// origin's own status and body, and the same answer replayed.
+pub async fn a_batch_of_one_is_answered_as_its_event(world: &'static World) {
+    let gateway = world.gateway(Profile::Routes).await;
+    let origin = world.origin.url();
+    let run = &format!("single{}", now());
+    let prefix = format!("/p/gocardless/{run}/");
+    let url = gateway.url(&format!("{prefix}webhooks"));
+    let one = gocardless_batch(&ids(run, 0..1), "WB1");
+    let delivery = signed(&origin, "gocardless", GOCARDLESS, &one, now());
+    let first = send(&url, JSON, &delivery.headers, &one).await;
+    assert_eq!(
+        first.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    assert!(first.header("idemgate-batch").is_some());
+    let payment = first.json()["payment_id"].as_str().map(str::to_string);
+    assert!(payment.is_some(), "the origin's own body");
+    let again = send(&url, JSON, &delivery.headers, &one).await;
+    assert_eq!(again.status, 201);
+    assert_eq!(
+        again.json()["payment_id"].as_str().map(str::to_string),
+        payment
+    );
+    assert_eq!(forwarded_ids(world, &prefix), ids(run, 0..1));
+}
+
 /// The same batch sent ten times at once, and a larger one beside it:
 /// each event reaches the origin once.
 pub async fn a_batch_sent_many_times_at_once_forwards_each_event_once(world: &'static World) {

@@ -286,6 +286,7 @@ fn main() {
         providers::a_paypal_transmission_is_forwarded_under_one_event_at_most,
         alerts::dead_letters_and_forgeries_reach_a_person_once_per_interval,
         batches::a_gocardless_batch_is_one_forward_per_event,
+        batches::a_batch_of_one_is_answered_as_its_event,
         batches::a_batch_sent_many_times_at_once_forwards_each_event_once,
         batches::a_batch_that_cannot_be_taken_whole_stores_nothing,
         batches::an_async_batch_is_acknowledged_then_each_event_delivered,

@@ -157,11 +157,15 @@ impl AlertBook {
                     }
                     _ => now.saturating_sub(state.last_seen) >= config.interval_ms,
                 };
+                // One message per route and condition per interval: a
+                // `resolved` waits for the interval too, and carries the
+                // count since the last.
                 let due = now.saturating_sub(state.last_alert_at) >= config.interval_ms;
-                let kind = match (cleared, due && state.unsent > 0) {
-                    (true, _) => AlertState::Resolved,
-                    (false, true) => AlertState::Firing,
-                    (false, false) => continue,
+                let update_due = now >= update_at(*condition, state, config);
+                let kind = match (cleared, due, update_due && state.unsent > 0) {
+                    (true, true, _) => AlertState::Resolved,
+                    (false, _, true) => AlertState::Firing,
+                    _ => continue,
                 };
                 let detail = match kind {
                     AlertState::Resolved => "cleared",
@@ -264,14 +268,11 @@ impl AlertBook {
                 if state.firing_since.is_none() {
                     return [Some(forget), None, None].into_iter().flatten();
                 }
-                let clears = match condition {
-                    Condition::SignatureFailures => {
-                        state.window.first().map(|(at, _)| at + SIGNATURE_WINDOW_MS)
-                    }
-                    _ => Some(state.last_seen + config.interval_ms),
-                };
-                let update = (state.unsent > 0).then_some(state.last_alert_at + config.interval_ms);
-                [clears, update, Some(forget)].into_iter().flatten()
+                let due = state.last_alert_at + config.interval_ms;
+                let clears = clears_at(*condition, state, config).map(|at| at.max(due));
+                let update = (state.unsent > 0).then(|| update_at(*condition, state, config));
+                // A firing condition is forgotten only once resolved.
+                [clears, update, None].into_iter().flatten()
             })
         });
         outbox.chain(conditions).min()
@@ -301,6 +302,32 @@ impl AlertBook {
             .collect();
         views.sort_by_key(|view| !view.firing);
         views
+    }
+}
+
+/// When a firing condition clears if no further sign comes (for
+/// signature failures, when the oldest sign in the window leaves it).
+fn clears_at(condition: Condition, state: &ConditionState, config: &AlertsConfig) -> Option<u64> {
+    match condition {
+        Condition::SignatureFailures => {
+            state.window.first().map(|(at, _)| at + SIGNATURE_WINDOW_MS)
+        }
+        _ => Some(state.last_seen + config.interval_ms),
+    }
+}
+
+/// When a firing condition's interval update ("still firing", with the
+/// count) goes: an interval after the last alert, or, where the condition
+/// would clear within a tenth of an interval after that, when it clears,
+/// so that a burst ending just after the interval's mark is told once, as
+/// `resolved` with its count (not `firing` and `resolved` a moment apart).
+/// Signs that keep coming delay it by a tenth of an interval at most.
+fn update_at(condition: Condition, state: &ConditionState, config: &AlertsConfig) -> u64 {
+    let due = state.last_alert_at + config.interval_ms;
+    let grace = config.interval_ms / 10;
+    match clears_at(condition, state, config) {
+        Some(clears) if clears <= due + grace => clears.max(due),
+        _ => due,
     }
 }
 

@@ -18,6 +18,9 @@
 
 pub mod book;
 pub mod message;
+mod send_gate;
+
+pub use send_gate::{SendGate, SEND_BOUND_MS};
 
 use serde::{Deserialize, Serialize};
 

@@ -181,19 +181,69 @@ fn dead_letters_make_one_alert_per_interval_with_the_count_then_resolved() {
     }
     book.tick(T0 + 10_000, &config);
     assert_eq!(states(&mut book, T0 + 10_000), [], "not a storm");
+    // An interval after the first alert the condition clears 9 s later:
+    // one message, `resolved` with the count since the last (v5; it was
+    // `firing` 9, then `resolved` 0 nine seconds apart).
     book.tick(T0 + 300_000, &config);
-    assert_eq!(
-        states(&mut book, T0 + 300_000),
-        [(Condition::Dead, AlertState::Firing, 9)],
-        "the count since the last alert, an interval later"
-    );
+    assert_eq!(states(&mut book, T0 + 300_000), [], "about to clear");
+    assert_eq!(book.next_wake(&config), Some(T0 + 309_000));
     book.tick(T0 + 309_000, &config);
     assert_eq!(
         states(&mut book, T0 + 309_000),
-        [(Condition::Dead, AlertState::Resolved, 0)],
-        "an interval without a dead letter"
+        [(Condition::Dead, AlertState::Resolved, 9)],
+        "an interval without a dead letter, with the count since the last alert"
     );
     assert!(book.view().iter().all(|view| !view.firing));
+}
+
+/// The review's item 7: six dead letters within a second, interval 60 s,
+/// gave `firing` 1 at once and then, at 62 s, `firing` 5 and `resolved`
+/// together. Now: `firing` 1, then one `resolved` carrying the 5.
+#[test]
+fn a_burst_is_told_as_firing_then_one_resolved_with_its_count() {
+    let config = config(60);
+    let mut book = AlertBook::default();
+    let mut told = Vec::new();
+    for n in 0..6 {
+        book.observe("pay", Condition::Dead, 1, "dead", T0 + n * 150, &config);
+        told.extend(states(&mut book, T0 + n * 150));
+    }
+    let mut now = T0 + 750;
+    while let Some(next) = book.next_wake(&config).filter(|at| *at < T0 + 600_000) {
+        assert!(next > now, "no wake in the past");
+        now = next;
+        book.tick(now, &config);
+        told.extend(states(&mut book, now));
+    }
+    assert_eq!(
+        told,
+        [
+            (Condition::Dead, AlertState::Firing, 1),
+            (Condition::Dead, AlertState::Resolved, 5)
+        ]
+    );
+}
+
+/// Signs that keep coming get one `firing` update per interval, each at
+/// most a tenth of an interval late, never two within an interval.
+#[test]
+fn a_condition_that_keeps_firing_is_told_once_per_interval() {
+    let config = config(60);
+    let mut book = AlertBook::default();
+    let mut told = Vec::new();
+    for second in 0..300u64 {
+        let now = T0 + second * 1_000;
+        if second % 5 == 0 {
+            book.observe("pay", Condition::Dead, 1, "dead", now, &config);
+        }
+        book.tick(now, &config);
+        for alert in states(&mut book, now) {
+            told.push((second, alert.1));
+        }
+    }
+    let seconds: Vec<u64> = told.iter().map(|(second, _)| *second).collect();
+    assert_eq!(seconds, [0, 60, 120, 180, 240]);
+    assert!(told.iter().all(|(_, state)| *state == AlertState::Firing));
 }
 
 #[test]
@@ -236,9 +286,14 @@ fn signature_failures_fire_at_the_threshold_in_five_minutes_and_clear_below_it()
         );
     }
     assert_eq!(states(&mut slow, T0 + 600_000), []);
+    // Cleared at 320 s, it is told an interval after its firing (v5: one
+    // message per interval; it was told at once).
     book.tick(T0 + 320_000, &config);
+    assert_eq!(states(&mut book, T0 + 320_000), []);
+    assert_eq!(book.next_wake(&config), Some(T0 + 500_000));
+    book.tick(T0 + 500_000, &config);
     assert_eq!(
-        states(&mut book, T0 + 320_000),
+        states(&mut book, T0 + 500_000),
         [(Condition::SignatureFailures, AlertState::Resolved, 0)]
     );
 }
@@ -341,6 +396,62 @@ fn an_alert_that_cannot_be_sent_is_retried_then_given_up_and_the_outbox_is_bound
     }
     assert_eq!(book.outbox_len(), book::MAX_OUTBOX);
     assert_eq!(book.given_up, 1 + book::MAX_OUTBOX as u64);
+}
+
+#[test]
+fn a_failing_alert_backs_off_doubling_each_time_up_to_five_minutes() {
+    let config = config(300);
+    let mut book = AlertBook::default();
+    book.observe("pay", Condition::Dead, 1, "dead", T0, &config);
+    let mut now = T0;
+    let mut gaps = Vec::new();
+    for _ in 0..9 {
+        let due: Vec<_> = book
+            .due(now)
+            .into_iter()
+            .map(|outgoing| (outgoing.alert.id, outgoing.sink, Err("answered 500".into())))
+            .collect();
+        assert_eq!(due.len(), 2, "both sinks fail again at {now}");
+        book.sent(due, now);
+        // The outbox's own times (the condition's clearing is a wake too).
+        let waiting = book.due(now + 3_600_000);
+        let next = waiting
+            .iter()
+            .map(|outgoing| outgoing.next_at)
+            .min()
+            .unwrap();
+        assert!(waiting.iter().all(|outgoing| outgoing.next_at == next));
+        gaps.push((next - now) / 1_000);
+        now = next;
+    }
+    assert_eq!(gaps, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+}
+
+#[test]
+fn a_full_outbox_drops_its_oldest_alerts_and_keeps_the_newest() {
+    let config = config(300);
+    let mut book = AlertBook::default();
+    let extra = 7;
+    for n in 0..(book::MAX_OUTBOX / 2 + extra) as u64 {
+        book.observe(
+            &format!("r{n:04}"),
+            Condition::Misconfigured,
+            1,
+            "x",
+            T0 + n,
+            &config,
+        );
+    }
+    assert_eq!(book.outbox_len(), book::MAX_OUTBOX);
+    assert_eq!(book.given_up, 2 * extra as u64);
+    let routes: Vec<String> = book
+        .due(T0 + 1_000)
+        .into_iter()
+        .filter(|outgoing| outgoing.sink == 0)
+        .map(|outgoing| outgoing.alert.route)
+        .collect();
+    assert_eq!(routes.first().map(String::as_str), Some("r0007"));
+    assert_eq!(routes.last().map(String::as_str), Some("r0256"));
 }
 
 #[test]

@@ -256,6 +256,24 @@ fn a_batch_forwards_each_event_once_in_an_envelope_of_its_own() {
     assert_eq!(decisions, ["replayed", "replayed", "replayed", "forwarded"]);
 }
 
+/// A batch of one event is answered as that event always was: the
+/// origin's own status and body (then its replay), not a list of one.
+#[test]
+fn a_batch_of_one_is_answered_with_the_origins_own_answer() {
+    let edge = EngineEdge::new(&[]);
+    edge.origin_answers.borrow_mut().insert("EV1".into(), 202);
+    let first = answered(edge.post(&batch(&["EV1"], "WB1"), None));
+    assert_eq!((first.status, first.body.as_slice()), (202, &b"{}"[..]));
+    assert!(headers::get(&first.headers, "idemgate-batch").is_some());
+    let again = answered(edge.post(&batch(&["EV1"], "WB2"), None));
+    assert_eq!((again.status, again.body.as_slice()), (202, &b"{}"[..]));
+    assert_eq!(
+        headers::get(&again.headers, "idempotent-replayed"),
+        Some("true")
+    );
+    assert_eq!(edge.forwards()["EV1"], 1);
+}
+
 #[test]
 fn a_batch_that_cannot_be_taken_whole_stores_nothing() {
     let edge = EngineEdge::new(&[("MAX_BATCH_EVENTS", "3")]);

@@ -54,6 +54,15 @@ pub struct Turn {
     pub lapsed: bool,
     /// When the holder of a lapsed turn was last asked.
     pub asked_at: u64,
+    /// The holder's `order_time`: what the origin has if its forward
+    /// under this turn was accepted (0 in a book stored before v5).
+    #[serde(default)]
+    pub time_ms: u64,
+    /// The holder left the book (purged) while its forward may still
+    /// have been at the origin: whatever it says later, that forward is
+    /// counted as delivered.
+    #[serde(default)]
+    pub left: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +81,15 @@ pub struct OrderBook {
     /// Holders to wake, since last taken (not stored).
     #[serde(skip)]
     wakes: Vec<String>,
+}
+
+/// What the order object does after its alarm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlarmStep {
+    /// Nothing waits and the retention is over: delete the object.
+    Forget,
+    /// Store the book, send its wakes and set the next alarm.
+    Keep,
 }
 
 /// What the operator sees of an entity.
@@ -127,6 +145,8 @@ impl OrderBook {
             expires_at: now.saturating_add(ask.lease_ms),
             lapsed: false,
             asked_at: 0,
+            time_ms: ask.time_ms,
+            left: false,
         });
         self.woken = None;
         OrderReply::Go {
@@ -150,7 +170,15 @@ impl OrderBook {
         }
         match outcome {
             Outcome::Delivered => self.delivered(&ask.holder, ask.time_ms),
-            Outcome::Ended => self.remove(&ask.holder),
+            Outcome::Ended => {
+                // Purged while holding the turn (no grant: the purge, not
+                // the attempt, speaks): its forward may be at the origin,
+                // so the turn waits for its lease and counts it.
+                if let Some(turn) = self.turn.as_mut().filter(|turn| turn.holder == ask.holder) {
+                    turn.left = true;
+                }
+                self.remove(&ask.holder)
+            }
             Outcome::RetryAt(at) => self.enter(ask, at, now),
         }
         self.changed_at = now;
@@ -160,14 +188,21 @@ impl OrderBook {
     /// A woken holder answered how its delivery stands.
     pub fn heard(&mut self, holder: &str, status: HolderStatus, now: u64) {
         self.settle(now);
+        let mut lapsed_turn = None;
         if self
             .turn
             .as_ref()
             .is_some_and(|turn| turn.holder == holder && turn.lapsed)
         {
             // Whatever it says, its forward under the lapsed lease is over.
-            self.turn = None;
+            lapsed_turn = self.turn.take();
         }
+        // The time its delivery carried: its entry's, or (its entry gone)
+        // the lapsed turn's.
+        let time_ms = self
+            .entry_mut(holder)
+            .map(|entry| entry.time_ms)
+            .or(lapsed_turn.as_ref().map(|turn| turn.time_ms));
         match status {
             HolderStatus::Pending => {
                 if let Some(entry) = self.entry_mut(holder) {
@@ -175,11 +210,17 @@ impl OrderBook {
                 }
             }
             HolderStatus::Delivered => {
-                if let Some(time_ms) = self.entry_mut(holder).map(|entry| entry.time_ms) {
+                if let Some(time_ms) = time_ms {
                     self.delivered(holder, time_ms);
                 }
             }
-            HolderStatus::Ended => self.remove(holder),
+            // A holder purged under its turn cannot say whether the origin
+            // took its forward: it is counted as taken, so an older event
+            // after it is marked stale rather than sent as the newest.
+            HolderStatus::Ended => match lapsed_turn.filter(|turn| turn.left) {
+                Some(turn) => self.delivered(holder, turn.time_ms),
+                None => self.remove(holder),
+            },
         }
         self.changed_at = now;
         self.dispatch(now);
@@ -189,6 +230,19 @@ impl OrderBook {
     pub fn on_alarm(&mut self, now: u64) {
         self.settle(now);
         self.dispatch(now);
+    }
+
+    /// The object's alarm, and whether the object may now delete itself.
+    /// The book settles first (lapsed leases, silent entries), so that
+    /// what it forgets is what is true at `now`; it is never forgotten
+    /// while an entry waits, however long its retry is after the book's
+    /// retention.
+    pub fn alarm(&mut self, now: u64) -> AlarmStep {
+        self.on_alarm(now);
+        match self.is_forgotten(now) {
+            true => AlarmStep::Forget,
+            false => AlarmStep::Keep,
+        }
     }
 
     /// When the alarm should run next.

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::canonical::sha256_hex;
 
-pub use book::OrderBook;
+pub use book::{AlarmStep, OrderBook};
 
 /// What an ordered delivery carries from its acceptance to each attempt:
 /// kept with the stored request, so a route edited meanwhile changes

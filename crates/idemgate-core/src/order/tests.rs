@@ -263,3 +263,94 @@ fn a_lapsed_holders_silence_sets_no_alarm_in_the_past() {
     );
     assert_eq!(book.view().waiting, 1, "asked about, not dropped");
 }
+
+#[test]
+fn a_head_waiting_for_a_retry_longer_than_the_retention_keeps_its_book() {
+    // Retention 60 s; the head's attempt failed and it retries in five
+    // minutes. Its book must outlive the retention while it waits, or
+    // the next delivery of its entity would find no newest time and no
+    // turn held back for the older one.
+    let mut book = OrderBook::default();
+    let a = ask("a", 10, 0);
+    waits(book.ask(&a, 0));
+    let (grant, _) = go(book.ask(&a, HOLD));
+    book.done(&a, Some(grant), Outcome::RetryAt(HOLD + 300_000), HOLD);
+    assert!(!book.is_forgotten(HOLD + 61_000));
+    assert_eq!(book.alarm(HOLD + 61_000), AlarmStep::Keep);
+    assert_eq!(book.view().waiting, 1);
+    // Its retry comes and is delivered: only then does the book go.
+    let (grant, _) = go(book.ask(&a, HOLD + 300_000));
+    book.done(&a, Some(grant), Outcome::Delivered, HOLD + 300_001);
+    assert_eq!(book.alarm(HOLD + 300_001 + 60_000), AlarmStep::Forget);
+}
+
+#[test]
+fn the_alarm_settles_before_it_decides_to_forget() {
+    // The only entry's holder went silent for ABANDON_MS: one alarm drops
+    // it and, the retention since the book last changed being over,
+    // forgets the book; a moment earlier the entry still counts.
+    let start = 1_000;
+    let mut book = OrderBook::default();
+    waits(book.ask(&ask("a", 10, start), start));
+    assert_eq!(book.alarm(start + ABANDON_MS - 1), AlarmStep::Keep);
+    assert_eq!(book.view().waiting, 1);
+    assert_eq!(book.alarm(start + ABANDON_MS), AlarmStep::Forget);
+}
+
+/// A holder purged while its forward is at the origin (the review's
+/// item 5): its `Done(Delivered)` is lost, its lease lapses, and its
+/// object, purged, answers `Ended`. The origin may have its event, so an
+/// older event after it goes marked stale.
+#[test]
+fn a_holder_purged_under_its_turn_counts_as_delivered_for_its_entity() {
+    let mut book = OrderBook::default();
+    let (newer, older) = (ask("a", 20, 0), ask("b", 10, 0));
+    waits(book.ask(&newer, 0));
+    let (_, stale) = go(book.ask(&newer, HOLD));
+    assert!(!stale);
+    waits(book.ask(&older, HOLD + 1));
+    // The force purge: the key's object leaves the book, no grant.
+    book.done(&newer, None, Outcome::Ended, HOLD + 10);
+    assert!(
+        book.view().turn_held,
+        "its forward may still be at the origin"
+    );
+    book.on_alarm(HOLD + LEASE);
+    assert_eq!(book.take_wakes(), vec!["a".to_string()]);
+    book.heard("a", HolderStatus::Ended, HOLD + LEASE + 1);
+    assert_eq!(book.view().newest_delivered, Some(20));
+    let (_, stale) = go(book.ask(&older, HOLD + LEASE + 2));
+    assert!(stale, "10 is older than what the origin may have");
+}
+
+/// A lapsed holder that says `Delivered` with its entry gone still
+/// raises the newest time delivered, from its turn.
+#[test]
+fn a_lapsed_holder_delivered_without_an_entry_still_counts() {
+    let mut book = OrderBook::default();
+    let (newer, older) = (ask("a", 20, 0), ask("b", 10, 0));
+    waits(book.ask(&newer, 0));
+    go(book.ask(&newer, HOLD));
+    book.done(&newer, None, Outcome::Ended, HOLD + 10);
+    book.on_alarm(HOLD + LEASE);
+    book.take_wakes();
+    book.heard("a", HolderStatus::Delivered, HOLD + LEASE + 1);
+    assert_eq!(book.view().newest_delivered, Some(20));
+    let (_, stale) = go(book.ask(&older, HOLD + LEASE + 2));
+    assert!(stale);
+}
+
+/// A holder whose attempt ended it (a dead letter) frees its turn
+/// without counting anything: only a purge under the turn is in doubt.
+#[test]
+fn a_holder_that_ended_its_own_attempt_counts_nothing() {
+    let mut book = OrderBook::default();
+    let (newer, older) = (ask("a", 20, 0), ask("b", 10, 0));
+    waits(book.ask(&newer, 0));
+    let (grant, _) = go(book.ask(&newer, HOLD));
+    waits(book.ask(&older, HOLD + 1));
+    book.done(&newer, Some(grant), Outcome::Ended, HOLD + 10);
+    assert_eq!(book.view().newest_delivered, None);
+    let (_, stale) = go(book.ask(&older, HOLD + 11));
+    assert!(!stale);
+}

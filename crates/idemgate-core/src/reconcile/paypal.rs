@@ -194,4 +194,32 @@ mod tests {
         assert!(resend.url.ends_with("/webhooks-events/WH-1/resend"));
         assert_eq!(resend.body.as_deref(), Some(r#"{"webhook_ids":["8PT"]}"#));
     }
+
+    fn page_with_links(links: &str) -> Page {
+        let body = format!(
+            r#"{{"events":[{{"id":"WH-1","event_type":"PAYMENT.CAPTURE.COMPLETED","create_time":"2024-01-01T00:00:00Z","resource":{{}}}}],"count":1,"links":{links}}}"#
+        );
+        let response = ApiResponse {
+            status: 200,
+            headers: vec![],
+            body: body.into_bytes(),
+        };
+        read_page(&response, "https://api-m.paypal.com").unwrap()
+    }
+
+    /// PayPal's pages carry `self` (and others) beside `next`, in any
+    /// order: only `next` is followed, and a page with only `self` is
+    /// the last (List event notifications, "links" in the response).
+    #[test]
+    fn only_the_next_link_is_followed_whatever_else_the_page_links() {
+        let page = page_with_links(
+            r#"[{"href":"https://api-m.paypal.com/v1/notifications/webhooks-events?page=2","rel":"next","method":"GET"},
+                {"href":"https://api-m.paypal.com/v1/notifications/webhooks-events?page=1","rel":"self","method":"GET"}]"#,
+        );
+        assert!(page.next.unwrap().ends_with("page=2"));
+        let last = page_with_links(
+            r#"[{"href":"https://api-m.paypal.com/v1/notifications/webhooks-events?page=3","rel":"self","method":"GET"}]"#,
+        );
+        assert_eq!(last.next, None);
+    }
 }

@@ -1094,6 +1094,30 @@ fn a_paypal_token_refused_ends_the_run_before_anything_is_listed() {
     assert!(!fake.said().contains("EKClientSecretValue99"));
 }
 
+/// PayPal's key is `client_id:secret`; a token endpoint whose refusal
+/// repeats the secret alone (not the pair) must not show it in the run's
+/// record or its log line.
+#[test]
+fn a_paypal_refusal_echoing_the_secret_alone_is_scrubbed() {
+    let route = route(
+        r#"{"paypal":{"path":"/webhooks/paypal","signature":"paypal","signing_secret":"WEBHOOK_SECRET",
+            "reconcile":{"source":"paypal","api_key":"PAYPAL_CLIENT","types":["*"]}}}"#,
+    );
+    let fake = Fake::new(|_: &ApiRequest| {
+        json(
+            401,
+            r#"{"error":"invalid_client","error_description":"Client secret EKClientSecretValue99 does not match client AeClientId42"}"#,
+        )
+    });
+    let ended = run_once(&fake, &route);
+    let record = serde_json::to_string(&ended.record).unwrap();
+    assert!(record.contains("[redacted]"), "{record}");
+    for shown in [record, fake.said()] {
+        assert!(!shown.contains("EKClientSecretValue99"), "{shown}");
+        assert!(!shown.contains("AeClientId42"), "{shown}");
+    }
+}
+
 // --- Square: the search, delivered as the webhook's body ---
 
 #[test]
@@ -1362,6 +1386,28 @@ fn a_cursor_older_than_an_hour_is_dropped_for_a_new_window() {
     };
     let ended = run_with(&fake, &route, Some(recent.clone()), RUN_LIMITS);
     assert_eq!(ended.record.window, recent.window);
+}
+
+/// The bound is 50 minutes, not the hour: the run's own time and its last
+/// forward's must still fall inside the hour of receipts the route keeps
+/// beyond its lookback. A cursor 55 minutes old starts a new window; one
+/// 49 minutes old is followed.
+#[test]
+fn a_cursor_55_minutes_old_is_dropped_and_one_49_minutes_old_is_followed() {
+    let fake = Fake::new(stripe_api(stripe_events(3, |_| "payment_intent.succeeded")));
+    let route = stripe_route();
+    let config = route.reconcile.as_ref().unwrap();
+    let cursor_of_age = |seconds: u64| Cursor {
+        made_for: config.cursor_scope(),
+        window: config.window(NOW - seconds),
+        page: None,
+        settled: vec![],
+    };
+    let ended = run_with(&fake, &route, Some(cursor_of_age(55 * 60)), RUN_LIMITS);
+    assert_eq!(ended.record.window, config.window(NOW));
+    let followed = cursor_of_age(49 * 60);
+    let ended = run_with(&fake, &route, Some(followed.clone()), RUN_LIMITS);
+    assert_eq!(ended.record.window, followed.window);
 }
 
 /// A next-page link kept from another `api_base` is not followed (it

@@ -806,6 +806,23 @@ mod tests {
         );
     }
 
+    /// Every byte of the claimed hash counts: one that differs in its
+    /// last hex digit only is a mismatch, and no key is asked for.
+    #[test]
+    fn a_body_hash_differing_in_its_last_digit_is_a_mismatch() {
+        let mut digest = hex::encode(Sha256::digest(BODY));
+        let last = if digest.ends_with('0') { "1" } else { "0" };
+        digest.replace_range(63.., last);
+        let header = format!(r#"{{"alg":"ES256","kid":"{KID}"}}"#);
+        let claims = format!(r#"{{"iat":{NOW},"request_body_sha256":"{digest}"}}"#);
+        let token = signer().token_of(&header, &claims);
+        let refused = check_token(&token, BODY, NOW).unwrap_err();
+        assert!(
+            refused.contains("no signature matches the body"),
+            "{refused}"
+        );
+    }
+
     #[test]
     fn the_body_hash_may_be_upper_case_hex() {
         let header = format!(r#"{{"alg":"ES256","kid":"{KID}"}}"#);

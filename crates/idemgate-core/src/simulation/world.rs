@@ -28,7 +28,7 @@ use crate::engine::{Backend, Policy};
 use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest, CLAIM_MS};
 use crate::headers;
 use crate::index::{IndexUpdate, TableRow, GONE};
-use crate::order::OrderBook;
+use crate::order::{AlarmStep, OrderBook};
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt, ReceiptState};
 use crate::signature::Secret;
@@ -375,10 +375,11 @@ impl World {
     pub fn order_alarm(&self) {
         let now = self.now.get();
         if self.order.borrow().next_alarm().is_some_and(|at| at <= now) {
-            self.order_apply(|book, now| match book.is_forgotten(now) {
-                // The object deletes itself: a fresh book.
-                true => *book = OrderBook::default(),
-                false => book.on_alarm(now),
+            self.order_apply(|book, now| {
+                if book.alarm(now) == AlarmStep::Forget {
+                    // The object deletes itself: a fresh book.
+                    *book = OrderBook::default();
+                }
             });
         }
     }
