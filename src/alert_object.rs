@@ -15,7 +15,7 @@ use worker::{
 };
 
 use idemgate_core::alerts::book::AlertBook;
-use idemgate_core::alerts::AlertsConfig;
+use idemgate_core::alerts::{self, AlertsConfig};
 use idemgate_core::answer::render_problem;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::ForwardResult;
@@ -131,7 +131,8 @@ impl AlertObject {
         let due = self.with_book(|book| book.due(now));
         let mut results = Vec::with_capacity(due.len());
         for outgoing in due {
-            let sink = &config.sinks[outgoing.sink.min(config.sinks.len() - 1)];
+            let position = outgoing.sink.min(config.sinks.len() - 1);
+            let sink = &config.sinks[position];
             let secret = sink
                 .secret
                 .as_ref()
@@ -150,6 +151,10 @@ impl AlertObject {
                     ForwardResult::Unreachable(message) => Err(message),
                 },
             };
+            // The runtime's message may quote the URL: the book keeps it,
+            // and the operator's page shows it.
+            let result =
+                result.map_err(|error| alerts::scrub_sink_error(&error, position, &sink.url));
             results.push((outgoing.alert.id.clone(), outgoing.sink, result));
         }
         let after = Date::now().as_millis();

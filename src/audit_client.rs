@@ -163,6 +163,7 @@ pub async fn page(
                 .map_err(|_| bad("cursor= is not one this API gave"))
         })
         .transpose()?;
+    let whole_chain = routes.is_none();
     let request = match find("order") {
         None | Some("newest") => AuditCall::Page {
             routes,
@@ -188,11 +189,7 @@ pub async fn page(
     let page: Page = serde_json::from_str(&line).map_err(|error| Problem::StorageUnavailable {
         message: error.to_string(),
     })?;
-    Ok(serde_json::json!({
-        "entries": page.entries,
-        "cursor": page.cursor.map(|seq| seq.to_string()),
-        "head": page.head,
-    }))
+    Ok(page.answer(whole_chain))
 }
 
 /// The summary's audit: the chain's head, or that it could not be read.

@@ -191,7 +191,59 @@ fn sinks(text: &str) -> Result<Vec<Sink>, String> {
     if entries.is_empty() {
         return Err("lists no sink".into());
     }
-    entries.iter().map(sink).collect()
+    entries
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            sink(entry).map_err(|reason| format!("{}: {reason}", sink_label(index, entry)))
+        })
+        .collect()
+}
+
+/// A sink as an error names it: its position in `ALERTS` (from 1) and its
+/// URL's host, never the URL (SPEC §6: a Slack webhook's path is its
+/// token, and a URL may carry a user and password).
+fn sink_label(index: usize, entry: &Json) -> String {
+    let host = match entry {
+        Json::Object(members) => {
+            members
+                .iter()
+                .find_map(|(name, value)| match (name.as_ref(), value) {
+                    ("url", Json::String(url)) => crate::api_origin::host_for_display(url),
+                    _ => None,
+                })
+        }
+        _ => None,
+    };
+    match host {
+        Some(host) => format!("sink {} ({host})", index + 1),
+        None => format!("sink {}", index + 1),
+    }
+}
+
+/// An error of sending to the sink at `index` (from the runtime's fetch,
+/// which may quote the URL), with the URL and its parts replaced by the
+/// sink's label.
+pub fn scrub_sink_error(error: &str, index: usize, url: &str) -> String {
+    let label = match crate::api_origin::host_for_display(url) {
+        Some(host) => format!("sink {} ({host})", index + 1),
+        None => format!("sink {}", index + 1),
+    };
+    let mut scrubbed = error.replace(url, &label);
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let path = &rest[authority.len()..];
+    let user_info = authority.rsplit_once('@').map(|(user_info, _)| user_info);
+    for part in [rest, path]
+        .into_iter()
+        .chain(user_info)
+        .chain(user_info.into_iter().flat_map(|info| info.split(':')))
+    {
+        if part.len() >= 4 {
+            scrubbed = scrubbed.replace(part, "[redacted]");
+        }
+    }
+    scrubbed
 }
 
 fn sink(entry: &Json) -> Result<Sink, String> {
@@ -214,10 +266,10 @@ fn sink(entry: &Json) -> Result<Sink, String> {
     }
     let url = text("url")?.ok_or("a sink needs a url")?;
     if !sink_url_allowed(&url) {
-        return Err(format!(
-            "a sink's url must be https:// (http:// only for 127.0.0.1, [::1] or localhost): {:?}",
-            url.chars().take(64).collect::<String>()
-        ));
+        return Err(
+            "its url must be https:// to a host named by DNS, with no user or password (http:// only for 127.0.0.1, [::1] or localhost)"
+                .into(),
+        );
     }
     let format = match text("format")?.as_deref() {
         Some("slack") => Format::Slack,

@@ -153,6 +153,52 @@ fn alerts_parse_from_the_variables_and_blame_the_one_at_fault() {
     assert!(loopback.unwrap().is_some(), "http to loopback, for tests");
 }
 
+/// The review's item 9 (round 5): health quoted a refused sink's URL,
+/// user, password and a Slack webhook's token with it. A sink is named
+/// by its position and host only.
+#[test]
+fn a_refused_sink_is_named_by_its_position_and_host_only() {
+    let parse_alerts = |alerts: &str| parse(|name| (name == "ALERTS").then(|| alerts.to_string()));
+    let credentialed = r#"[{"url":"https://hooks.slack.com/services/T0AB/B0CD/OkSlackToken123","format":"slack"},
+        {"url":"https://ops-user:S3cretPassw0rd@ops.example/idemgate?key=QueryKey99","format":"slack"}]"#;
+    let (variable, reason) = parse_alerts(credentialed).unwrap_err();
+    assert_eq!(variable, "ALERTS");
+    assert!(reason.starts_with("sink 2 (ops.example): "), "{reason}");
+    for hidden in ["ops-user", "S3cretPassw0rd", "idemgate", "QueryKey99"] {
+        assert!(!reason.contains(hidden), "{hidden} in {reason}");
+    }
+    let slack_over_http =
+        r#"[{"url":"http://hooks.slack.com/services/T0AB/B0CD/SlackToken123","format":"slack"}]"#;
+    let (_, reason) = parse_alerts(slack_over_http).unwrap_err();
+    assert!(reason.starts_with("sink 1 (hooks.slack.com): "), "{reason}");
+    assert!(
+        !reason.contains("SlackToken123") && !reason.contains("services"),
+        "{reason}"
+    );
+    // Refused as API bases are: an address by number.
+    let metadata = r#"[{"url":"https://169.254.169.254/latest","format":"slack"}]"#;
+    let (_, reason) = parse_alerts(metadata).unwrap_err();
+    assert!(reason.starts_with("sink 1 (169.254.169.254): "), "{reason}");
+    // Any other fault names the sink the same way.
+    let (_, reason) =
+        parse_alerts(r#"[{"url":"https://o.example/T0K3N","format":"xml"}]"#).unwrap_err();
+    assert!(
+        reason.starts_with("sink 1 (o.example): ") && !reason.contains("T0K3N"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_send_error_quoting_the_sink_url_is_scrubbed() {
+    let url = "https://ops-user:S3cretPassw0rd@ops.example/idemgate/Path0Token";
+    let error = format!("fetch to {url} failed: ops-user:S3cretPassw0rd rejected; S3cretPassw0rd");
+    let scrubbed = scrub_sink_error(&error, 1, url);
+    assert!(scrubbed.contains("sink 2 (ops.example)"), "{scrubbed}");
+    for hidden in ["S3cretPassw0rd", "Path0Token", "ops-user"] {
+        assert!(!scrubbed.contains(hidden), "{hidden} in {scrubbed}");
+    }
+}
+
 #[test]
 fn dead_letters_make_one_alert_per_interval_with_the_count_then_resolved() {
     let config = config(300);

@@ -56,6 +56,18 @@ pub struct Page {
 }
 
 impl Page {
+    /// The page as `GET /__idemgate/audit` answers it. The head (how many
+    /// acts the whole deployment made, and its hash) is the top-level
+    /// token's to see: a route token's page is its own routes' entries
+    /// alone, with no head.
+    pub fn answer(&self, whole_chain: bool) -> serde_json::Value {
+        serde_json::json!({
+            "entries": self.entries,
+            "cursor": self.cursor.map(|seq| seq.to_string()),
+            "head": whole_chain.then_some(&self.head),
+        })
+    }
+
     /// The next cursor: the last entry's `seq` when the page is full.
     pub fn cursor_of(entries: &[Entry], limit: u32) -> Option<u64> {
         (entries.len() as u32 == limit && limit > 0)

@@ -154,3 +154,25 @@ fn open_intents_past_their_time_are_settled_as_unknown_in_order() {
         .all(|(_, entry)| entry.result == RESULT_UNKNOWN));
     assert_eq!(chain.head().seq, 3);
 }
+
+/// The review's item 16 (round 5): a route token's page told the
+/// deployment's head `seq`, how many acts every route made.
+#[test]
+fn a_route_tokens_page_has_no_head() {
+    let mut chain = Chain::default();
+    let entry = chain.append(&intent("route-token:stripe", "purge"), "200");
+    for _ in 0..41 {
+        chain.append(&intent("admin-token", "purge"), "200");
+    }
+    let page = Page {
+        entries: vec![entry],
+        cursor: None,
+        head: chain.head().clone(),
+    };
+    let scoped = page.answer(false);
+    assert_eq!(scoped["head"], serde_json::Value::Null);
+    assert_eq!(scoped["entries"].as_array().map(Vec::len), Some(1));
+    assert!(!scoped.to_string().contains(&chain.head().hash));
+    let whole = page.answer(true);
+    assert_eq!(whole["head"]["seq"], 42);
+}

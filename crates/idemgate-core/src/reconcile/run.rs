@@ -351,15 +351,22 @@ impl<B: RunBackend> Run<'_, B> {
     /// Ends the run with the API's error, whatever the provider's message
     /// repeated of the credential taken out.
     fn fail(&mut self, mut error: ApiError, page: Option<String>) -> Option<Option<String>> {
+        error.problem = self.redacted(error.problem);
+        self.record.error = Some(error);
+        Some(page)
+    }
+
+    /// `text` (a provider's words) with the credential, each of its parts
+    /// (`client_id:secret`) and the run's token taken out.
+    fn redacted(&self, mut text: String) -> String {
         let key = self.config.api_key.expose();
         let parts = std::iter::once(key)
             .chain(key.split(':'))
             .chain(self.token.as_deref());
         for secret in parts.filter(|secret| secret.len() >= 4) {
-            error.problem = error.problem.replace(secret, "[redacted]");
+            text = text.replace(secret, "[redacted]");
         }
-        self.record.error = Some(error);
-        Some(page)
+        text
     }
 
     /// Settles one event of the route's types. An `Err` is the API's
@@ -475,6 +482,9 @@ impl<B: RunBackend> Run<'_, B> {
 
     fn failed(&mut self, event: &ListedEvent, reason: String) {
         self.record.failed += 1;
+        // A refused re-send's reason is the provider's words, which may
+        // repeat the credential as the run's error may.
+        let reason = self.redacted(reason);
         self.backend.log(&ReconcileLine {
             event: "reconcile",
             decision: "reconcile-event-failed",

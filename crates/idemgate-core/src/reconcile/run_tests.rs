@@ -1118,6 +1118,47 @@ fn a_paypal_refusal_echoing_the_secret_alone_is_scrubbed() {
     }
 }
 
+/// The review's item 16 (round 5): a provider's refusal of one event's
+/// re-send was logged as it came, credential and all; only a run's error
+/// was scrubbed.
+#[test]
+fn a_refused_resend_is_logged_without_the_credential() {
+    let route = route(
+        r#"{"paypal":{"path":"/webhooks/paypal","signature":"paypal","signing_secret":"WEBHOOK_SECRET",
+            "reconcile":{"source":"paypal","api_key":"PAYPAL_CLIENT","types":["*"]}}}"#,
+    );
+    let event = format!(
+        r#"{{"id":"WH-9","create_time":"{}","resource_type":"capture","event_type":"PAYMENT.CAPTURE.COMPLETED","summary":"s","resource":{{"id":"cap_9"}}}}"#,
+        rfc3339(NOW - 2_000)
+    );
+    let fake = Fake::new(move |request: &ApiRequest| match request.method {
+        "POST" if request.url.ends_with("/v1/oauth2/token") => json(
+            200,
+            format!(
+                r#"{{"access_token":"{PAYPAL_TOKEN}","token_type":"Bearer","expires_in":32400}}"#
+            ),
+        ),
+        "GET" => json(200, format!(r#"{{"events":[{event}],"links":[]}}"#)),
+        _ => json(
+            404,
+            format!(
+                r#"{{"name":"RESOURCE_NOT_FOUND","message":"no event for {PAYPAL_TOKEN} of EKClientSecretValue99"}}"#
+            ),
+        ),
+    });
+    let ended = run_once(&fake, &route);
+    assert_eq!((ended.record.failed, ended.record.error.clone()), (1, None));
+    let said = fake.said();
+    assert!(
+        said.contains("reconcile-event-failed") && said.contains("[redacted]"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("EKClientSecretValue99") && !said.contains(PAYPAL_TOKEN),
+        "{said}"
+    );
+}
+
 // --- Square: the search, delivered as the webhook's body ---
 
 #[test]
