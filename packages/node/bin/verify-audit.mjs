@@ -18,7 +18,9 @@ if (!file) {
 }
 let entries;
 try {
-  entries = readAuditExport(readFileSync(file === "-" ? 0 : file, "utf8"));
+  // Strictly UTF-8, a BOM kept (so not JSON), as the Rust and Python verifiers read a file.
+  const text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(readFileSync(file === "-" ? 0 : file));
+  entries = readAuditExport(text);
 } catch (error) {
   console.error(`verify-audit: ${file}: ${error.message}`);
   process.exit(2);

@@ -1,6 +1,7 @@
 // verifyAuditChain() and the verify-audit CLI against every case of
 // tests/vectors/audit.json: the good chain verifies, each broken variant
-// names its first broken entry.
+// names its first broken entry; and readAuditExport() with the CLI against
+// every hostile export of tests/vectors/audit-hostile.json.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -8,9 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { verifyAuditChain } from "../dist/esm/index.js";
+import { readAuditExport, verifyAuditChain } from "../dist/esm/index.js";
 
 const vectors = JSON.parse(readFileSync(new URL("../../../tests/vectors/audit.json", import.meta.url), "utf8"));
+const hostile = JSON.parse(readFileSync(new URL("../../../tests/vectors/audit-hostile.json", import.meta.url), "utf8"));
+const cli = fileURLToPath(new URL("../bin/verify-audit.mjs", import.meta.url));
 
 function asExpected(verdict) {
   return verdict.valid
@@ -24,12 +27,45 @@ for (const vector of vectors) {
     if (vector.head !== undefined) {
       assert.deepEqual(asExpected(await verifyAuditChain(vector.chain, { head: vector.head })), vector.expected_with_head);
     }
+    assert.deepEqual(await readAndVerify(JSON.stringify(vector.chain)), vector.expected);
+  });
+}
+
+async function readAndVerify(text) {
+  let entries;
+  try {
+    entries = readAuditExport(text);
+  } catch {
+    return { valid: false, error: "unreadable" };
+  }
+  return asExpected(await verifyAuditChain(entries));
+}
+
+const hostileDir = mkdtempSync(join(tmpdir(), "verify-audit-hostile-"));
+for (const vector of hostile) {
+  test(`hostile audit vector ${vector.name}`, async () => {
+    const { expected } = vector;
+    if (vector.export !== undefined) {
+      assert.deepEqual(await readAndVerify(vector.export), expected, vector.description);
+    }
+    const file = join(hostileDir, `${vector.name}.json`);
+    writeFileSync(file, vector.export !== undefined ? Buffer.from(vector.export, "utf8") : Buffer.from(vector.export_base64, "base64"));
+    const run = spawnSync(process.execPath, [cli, file], { encoding: "utf8" });
+    if (expected.valid) {
+      assert.equal(run.status, 0, run.stderr);
+      assert.ok(run.stdout.startsWith(`ok: ${expected.entries} entries, head `), run.stdout);
+    } else if (expected.error !== undefined) {
+      assert.deepEqual([run.status, run.stdout], [2, ""]);
+      assert.ok(run.stderr.startsWith("verify-audit: "), run.stderr);
+    } else {
+      const line = `broken: entry ${expected.index} (seq ${expected.seq}) breaks the chain: ${expected.fault}\n`;
+      assert.deepEqual([run.status, run.stdout], [1, line], run.stderr);
+    }
   });
 }
 
 test("the verify-audit CLI says ok or names the broken entry", () => {
   const dir = mkdtempSync(join(tmpdir(), "verify-audit-"));
-  const cli = fileURLToPath(new URL("../bin/verify-audit.mjs", import.meta.url));
   const run = (name) => {
     const vector = vectors.find((candidate) => candidate.name === name);
     const file = join(dir, `${name}.json`);

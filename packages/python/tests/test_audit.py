@@ -1,9 +1,11 @@
 """verify_audit_chain() and the verify-audit command against every case of
 tests/vectors/audit.json: the good chain verifies, each broken variant
-names its first broken entry."""
+names its first broken entry; and read_audit_export() with the command
+against every hostile export of tests/vectors/audit-hostile.json."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -12,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from idemgate_verify import ChainVerified, verify_audit_chain
+from idemgate_verify import ChainVerified, read_audit_export, verify_audit_chain
 
 VECTORS = json.loads((Path(__file__).parents[3] / "tests" / "vectors" / "audit.json").read_text())
+HOSTILE = json.loads((Path(__file__).parents[3] / "tests" / "vectors" / "audit-hostile.json").read_text())
 
 
 def as_expected(verdict: Any) -> dict[str, Any]:
@@ -28,6 +31,48 @@ def test_audit_vector(vector: dict[str, Any]) -> None:
     assert as_expected(verify_audit_chain(vector["chain"])) == vector["expected"], vector["description"]
     if "head" in vector:
         assert as_expected(verify_audit_chain(vector["chain"], vector["head"])) == vector["expected_with_head"]
+    assert read_and_verify(json.dumps(vector["chain"])) == vector["expected"]
+
+
+def read_and_verify(text: str) -> dict[str, Any]:
+    try:
+        entries = read_audit_export(text)
+    except ValueError:
+        return {"valid": False, "error": "unreadable"}
+    return as_expected(verify_audit_chain(entries))
+
+
+def run_command(file: Path) -> subprocess.CompletedProcess[str]:
+    src = Path(__file__).parents[1] / "src"
+    return subprocess.run(
+        [sys.executable, "-m", "idemgate_verify.audit", str(file)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(src)},
+    )
+
+
+@pytest.mark.parametrize("vector", HOSTILE, ids=[vector["name"] for vector in HOSTILE])
+def test_hostile_audit_vector(vector: dict[str, Any], tmp_path: Path) -> None:
+    expected = vector["expected"]
+    if "export" in vector:
+        assert read_and_verify(vector["export"]) == expected, vector["description"]
+        exported = vector["export"].encode("utf-8")
+    else:
+        exported = base64.b64decode(vector["export_base64"])
+    file = tmp_path / "export.json"
+    file.write_bytes(exported)
+    run = run_command(file)
+    if expected["valid"]:
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.startswith(f"ok: {expected['entries']} entries, head "), run.stdout
+    elif "error" in expected:
+        assert (run.returncode, run.stdout) == (2, ""), run.stdout
+        assert "verify-audit: " in run.stderr, run.stderr
+    else:
+        seq = "null" if expected["seq"] is None else expected["seq"]
+        line = f"broken: entry {expected['index']} (seq {seq}) breaks the chain: {expected['fault']}\n"
+        assert (run.returncode, run.stdout) == (1, line), run.stderr
 
 
 def test_the_command_says_ok_or_names_the_broken_entry(tmp_path: Path) -> None:
@@ -35,13 +80,7 @@ def test_the_command_says_ok_or_names_the_broken_entry(tmp_path: Path) -> None:
         vector = next(vector for vector in VECTORS if vector["name"] == name)
         file = tmp_path / f"{name}.json"
         file.write_text(json.dumps(vector["chain"]))
-        src = Path(__file__).parents[1] / "src"
-        return subprocess.run(
-            [sys.executable, "-m", "idemgate_verify.audit", str(file)],
-            capture_output=True,
-            text=True,
-            env={"PYTHONPATH": str(src)},
-        )
+        return run_command(file)
 
     good = run("good")
     assert good.returncode == 0, good.stderr

@@ -2,12 +2,14 @@
 //! idemgate (a JSON array oldest first, a page's `{"entries": [...]}`, or
 //! JSON Lines; `-` reads standard input). Prints `ok: N entries, head SEQ
 //! HASH` and exits 0, or names the first broken entry and exits 1; 2 when
-//! the file cannot be read.
+//! the file cannot be read (not UTF-8, not JSON nor JSON Lines, a page
+//! naming a member twice, nested too deep). Entries are read strictly:
+//! see `idemgate_origin::audit::read_export`.
 
 use std::io::Read;
 use std::process::ExitCode;
 
-use idemgate_origin::audit::{read_export, verify_chain, verify_chain_to};
+use idemgate_origin::audit::{read_export, verify_export};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -43,11 +45,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let verified = match &head {
-        Some(head) => verify_chain_to(&entries, head),
-        None => verify_chain(&entries),
-    };
-    match verified {
+    match verify_export(&entries, head.as_deref()) {
         Ok(verified) => {
             println!(
                 "ok: {} entries, head {} {}",

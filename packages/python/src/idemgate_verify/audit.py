@@ -9,6 +9,12 @@ is named, so an edited, deleted or reordered entry shows. Pass ``head``
 (the summary's ``audit.hash`` when the export was taken) so that entries
 cut from the end show too.
 
+Exports are read strictly, as the Rust and Node.js verifiers read them:
+an entry with a member named twice, a lone surrogate (``"\\ud800"``), or a
+``seq`` or ``at`` not written as a plain integer (``1.0``, ``1e0``, ``-0``)
+or beyond 2^53 - 1 is malformed; a page naming a member twice, ``NaN`` or
+``Infinity``, and nesting deeper than 64 levels make the export unreadable.
+
 Command line: ``verify-audit FILE|- [--head HASH]`` (or
 ``python -m idemgate_verify.audit``).
 """
@@ -19,6 +25,7 @@ import hashlib
 import json
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Sequence, Union
 
@@ -29,6 +36,21 @@ FIELDS = ("seq", "at", "actor", "action", "route", "target", "result", "prev_has
 AuditFault = Literal["malformed", "seq", "prev_hash", "hash", "head"]
 
 _HASH = re.compile(r"[0-9a-f]{64}")
+
+# The largest integer an integer field (``seq``, ``at``) may hold: 2^53 - 1,
+# JavaScript's Number.MAX_SAFE_INTEGER. Beyond it (|n| > 2^53 - 1) the
+# entry is malformed, in the Rust and Node.js verifiers too.
+MAX_SAFE_INTEGER = 2**53 - 1
+
+# No export nests deeper than 3 levels (a page, its entries, an entry);
+# one nesting deeper than this is unreadable, in all three verifiers.
+MAX_DEPTH = 64
+
+# Surrogates left in a str after JSON decoding are lone ones: json joins
+# an escaped pair (\ud83d\udcb3) into one character.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# A JSON string, or a bracket outside one.
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 @dataclass(frozen=True)
@@ -82,7 +104,18 @@ def audit_entry_hash(entry: dict[str, Any]) -> str:
 
 
 def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SAFE_INTEGER
+
+
+@dataclass(frozen=True)
+class MalformedEntry:
+    """An entry of an export that is malformed however its members are
+    read: it names a member twice, or holds a lone surrogate (in a name or
+    a string, at any depth). ``seq`` is the one it claims (its ``seq``
+    member, named once, an integer from 0 to 2^53 - 1), else ``None``.
+    :func:`read_audit_export` returns it in the entry's place."""
+
+    seq: Optional[int]
 
 
 def _well_formed(entry: Any) -> bool:
@@ -99,6 +132,8 @@ def verify_audit_chain(entries: Sequence[Any], head: Optional[str] = None) -> Au
     """Checks a chain exported oldest first; names the first broken entry."""
     previous_hash, previous_seq = AUDIT_GENESIS, 0
     for index, entry in enumerate(entries):
+        if isinstance(entry, MalformedEntry):
+            return ChainBroken(index, entry.seq, "malformed")
         claimed = entry.get("seq") if isinstance(entry, dict) else None
         seq = claimed if _count(claimed) else None
         if not _well_formed(entry):
@@ -115,16 +150,89 @@ def verify_audit_chain(entries: Sequence[Any], head: Optional[str] = None) -> Au
     return ChainVerified(len(entries), previous_seq, previous_hash)
 
 
+class _Repeated(dict):  # type: ignore[type-arg]
+    """A JSON object that names a member twice (json keeps the last)."""
+
+    repeated: frozenset[str] = frozenset()
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = dict(pairs)
+    if len(members) == len(pairs):
+        return members
+    repeated = _Repeated(members)
+    counts = Counter(name for name, _ in pairs)
+    repeated.repeated = frozenset(name for name, count in counts.items() if count > 1)
+    return repeated
+
+
+def _integer(token: str) -> Union[int, float]:
+    # -0 and integers too long to be at most 2^53 - 1 (which also keeps
+    # int() from refusing thousands of digits) read as floats, which no
+    # integer field takes.
+    return float(token) if token == "-0" or len(token) > 17 else int(token)
+
+
+def _not_json(name: str) -> Any:
+    # json takes NaN, Infinity and -Infinity, which JSON has not: the
+    # export is unreadable, as JSON.parse and serde_json find it.
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(text: str) -> Any:
+    return json.loads(text, object_pairs_hook=_object, parse_int=_integer, parse_constant=_not_json)
+
+
+def _hostile(value: Any) -> bool:
+    """A member named twice or a lone surrogate, anywhere in ``value``."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.search(value) is not None
+    if isinstance(value, list):
+        return any(_hostile(item) for item in value)
+    if isinstance(value, dict):
+        return isinstance(value, _Repeated) or any(_hostile(name) or _hostile(item) for name, item in value.items())
+    return False
+
+
+def _entry(value: Any) -> Any:
+    if not _hostile(value):
+        return value
+    claimed = None
+    if isinstance(value, dict) and "seq" not in getattr(value, "repeated", ()):
+        claimed = value.get("seq")
+    return MalformedEntry(claimed if _count(claimed) else None)
+
+
+def _depth(text: str) -> int:
+    depth = deepest = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        bracket = match.group()
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif bracket in "]}":
+            depth -= 1
+    return deepest
+
+
 def read_audit_export(text: str) -> list[Any]:
-    """Reads an export: a JSON array, a page's ``{"entries": [...]}``, or JSON Lines."""
+    """Reads an export: a JSON array, a page's ``{"entries": [...]}``, or JSON
+    Lines (split at LF; lines of only spaces, tabs and CR are skipped). An
+    entry with a member named twice or a lone surrogate is returned as a
+    :class:`MalformedEntry`; raises ``ValueError`` when the export cannot
+    be read."""
+    if _depth(text) > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
     try:
-        parsed = json.loads(text)
+        parsed = _loads(text)
     except json.JSONDecodeError:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [_entry(_loads(line)) for line in text.split("\n") if line.strip(" \t\r")]
     if isinstance(parsed, list):
-        return parsed
+        return [_entry(entry) for entry in parsed]
     if isinstance(parsed, dict) and isinstance(parsed.get("entries"), list):
-        return parsed["entries"]
+        if isinstance(parsed, _Repeated) or any(_hostile(name) for name in parsed):
+            raise ValueError("a page that names a member twice or holds a lone surrogate in a name")
+        return [_entry(entry) for entry in parsed["entries"]]
     raise ValueError("neither an array of entries nor a page of them")
 
 
@@ -140,7 +248,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     name = args[0]
     try:
-        text = sys.stdin.read() if name == "-" else open(name, encoding="utf-8").read()
+        # As bytes, strictly UTF-8, with no newline translated.
+        if name == "-":
+            text = sys.stdin.buffer.read().decode("utf-8")
+        else:
+            with open(name, encoding="utf-8", newline="") as file:
+                text = file.read()
         entries = read_audit_export(text)
     except (OSError, ValueError) as error:
         print(f"verify-audit: {name}: {error}", file=sys.stderr)
@@ -149,7 +262,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if isinstance(verdict, ChainVerified):
         print(f"ok: {verdict.entries} entries, head {verdict.head_seq} {verdict.head_hash}")
         return 0
-    print(f"broken: entry {verdict.index} (seq {verdict.seq}) breaks the chain: {verdict.fault}")
+    seq = "null" if verdict.seq is None else verdict.seq
+    print(f"broken: entry {verdict.index} (seq {seq}) breaks the chain: {verdict.fault}")
     return 1
 
 
