@@ -277,6 +277,10 @@ fn configure(vars: &toml::Table) -> Result<(), String> {
     // A fragment shows the routes; a whole file has its own origin.
     env.entry("ORIGIN_URL".into())
         .or_insert_with(|| "https://origin.example".into());
+    // The secret every deployment sets (docs/deploying.md, `wrangler
+    // secret put FORWARD_SECRET`): a batch or reconciled route needs it.
+    env.entry("FORWARD_SECRET".into())
+        .or_insert_with(|| "a-forward-secret-for-the-docs".into());
     let top_scheme = vars
         .get("SIGNATURE_SCHEME")
         .and_then(toml::Value::as_str)

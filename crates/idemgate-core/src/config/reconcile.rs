@@ -5,6 +5,7 @@
 use super::settings::{misconfigured, printable, Settings};
 use crate::api_origin::parse_api_origin;
 use crate::json::{Json, Member};
+use crate::key::{KeyPart, KeySource};
 use crate::problem::Problem;
 use crate::reconcile::{ReconcileConfig, Source, TypeFilter};
 use crate::signature::SignatureScheme;
@@ -28,6 +29,7 @@ const RETENTION_MARGIN_SECONDS: u64 = 3_600;
 pub(super) fn reconcile_config(
     settings: &Settings,
     scheme: &SignatureScheme,
+    key_sources: &[KeySource],
     retention_seconds: u64,
 ) -> Result<Option<ReconcileConfig>, Problem> {
     let Some((route, fields)) = settings.route else {
@@ -143,6 +145,40 @@ pub(super) fn reconcile_config(
             label("grace_seconds"),
             "must be shorter than lookback_seconds",
         ));
+    }
+    // A receipt the run fills (no earlier than grace_seconds after its
+    // event) must outlive the provider's own retries of that event.
+    let horizon = source.retry_horizon_seconds();
+    if retention_seconds.saturating_add(grace_seconds) < horizon {
+        return Err(misconfigured(
+            format!("ROUTES.{route}.reconcile"),
+            format!(
+                "{} may deliver an event itself for {horizon} s after it happens (its own retries): RETENTION_SECONDS, and DEAD_RETENTION_SECONDS on an async route ({retention_seconds}), plus grace_seconds ({grace_seconds}) must reach that, or a late retry of an event this route filled finds no receipt and is forwarded again; raise the retention to at least {}",
+                source.name(),
+                horizon - grace_seconds
+            ),
+        ));
+    }
+    // The run finds an event's receipt by the key its live delivery has: a
+    // key source ahead of the event id that reads what a listed event does
+    // not carry (a header, a form field), or its bytes as sent, would key
+    // the live delivery apart from the listed one.
+    if source.keys_listed_events() {
+        if let Some(first) = key_sources.first().filter(|source| {
+            !source
+                .parts
+                .iter()
+                .all(|part| matches!(part, KeyPart::JsonPointer(_)))
+        }) {
+            return Err(misconfigured(
+                settings.label("KEY_SOURCES"),
+                format!(
+                    "{} is read ahead of the event id on a route reconciled from {}: a listed event has no headers, form fields or sender's bytes, so its key would differ from its live delivery's and it would be forwarded twice; put the event id's json: source first",
+                    first.label(),
+                    source.name()
+                ),
+            ));
+        }
     }
     let api_base = match text("api_base")? {
         Some(base) => parse_api_origin(&base).ok_or_else(|| {

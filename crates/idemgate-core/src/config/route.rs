@@ -13,6 +13,7 @@ use crate::headers::is_header_name;
 use crate::key::{KeyScope, KeySource};
 use crate::problem::Problem;
 use crate::receipt::{RetryableStatuses, StatusSet};
+use crate::reconcile::FillBy;
 use crate::routes::{is_operator, normalize_path};
 use crate::signature::{scheme_names, SchemeSettings, SignatureScheme};
 
@@ -217,12 +218,36 @@ pub(super) fn route_config(
         Delivery::Async(terms) => retention_seconds.min(terms.dead_retention_seconds),
         Delivery::Sync => retention_seconds,
     };
-    let reconcile = super::reconcile::reconcile_config(settings, &signature_scheme, kept_seconds)?;
+    let reconcile = super::reconcile::reconcile_config(
+        settings,
+        &signature_scheme,
+        &key_sources,
+        kept_seconds,
+    )?;
     let order = super::order::order_config(settings, &signature_scheme, delivery_async)?;
     let (forward_secret, forward_secret_name) = match settings.named_secret("FORWARD_SECRET")? {
         Some((name, secret)) => (Some(secret), Some(name)),
         None => (None, None),
     };
+    // Where a forward carries no signature of the sender's, idemgate's is
+    // the only proof the origin can check.
+    let unsigned_forwards = match (signature_scheme.batch(), &reconcile) {
+        (Some(_), _) => Some(format!(
+            "SIGNATURE_SCHEME={} sends batches: each event is forwarded alone, without the sender's signature, which covered the whole batch",
+            signature_scheme.name()
+        )),
+        (None, Some(reconcile)) if reconcile.source.fills_by() == FillBy::Delivering => Some(format!(
+            "the route is reconciled from {}: an event the run fills is forwarded as the API listed it, with no signature of the sender's",
+            reconcile.source.name()
+        )),
+        _ => None,
+    };
+    if let (None, Some(why)) = (&forward_secret, unsigned_forwards) {
+        return Err(misconfigured(
+            settings.label("FORWARD_SECRET"),
+            format!("is required on this route: {why}, so the origin could verify nothing of such a forward without idemgate's signature"),
+        ));
+    }
     Ok(RouteConfig {
         name: name.to_string(),
         path,

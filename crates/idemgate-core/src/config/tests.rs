@@ -326,6 +326,7 @@ fn routes(extra: &[(&str, &str)]) -> Result<Config, Problem> {
             "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
         ),
         ("WAIT_MS", "2000"),
+        ("FORWARD_SECRET", "forward-secret"),
     ];
     pairs.extend_from_slice(extra);
     config(&pairs)
@@ -734,6 +735,7 @@ fn reconciled_with(
         ("ROUTES", &routes),
         ("WEBHOOK_SECRET", WEBHOOK_SECRET),
         ("RECONCILE_KEY", RECONCILE_KEY),
+        ("FORWARD_SECRET", "forward-secret"),
     ])?;
     Ok(config.routes[0]
         .reconcile
@@ -1071,14 +1073,16 @@ fn a_reconcile_setting_at_its_bounds_is_taken() {
     assert_eq!((at.every_seconds, at.grace_seconds), (60, 0));
     let at = reconciled("stripe", &stripe(r#","every_seconds":86400"#)).unwrap();
     assert_eq!(at.every_seconds, 86_400);
-    // Exactly an hour short of the retention is enough.
+    // Exactly an hour short of the retention is enough (v5: a retention
+    // that also outlives Stripe's three days of retries; it was 7,200 s
+    // with a lookback of 3,600).
     let at = reconciled_with(
         "stripe",
-        r#","retention_seconds":7200"#,
-        &stripe(r#","lookback_seconds":3600,"grace_seconds":3599"#),
+        r#","retention_seconds":262800"#,
+        &stripe(r#","lookback_seconds":259200,"grace_seconds":3599"#),
     )
     .unwrap();
-    assert_eq!((at.lookback_seconds, at.grace_seconds), (3_600, 3_599));
+    assert_eq!((at.lookback_seconds, at.grace_seconds), (259_200, 3_599));
     // Exactly what the provider keeps.
     let at = reconciled_with(
         "github",
@@ -1101,6 +1105,152 @@ fn a_reconcile_setting_at_its_bounds_is_taken() {
                 .as_deref(),
             Some(hook)
         );
+    }
+}
+
+/// The review's item 2 (round 5): `retention_seconds = 86400` with
+/// `lookback_seconds = 82800` was accepted, and an event filled at minute
+/// 10 and retried live by Stripe on day 2 found no receipt: forwarded
+/// twice. The receipt must outlive the provider's own retries.
+#[test]
+fn a_filled_receipt_must_outlive_the_providers_own_retries() {
+    let stripe =
+        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":82800}"#;
+    let problem = reconciled_with("stripe", r#","retention_seconds":86400"#, stripe).unwrap_err();
+    let detail = detail_without_secrets(&problem);
+    assert!(
+        detail.contains("259200 s") && detail.contains("at least 258600"),
+        "{detail}"
+    );
+    assert_eq!(
+        crate::problem::misconfigured_variable(&problem),
+        Some("ROUTES.r.reconcile")
+    );
+    // The defaults are safe: three days of retention, ten minutes of grace.
+    assert!(reconciled(
+        "stripe",
+        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"]}"#
+    )
+    .is_ok());
+    // Grace counts: a run fills an event no sooner than grace after it.
+    let graced = r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":169200,"grace_seconds":86400}"#;
+    assert!(reconciled_with("stripe", r#","retention_seconds":172800"#, graced).is_ok());
+    let short = r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":169200,"grace_seconds":86399}"#;
+    assert!(reconciled_with("stripe", r#","retention_seconds":172800"#, short).is_err());
+    // Dead letters on an async route count too.
+    let async_short = r#","delivery":"async","dead_retention_seconds":172800"#;
+    let problem = reconciled_with(
+        "stripe",
+        async_short,
+        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":3600}"#,
+    )
+    .unwrap_err();
+    assert!(
+        problem.detail().contains("DEAD_RETENTION_SECONDS"),
+        "{}",
+        problem.detail()
+    );
+}
+
+/// The review's item 4 (round 5): a PayPal route keyed by
+/// `header:paypal-transmission-id,json:/id` was accepted; the run's
+/// delivery has no headers, fell through to the event id, asked for a
+/// resend, and the resend (a new transmission id) was a new key.
+#[test]
+fn a_reconciled_route_reads_the_event_id_ahead_of_what_a_listed_event_lacks() {
+    let paypal = r#"{"source":"paypal","api_key":"RECONCILE_KEY","types":["*"]}"#;
+    for (key_sources, first) in [
+        (
+            "header:paypal-transmission-id,json:/id",
+            "header:paypal-transmission-id",
+        ),
+        ("body-sha256,json:/id", "body-sha256"),
+        (
+            "json:/id+header:paypal-transmission-id",
+            "json:/id+header:paypal-transmission-id",
+        ),
+    ] {
+        let fields = format!(r#","key_sources":"{key_sources}""#);
+        let problem = reconciled_with("paypal", &fields, paypal).unwrap_err();
+        assert_eq!(
+            crate::problem::misconfigured_variable(&problem),
+            Some("ROUTES.r.key_sources"),
+            "{key_sources}"
+        );
+        assert!(problem.detail().contains(first), "{}", problem.detail());
+    }
+    for key_sources in ["json:/id", "json:/id,header:paypal-transmission-id"] {
+        let fields = format!(r#","key_sources":"{key_sources}""#);
+        assert!(
+            reconciled_with("paypal", &fields, paypal).is_ok(),
+            "{key_sources}"
+        );
+    }
+    // GitHub's API says itself which deliveries were answered: its key
+    // (the delivery's id, a header) is the route's as ever.
+    let github = r#"{"source":"github","api_key":"RECONCILE_KEY","types":["*"],"endpoint":"repos/o/r/hooks/1"}"#;
+    assert!(reconciled("github", github).is_ok());
+}
+
+/// The review's item 14 (round 5): batch parts and events a run delivers
+/// carry no signature of the sender's; without `FORWARD_SECRET` the origin
+/// could verify nothing of them.
+#[test]
+fn forward_secret_is_required_where_a_forward_carries_no_senders_signature() {
+    let without = |routes: &str| {
+        let vars: HashMap<&str, &str> = [
+            ("ORIGIN_URL", "http://o"),
+            ("ROUTES", routes),
+            ("WEBHOOK_SECRET", WEBHOOK_SECRET),
+            ("RECONCILE_KEY", RECONCILE_KEY),
+            (
+                "ADYEN_HMAC_KEY",
+                "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let config =
+            Config::from_lookup(|name| vars.get(name).map(|value| value.to_string())).unwrap();
+        config
+            .broken
+            .iter()
+            .map(|broken| broken.problem.detail())
+            .collect::<Vec<_>>()
+    };
+    for (routes, why) in [
+        (
+            r#"{"r":{"path":"/r","signature":"gocardless","signing_secret":"WEBHOOK_SECRET"}}"#,
+            "sends batches",
+        ),
+        (
+            r#"{"r":{"path":"/r","signature":"adyen","signing_secret":"ADYEN_HMAC_KEY"}}"#,
+            "sends batches",
+        ),
+        (
+            r#"{"r":{"path":"/r","signature":"stripe","signing_secret":"WEBHOOK_SECRET","reconcile":{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"]}}}"#,
+            "reconciled from stripe",
+        ),
+        (
+            r#"{"r":{"path":"/r","signature":"square","signing_secret":"WEBHOOK_SECRET","signature_url":"https://hooks.example/square","reconcile":{"source":"square","api_key":"RECONCILE_KEY","types":["*"]}}}"#,
+            "reconciled from square",
+        ),
+    ] {
+        let broken = without(routes);
+        assert_eq!(broken.len(), 1, "{routes}");
+        assert!(
+            broken[0].contains("FORWARD_SECRET") || broken[0].contains("forward_secret"),
+            "{}",
+            broken[0]
+        );
+        assert!(broken[0].contains(why), "{}", broken[0]);
+    }
+    // A provider's own re-send is signed by it, and so is a plain route.
+    for routes in [
+        r#"{"r":{"path":"/r","signature":"stripe","signing_secret":"WEBHOOK_SECRET"}}"#,
+        r#"{"r":{"path":"/r","signature":"paddle","signing_secret":"WEBHOOK_SECRET","reconcile":{"source":"paddle","api_key":"RECONCILE_KEY","types":["*"],"endpoint":"ntfset_1"}}}"#,
+    ] {
+        assert_eq!(without(routes), Vec::<String>::new(), "{routes}");
     }
 }
 
@@ -1229,9 +1379,12 @@ fn a_broken_reconcile_table_breaks_its_route_alone() {
 /// expired would be delivered again.
 #[test]
 fn an_async_routes_lookback_is_shorter_than_its_dead_letters_retention_too() {
-    let async_route = r#","delivery":"async","dead_retention_seconds":86400"#;
+    // (v5: dead letters kept 3 days, as Stripe's own retries need; they
+    // were kept one day here, with a lookback of one.)
+    let async_route =
+        r#","delivery":"async","retention_seconds":604800,"dead_retention_seconds":259200"#;
     let too_long =
-        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":86400}"#;
+        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":259200}"#;
     let problem = reconciled_with("stripe", async_route, too_long).unwrap_err();
     assert!(
         detail_without_secrets(&problem).contains("DEAD_RETENTION_SECONDS"),
@@ -1239,7 +1392,7 @@ fn an_async_routes_lookback_is_shorter_than_its_dead_letters_retention_too() {
         problem.detail()
     );
     let shorter =
-        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":82800}"#;
+        r#"{"source":"stripe","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":255600}"#;
     assert!(reconciled_with("stripe", async_route, shorter).is_ok());
 }
 

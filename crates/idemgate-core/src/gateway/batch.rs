@@ -242,11 +242,14 @@ mod tests {
     }
 
     fn route(vars: &[(&str, &str)]) -> RouteConfig {
-        let vars: HashMap<&str, &str> =
-            [("ORIGIN_URL", "http://origin:9"), ("SIGNING_SECRET", "00")]
-                .into_iter()
-                .chain(vars.iter().copied())
-                .collect();
+        let vars: HashMap<&str, &str> = [
+            ("ORIGIN_URL", "http://origin:9"),
+            ("SIGNING_SECRET", "00"),
+            ("FORWARD_SECRET", "forward-secret"),
+        ]
+        .into_iter()
+        .chain(vars.iter().copied())
+        .collect();
         let config = crate::config::Config::from_lookup(|name| {
             vars.get(name).map(|value| value.to_string())
         })

@@ -26,11 +26,14 @@ fn path_and_query_agree_with_a_full_url_parser() {
 }
 
 fn config(extra: &[(&str, &str)]) -> Config {
-    let mut vars: HashMap<String, String> = [("ORIGIN_URL", "http://origin:9/base")]
-        .iter()
-        .chain(extra)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let mut vars: HashMap<String, String> = [
+        ("ORIGIN_URL", "http://origin:9/base"),
+        ("FORWARD_SECRET", "forward-secret"),
+    ]
+    .iter()
+    .chain(extra)
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
     vars.entry("MAX_BODY_BYTES".into()).or_insert("64".into());
     Config::from_lookup(|name| vars.get(name).cloned()).unwrap()
 }

@@ -104,6 +104,33 @@ impl Source {
         }
     }
 
+    /// How long after an event the provider itself may still deliver it
+    /// (its automatic retries, or a person's redelivery), from its own
+    /// documentation. A receipt the run fills must outlive it, or the
+    /// provider's late retry finds no receipt and is forwarded again.
+    pub fn retry_horizon_seconds(self) -> u64 {
+        match self {
+            // Stripe: live-mode deliveries are retried for up to three days.
+            Source::Stripe => 3 * DAY,
+            // Paddle: a live account's notification is retried over three days.
+            Source::Paddle => 3 * DAY,
+            // PayPal: up to 25 retries over three days.
+            Source::Paypal => 3 * DAY,
+            // GitHub retries nothing itself, but a delivery can be
+            // redelivered by hand while it is listed: three days.
+            Source::Github => 3 * DAY,
+            // Square: retried for up to 72 hours after the event.
+            Source::Square => 3 * DAY,
+        }
+    }
+
+    /// Whether a run finds an event's receipt through the key the route's
+    /// key sources derive from the listed event (all but GitHub, whose
+    /// API says itself which deliveries the route answered 2xx).
+    pub fn keys_listed_events(self) -> bool {
+        self != Source::Github
+    }
+
     pub fn fills_by(self) -> FillBy {
         match self {
             Source::Stripe | Source::Square => FillBy::Delivering,

@@ -137,6 +137,7 @@ fn route(routes: &str) -> RouteConfig {
         ("WEBHOOK_SECRET", WEBHOOK_SECRET),
         ("RECONCILE_KEY", API_KEY),
         ("PAYPAL_CLIENT", PAYPAL_CLIENT),
+        ("FORWARD_SECRET", "forward-secret"),
     ]
     .into_iter()
     .collect();
