@@ -390,7 +390,7 @@ async fn receipts(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> 
             receipt_id: idemgate_core::operator::receipt_id(query)?,
         };
         let action = if force { "force-purge" } else { "purge" };
-        let target = idemgate_core::audit::receipt_target(query);
+        let target = address.audit_target(idemgate_core::operator::receipt_id(query)?.as_deref());
         let intent = act(call, action, &address.route, &target);
         return audit_client::audited(env, intent, async {
             // This isolate forgets the key at once; others within REPLAY_TTL_MS.
@@ -443,7 +443,7 @@ async fn redrive(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
     }
     let address = receipt_address(route, &call.query)?;
     let receipt_id = idemgate_core::operator::receipt_id(&call.query)?;
-    let target = idemgate_core::audit::receipt_target(&call.query);
+    let target = address.audit_target(receipt_id.as_deref());
     let intent = act(call, "redrive", &address.route, &target);
     audit_client::audited(
         env,

@@ -16,16 +16,20 @@ use worker::{
 };
 
 use idemgate_core::answer::render_problem;
-use idemgate_core::audit::{AuditCall, Begun, Chain, Entry, Head, Intent, Page, SETTLE_AFTER_MS};
+use idemgate_core::audit::{
+    next_intent_id, AuditCall, Begun, Chain, Entry, Head, Intent, Page, SETTLE_AFTER_MS,
+};
 use idemgate_core::problem::Problem;
 
 use crate::edge_http;
 
 pub const AUDIT_LOG_BINDING: &str = "AUDIT_LOG";
 
-const TABLES: [&str; 2] = [
+const TABLES: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS audit_entry (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, route TEXT NOT NULL, target TEXT NOT NULL, result TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS audit_intent (id INTEGER PRIMARY KEY, at INTEGER NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, route TEXT NOT NULL, target TEXT NOT NULL)",
+    // The last intent id handed out: ids are never reused.
+    "CREATE TABLE IF NOT EXISTS audit_counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
 ];
 
 const ENTRY_COLUMNS: &str = "seq, at, actor, action, route, target, result, prev_hash, hash";
@@ -100,14 +104,23 @@ impl AuditLog {
                 if fail {
                     return Err("the audit log refused the write (test hook)".into());
                 }
-                let id = self
+                let counter = self
                     .rows(
-                        "SELECT COALESCE(MAX(id), 0) + 1 FROM audit_intent",
+                        "SELECT value FROM audit_counter WHERE name = 'intent'",
                         Vec::new(),
                     )?
                     .first()
+                    .and_then(|row| number(row.first()?));
+                let highest_open = self
+                    .rows("SELECT COALESCE(MAX(id), 0) FROM audit_intent", Vec::new())?
+                    .first()
                     .and_then(|row| number(row.first()?))
-                    .unwrap_or(1);
+                    .unwrap_or(0);
+                let id = next_intent_id(counter, self.head()?.seq, highest_open);
+                self.exec(
+                    "INSERT INTO audit_counter (name, value) VALUES ('intent', ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+                    vec![integer(id)],
+                )?;
                 self.exec(
                     "INSERT INTO audit_intent (id, at, actor, action, route, target) VALUES (?, ?, ?, ?, ?, ?)",
                     vec![

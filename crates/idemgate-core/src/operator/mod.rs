@@ -78,6 +78,21 @@ pub fn route_of<'a>(
 pub struct ReceiptAddress {
     pub route: String,
     pub object_name: String,
+    /// What an audit entry names of it: the hashes of the key and path as
+    /// they were read (a key with spaces around it addresses the key
+    /// without them), the tenant hash, in a fixed order.
+    pub target: String,
+}
+
+impl ReceiptAddress {
+    /// The audit target of an act on this receipt, and on the life
+    /// `receipt_id` names, if any.
+    pub fn audit_target(&self, receipt_id: Option<&str>) -> String {
+        match receipt_id {
+            Some(id) => format!("{}&receipt_id={id}", self.target),
+            None => self.target.clone(),
+        }
+    }
 }
 
 /// `receipt_id=`, when given: the life of the key an act is meant for
@@ -104,11 +119,21 @@ pub fn receipt_address(
     query: &[(String, String)],
 ) -> Result<ReceiptAddress, Problem> {
     let key = IdempotencyKey::parse(param(query, "key").unwrap_or(""), "key=")?;
-    let path = match route.key_scope {
-        KeyScope::Path => Some(normalize_path(param(query, "path").ok_or_else(|| {
-            bad_query("path= is required: this route scopes keys by path")
-        })?)?),
-        KeyScope::Route => None,
+    let path = match (route.key_scope, param(query, "path")) {
+        (KeyScope::Path, Some(path)) => Some(normalize_path(path)?),
+        (KeyScope::Path, None) => {
+            return Err(bad_query(
+                "path= is required: this route scopes keys by path",
+            ))
+        }
+        // What a route does not use is refused, not ignored: an act must
+        // not be recorded against what it did not address.
+        (KeyScope::Route, Some(_)) => {
+            return Err(bad_query(
+                "path= is not used: this route scopes keys by route, not by path",
+            ))
+        }
+        (KeyScope::Route, None) => None,
     };
     let tenant = match (&route.tenant, param(query, "tenant_sha256")) {
         (Tenant::Header { .. }, Some(hash)) if !is_sha256_hex(hash) => {
@@ -127,12 +152,28 @@ pub fn receipt_address(
                 header: format!("{name} (as tenant_sha256=)"),
             })
         }
-        (Tenant::Shared, _) => None,
+        (Tenant::Shared, Some(_)) => {
+            return Err(bad_query(
+                "tenant_sha256= is not used: this route has no TENANT_HEADER",
+            ))
+        }
+        (Tenant::Shared, None) => None,
     };
+    let mut target = vec![format!(
+        "key_sha256={}",
+        crate::audit::key_sha256(key.as_str())
+    )];
+    if let Some(path) = &path {
+        target.push(format!("path_sha256={}", crate::audit::key_sha256(path)));
+    }
+    if let Some(tenant) = tenant {
+        target.push(format!("tenant_sha256={tenant}"));
+    }
     let scope = Scope::new(&route.name, path.as_deref(), tenant);
     Ok(ReceiptAddress {
         route: route.name.clone(),
         object_name: scope.object_name(&key),
+        target: target.join("&"),
     })
 }
 
@@ -312,6 +353,65 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// The target names the key's hash, never the key (moved from the
+    /// audit module's `receipt_target`, which read the query as written).
+    #[test]
+    fn a_receipt_target_names_the_keys_hash_never_the_key() {
+        let config = config(&[("ORIGIN_URL", "http://o"), ("KEY_SCOPE", "route")]);
+        let route = route_of(&config, &[]).unwrap();
+        let address = receipt_address(route, &query(&[("key", "evt_secretish")])).unwrap();
+        let target = address.audit_target(Some("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"));
+        assert!(!target.contains("evt_secretish"));
+        assert_eq!(
+            target,
+            format!(
+                "key_sha256={}&receipt_id=0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+                crate::audit::key_sha256("evt_secretish")
+            )
+        );
+    }
+
+    /// The review's item 15 (round 5): the audit target was the query as
+    /// written. `key=%20K%20` purged `K` and recorded the hash of " K ";
+    /// `tenant_sha256=%26key_sha256%3Dffff` on a shared-tenant route was
+    /// recorded raw, naming a second key. Now the target is what was
+    /// addressed, and what a route does not use is refused.
+    #[test]
+    fn the_audit_target_names_what_was_addressed() {
+        let shared = config(&[("ORIGIN_URL", "http://o"), ("KEY_SCOPE", "route")]);
+        let route = route_of(&shared, &[]).unwrap();
+        let padded = receipt_address(route, &query(&[("key", " K ")])).unwrap();
+        let plain = receipt_address(route, &query(&[("key", "K")])).unwrap();
+        assert_eq!(padded.object_name, plain.object_name, "the same receipt");
+        assert_eq!(
+            padded.target,
+            format!("key_sha256={}", crate::audit::key_sha256("K"))
+        );
+        for unused in [
+            query(&[("key", "K"), ("tenant_sha256", "&key_sha256=ffff")]),
+            query(&[("key", "K"), ("tenant_sha256", &sha256_hex(b"t"))]),
+            query(&[("key", "K"), ("path", "/pay")]),
+        ] {
+            let refused = receipt_address(route, &unused).unwrap_err();
+            assert!(
+                refused.detail().contains("is not used"),
+                "{}",
+                refused.detail()
+            );
+        }
+        // Under path scope the path is recorded as normalised.
+        let by_path = config(&[("ORIGIN_URL", "http://o")]);
+        let route = route_of(&by_path, &[]).unwrap();
+        let written = receipt_address(route, &query(&[("key", "K"), ("path", "//pay/")])).unwrap();
+        assert!(
+            written
+                .target
+                .ends_with(&format!("path_sha256={}", crate::audit::key_sha256("/pay"))),
+            "{}",
+            written.target
+        );
     }
 
     #[test]
