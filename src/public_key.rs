@@ -4,7 +4,8 @@
 //! than a Rust crate in the wasm. A PayPal certificate is fetched only
 //! from the origins the core allowed, and kept in this isolate for a day;
 //! a Plaid key is asked from the route's API base by its `kid` and kept as
-//! the core's [`KeyCache`] says (an hour; a refused kid five minutes).
+//! the core's [`KeyCache`] says (an hour; a refused kid five minutes), at
+//! most `KEY_CALLS_PER_MINUTE` calls a minute per Plaid account.
 
 use wasm_bindgen::prelude::*;
 use worker::js_sys::{self, Uint8Array};
@@ -205,6 +206,11 @@ async fn plaid_key(request: &KeyRequest) -> Result<Jwk, PublicKeyChecked> {
         Some(Cached::Key(jwk)) => return Ok(jwk),
         Some(Cached::Refused) => return Err(PublicKeyChecked::Rejected),
         None => {}
+    }
+    // A flood of made-up kids spends the account's calls for the minute,
+    // not one call each: past them, the sender retries.
+    if !crate::isolate::with(|isolate| isolate.plaid_keys.borrow_mut().may_ask(request, now)) {
+        return Err(PublicKeyChecked::KeyUnavailable);
     }
     let unavailable = |_| PublicKeyChecked::KeyUnavailable;
     let asking = post_json(

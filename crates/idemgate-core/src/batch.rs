@@ -36,7 +36,17 @@ pub struct BatchFormat {
     /// The body the sender expects on a 2xx, if it expects one (Adyen's
     /// `[accepted]`).
     pub accepted: Option<&'static str>,
+    /// The envelope's members a part keeps besides its event, where the
+    /// sender's signature does not cover the envelope (Adyen signs each
+    /// item alone: `live` is all its format needs); `None` where the
+    /// signature covers the whole body, so every member is the sender's.
+    pub envelope: Option<&'static [&'static str]>,
 }
+
+/// The most an envelope may add to each event's part (the members copied
+/// into every part): a batch's parts then hold at most its events' bytes
+/// plus this much each, however its sender padded the envelope.
+pub const MAX_ENVELOPE_BYTES: usize = 1_024;
 
 /// One event of a batch, as its own request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +92,29 @@ pub fn split(
         return Err(invalid(format!(
             "the batch holds {} events, over MAX_BATCH_EVENTS ({max_events})",
             events.len()
+        )));
+    }
+    // What the sender's format does not need is not copied, and what is
+    // copied into every part is bounded: a body padded in what no
+    // signature covers cannot multiply into the parts.
+    let members: Vec<(String, &RawValue)> = members
+        .into_iter()
+        .filter(|(name, _)| {
+            name == format.events
+                || format
+                    .envelope
+                    .is_none_or(|kept| kept.contains(&name.as_str()))
+        })
+        .collect();
+    let copied: usize = members
+        .iter()
+        .filter(|(name, _)| name != format.events)
+        .map(|(name, value)| name.len() + value.get().len() + 4)
+        .sum();
+    if copied > MAX_ENVELOPE_BYTES {
+        return Err(invalid(format!(
+            "the envelope around {:?} holds {copied} bytes copied into every event's part, over {MAX_ENVELOPE_BYTES}",
+            format.events
         )));
     }
     events
@@ -167,7 +200,57 @@ mod tests {
         signature_headers: &["webhook-signature"],
         joined_before: false,
         accepted: None,
+        envelope: None,
     };
+
+    const ADYEN_LIKE: BatchFormat = BatchFormat {
+        events: "notificationItems",
+        transmission: &[],
+        signature_headers: &[],
+        joined_before: false,
+        accepted: None,
+        envelope: Some(&["live"]),
+    };
+
+    /// The review's item 13 (round 5): a 280 KB Adyen body of 250 items
+    /// with an unsigned 1 MB member became about 50 MB of parts, and the
+    /// member reached the origin in every part. Only `live` and the item
+    /// are forwarded now, and what is copied is bounded.
+    #[test]
+    fn an_unsigned_envelope_member_is_not_copied_and_the_copies_are_bounded() {
+        let padding = "x".repeat(1_000_000);
+        let body = format!(
+            r#"{{"live":"false","padding":"{padding}","notificationItems":[{{"NotificationRequestItem":{{"pspReference":"A"}}}},{{"NotificationRequestItem":{{"pspReference":"B"}}}}]}}"#
+        );
+        let parts = split(&ADYEN_LIKE, body.as_bytes(), 250).unwrap();
+        assert_eq!(
+            String::from_utf8(parts[0].body.clone()).unwrap(),
+            r#"{"live":"false","notificationItems":[{"NotificationRequestItem":{"pspReference":"A"}}]}"#
+        );
+        let total: usize = parts.iter().map(|part| part.body.len()).sum();
+        assert!(total < 200, "{total}");
+        // A member the format keeps, padded: refused whole.
+        let padded_live = format!(
+            r#"{{"live":"{}","notificationItems":[{{"NotificationRequestItem":{{}}}}]}}"#,
+            "x".repeat(2_000)
+        );
+        match split(&ADYEN_LIKE, padded_live.as_bytes(), 250) {
+            Err(Problem::InvalidBatch { reason }) => {
+                assert!(reason.contains("over 1024"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Where the signature covers the whole body, an envelope over the
+        // bound is refused too.
+        let big_meta = format!(
+            r#"{{"events":[{{"id":"EV1"}}],"meta":{{"x":"{}"}}}}"#,
+            "y".repeat(2_000)
+        );
+        assert!(matches!(
+            split(&GOCARDLESS, big_meta.as_bytes(), 250),
+            Err(Problem::InvalidBatch { .. })
+        ));
+    }
 
     fn parts(body: &str, max: usize) -> Result<Vec<BatchPart>, Problem> {
         split(&GOCARDLESS, body.as_bytes(), max)

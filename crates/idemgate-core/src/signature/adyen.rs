@@ -52,6 +52,9 @@ pub const FORMAT: BatchFormat = BatchFormat {
     joined_before: true,
     // Adyen's acknowledgement ("Accept webhooks": a 2xx with `[accepted]`).
     accepted: Some("[accepted]"),
+    // Adyen signs each item's fields alone, never the envelope: a part is
+    // `live` and its item ("Verify HMAC signatures").
+    envelope: Some(&["live"]),
 };
 
 #[derive(Debug)]

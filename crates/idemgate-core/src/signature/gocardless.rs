@@ -21,6 +21,8 @@ pub const FORMAT: BatchFormat = BatchFormat {
     signature_headers: &["webhook-signature"],
     joined_before: false,
     accepted: None,
+    // GoCardless signs the whole body: every member is the sender's.
+    envelope: None,
 };
 
 pub const ENTRY: SchemeEntry = SchemeEntry {

@@ -5,14 +5,23 @@
 //! JWK that Plaid serves at `POST /webhook_verification_key/get` (JSON
 //! `client_id`, `secret`, `key_id`) on the route's `signature_api_base`.
 //!
-//! Everything that needs no key is checked here, before any fetch, so a
-//! forged or stale delivery costs no call to Plaid: the algorithm (ES256
-//! only), the key id's shape, `iat` (at most five minutes old, and never
-//! more than `SIGNATURE_TOLERANCE_SECONDS` ahead), and the body's hash,
-//! compared in constant time. What is left, the signature itself, goes to
-//! the runtime's WebCrypto as a [`PublicKeyCheck`] whose key
-//! ([`PublicKey::Plaid`]) says which JWK to fetch; the worker fetches it,
-//! keeps it in a [`KeyCache`], and verifies.
+//! Everything that needs no key is checked here, before any fetch: the
+//! algorithm (ES256 only), the key id's shape, `iat` (at most five minutes
+//! old, and never more than `SIGNATURE_TOLERANCE_SECONDS` ahead), and the
+//! body's hash, compared in constant time. What is left, the signature
+//! itself, goes to the runtime's WebCrypto as a [`PublicKeyCheck`] whose
+//! key ([`PublicKey::Plaid`]) says which JWK to fetch; the worker fetches
+//! it, keeps it in a [`KeyCache`], and verifies.
+//!
+//! All that is checked before the fetch is the sender's to choose, so a
+//! forger who makes up a new `kid` for each request passes it. What such a
+//! flood costs Plaid is bounded instead: each isolate asks at most
+//! [`KEY_CALLS_PER_MINUTE`] unknown kids a minute per Plaid account (API
+//! base and client id); past that an unknown kid is `KeyUnavailable` (503)
+//! without a call, and its sender retries. Deliveries signed with a key
+//! already kept are never affected; a genuine new kid (Plaid rotated its
+//! key) during a flood verifies on a retry that finds the minute's calls
+//! not yet spent.
 //!
 //! The route's secret (`signing_secret`) is the Plaid API secret and
 //! `plaid_client_id` names the secret holding the client id: both only
@@ -240,6 +249,10 @@ pub const REFUSED_TTL_MS: u64 = 300_000;
 /// At most this many keys and refusals are kept per isolate.
 pub const MAX_KEPT: usize = 64;
 
+/// How many key calls one isolate makes per Plaid account and minute.
+pub const KEY_CALLS_PER_MINUTE: u32 = 10;
+const KEY_CALL_WINDOW_MS: u64 = 60_000;
+
 /// What the cache knows of a key id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cached {
@@ -260,9 +273,33 @@ struct Kept {
 #[derive(Debug, Default)]
 pub struct KeyCache {
     kept: HashMap<String, Kept>,
+    /// Per Plaid account (API base and client id): the minute's window
+    /// start and the calls made in it.
+    calls: HashMap<String, (u64, u32)>,
 }
 
 impl KeyCache {
+    /// Whether `request`'s account may make one more key call at `now_ms`
+    /// (and counts it): at most [`KEY_CALLS_PER_MINUTE`] a minute.
+    pub fn may_ask(&mut self, request: &KeyRequest, now_ms: u64) -> bool {
+        let account = format!("{} {}", request.api_base, request.client_id.expose());
+        if !self.calls.contains_key(&account) && self.calls.len() >= MAX_KEPT {
+            // Accounts are the configured routes'; this bounds the map
+            // whatever happens.
+            self.calls
+                .retain(|_, (start, _)| now_ms < start.saturating_add(KEY_CALL_WINDOW_MS));
+        }
+        let (start, made) = self.calls.entry(account).or_insert((now_ms, 0));
+        if now_ms >= start.saturating_add(KEY_CALL_WINDOW_MS) {
+            (*start, *made) = (now_ms, 0);
+        }
+        if *made >= KEY_CALLS_PER_MINUTE {
+            return false;
+        }
+        *made += 1;
+        true
+    }
+
     /// What is known of `key` at `now_ms`, if anything still is.
     pub fn lookup(&mut self, key: &str, now_ms: u64) -> Option<Cached> {
         let kept = self.kept.get_mut(key)?;
@@ -926,6 +963,39 @@ mod tests {
         assert_eq!(
             read_key_answer(200, short.as_bytes(), KID),
             KeyAnswer::Unavailable
+        );
+    }
+
+    /// The review's item 8 (round 5): 1,000 forgeries with random kids
+    /// made 1,000 credentialed calls to Plaid. A route's account makes at
+    /// most `KEY_CALLS_PER_MINUTE` a minute per isolate; another account's
+    /// are its own; the next minute has its calls again.
+    #[test]
+    fn a_flood_of_made_up_kids_spends_a_bounded_number_of_key_calls() {
+        let request = |base: &str, kid: &str| KeyRequest {
+            api_base: base.into(),
+            kid: kid.into(),
+            client_id: Secret::new("client-id-value".into()),
+            secret: Secret::new("plaid-secret-value".into()),
+        };
+        let mut cache = KeyCache::default();
+        let asked = (0..1_000)
+            .filter(|n| {
+                cache.may_ask(
+                    &request("https://production.plaid.com", &format!("forged-{n}")),
+                    1_000 + n,
+                )
+            })
+            .count();
+        assert_eq!(asked, KEY_CALLS_PER_MINUTE as usize);
+        assert!(
+            cache.may_ask(&request("https://sandbox.plaid.com", "kid"), 2_000),
+            "another account's calls are its own"
+        );
+        assert!(!cache.may_ask(&request("https://production.plaid.com", "genuine"), 60_999));
+        assert!(
+            cache.may_ask(&request("https://production.plaid.com", "genuine"), 61_000),
+            "a minute later, the sender's retry is asked"
         );
     }
 
