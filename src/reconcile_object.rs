@@ -143,7 +143,7 @@ impl ReconcileObject {
 
     async fn run(&self, route: &RouteConfig, trigger: Trigger) -> run::RunRecord {
         let config = route.reconcile.as_ref().expect("a reconciled route");
-        let cursor = self.with_runs(|runs| runs.cursor.clone());
+        let (cursor, asked) = self.with_runs(|runs| (runs.cursor.clone(), runs.asked.clone()));
         let backend = WorkerRun {
             env: &self.env,
             route,
@@ -153,6 +153,7 @@ impl ReconcileObject {
             route,
             config,
             cursor,
+            &asked,
             new_run_id(),
             trigger,
             RUN_LIMITS,
@@ -160,6 +161,7 @@ impl ReconcileObject {
         .await;
         let record = ended.record.clone();
         self.with_runs(|runs| {
+            runs.remember_asked(&ended.asked, ended.record.ended_at, config);
             runs.finish(ended.record, ended.cursor, ended.retry_after_ms, config)
         });
         record

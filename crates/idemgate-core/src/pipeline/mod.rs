@@ -374,6 +374,16 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
         scheme_key: scheme_key.as_deref(),
     };
     let key = derive_key(&route.key_sources, &input(&key_hash))?;
+    // A provider whose re-send carries other bytes (Paddle's replay, a new
+    // notification id in the body) is compared by event id, which the key
+    // is on a reconciled route: a replay of an event already received is a
+    // duplicate answered from its receipt, not a 422 (SPEC §11).
+    let fingerprint = match &route.reconcile {
+        Some(reconcile) if reconcile.source.resends_new_bytes() => {
+            Fingerprint::of_event(key.as_str())
+        }
+        _ => fingerprint,
+    };
     let tenant_sha256 = tenant_hash(route, inbound.headers)?;
     let scoped_path = match route.key_scope {
         KeyScope::Path => Some(inbound.normalized_path.to_string()),

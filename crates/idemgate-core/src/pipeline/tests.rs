@@ -712,3 +712,47 @@ fn a_delivery_without_an_entity_or_a_readable_time_goes_unordered() {
         assert_eq!(ticket_of(body), None, "{body}");
     }
 }
+
+/// The review's item 1 (round 5): a Paddle replay is a new notification,
+/// its `notification_id` new in the body. On a route reconciled from
+/// Paddle a replay of an event already received is compared by event id
+/// (a replay of the receipt), not as another payload (422).
+#[test]
+fn a_paddle_replay_of_an_event_is_the_same_delivery_on_a_reconciled_route() {
+    let notification = |ntf: &str| -> &'static str {
+        Box::leak(
+            format!(
+                r#"{{"event_id":"evt_01","event_type":"transaction.paid","occurred_at":"2026-12-05T10:00:00Z","notification_id":"{ntf}","data":{{"id":"txn_1"}}}}"#
+            )
+            .into_boxed_str(),
+        )
+    };
+    let seen = |reconciled: bool, ntf: &str| {
+        let reconcile = match reconciled {
+            true => {
+                r#","reconcile":{"source":"paddle","api_key":"PADDLE_KEY","types":["*"],"endpoint":"ntfset_1"}"#
+            }
+            false => "",
+        };
+        let routes = format!(
+            r#"{{"paddle":{{"path":"/pay","signature":"paddle","signing_secret":"PADDLE_SECRET"{reconcile}}}}}"#
+        );
+        let config = routed(&[
+            ("ROUTES", &routes),
+            ("PADDLE_SECRET", "pdl_ntfset_01_secret"),
+            ("PADDLE_KEY", "pdl_live_apikey_01"),
+        ]);
+        let (request, bytes) = signed(&config, json_post(&[], notification(ntf)));
+        run_owned(&config, &request, &bytes).unwrap()
+    };
+    let (first, replay) = (seen(true, "ntf_1"), seen(true, "ntf_2"));
+    assert_eq!(first.key.as_str(), "evt_01");
+    assert_eq!(first.object_name, replay.object_name);
+    assert_eq!(first.fingerprint, replay.fingerprint, "one event");
+    assert_eq!(first.fingerprint, Fingerprint::of_event("evt_01"));
+    // Not reconciled, another payload under the key is still another.
+    assert_ne!(
+        seen(false, "ntf_1").fingerprint,
+        seen(false, "ntf_2").fingerprint
+    );
+}

@@ -13,6 +13,12 @@
 //!   window. No type filter: the type is the delivery's `event`, then `.`
 //!   and its `action` when it has one (`pull_request.opened`).
 //! - Deliveries are kept, and can be redelivered, for 3 days.
+//! - An event's deliveries may span pages (a redelivery by hand on the
+//!   first, its first delivery on the third): an event listed only by its
+//!   redeliveries is held by the run until its first delivery is listed,
+//!   and is then settled by all of them and placed in the window by its
+//!   first delivery's time. One whose first delivery is not listed in the
+//!   window is not the window's.
 //! - What a run cannot see: the list has no body, and a GitHub route's key
 //!   is the hash of the raw body, so no receipt can be looked up. GitHub's
 //!   own record answers instead: an event (`guid`, shared by its
@@ -54,6 +60,9 @@ struct Delivery {
     event: String,
     #[serde(default)]
     action: Option<String>,
+    /// A redelivery (by hand, or a run's): not the event's first delivery.
+    #[serde(default)]
+    redelivery: bool,
 }
 
 pub(super) fn read_page(
@@ -83,6 +92,7 @@ pub(super) fn read_page(
                 event.delivered_per_provider =
                     Some(event.delivered_per_provider == Some(true) || answered);
                 event.created = event.created.min(created);
+                event.complete |= !delivery.redelivery;
             }
             None => events.push(ListedEvent {
                 id: delivery.guid,
@@ -94,6 +104,7 @@ pub(super) fn read_page(
                 body: Vec::new(),
                 resend_id: Some(delivery.id.to_string()),
                 delivered_per_provider: Some(answered),
+                complete: !delivery.redelivery,
             }),
         }
     }

@@ -131,6 +131,23 @@ impl Source {
         self != Source::Github
     }
 
+    /// Whether the provider retries a re-send it was asked for as it does
+    /// any delivery (Paddle's replay is a new notification; PayPal's
+    /// resend is retried like the first delivery): asked once, the event
+    /// is the provider's to deliver. GitHub's redelivery is one attempt,
+    /// so each run asks again while none reached the route.
+    pub fn retries_resends(self) -> bool {
+        matches!(self, Source::Paddle | Source::Paypal)
+    }
+
+    /// Whether a re-send carries other bytes than the first delivery
+    /// (Paddle: a replay is a new notification with its own
+    /// `notification_id` in the body): such a route compares deliveries
+    /// by event id, as it does a reconciled one.
+    pub fn resends_new_bytes(self) -> bool {
+        self == Source::Paddle
+    }
+
     pub fn fills_by(self) -> FillBy {
         match self {
             Source::Stripe | Source::Square => FillBy::Delivering,

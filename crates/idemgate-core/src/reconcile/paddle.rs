@@ -118,6 +118,7 @@ pub(super) fn read_page(response: &ApiResponse, base: &str) -> Result<Page, ApiE
             body: notification.payload.get().as_bytes().to_vec(),
             resend_id: Some(notification.id),
             delivered_per_provider: None,
+            complete: true,
         });
     }
     let next = match list.meta.pagination.has_more {

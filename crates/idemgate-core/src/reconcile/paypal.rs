@@ -132,6 +132,7 @@ pub(super) fn read_page(response: &ApiResponse, base: &str) -> Result<Page, ApiE
             created,
             body: raw.get().as_bytes().to_vec(),
             delivered_per_provider: None,
+            complete: true,
         });
     }
     let next = match list.links.into_iter().find(|link| link.rel == "next") {

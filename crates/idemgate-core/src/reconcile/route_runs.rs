@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use super::run::{Cursor, RunRecord};
+use super::run::{Asked, Cursor, RunRecord};
 use super::{ReconcileConfig, KEPT_RUNS};
 
 /// How long the lock holds if its run never ends (an evicted object): a
@@ -38,7 +38,14 @@ pub struct RouteRuns {
     /// hour since the epoch), newest first.
     #[serde(default)]
     pub hours: VecDeque<(u64, DayCounts)>,
+    /// Events asked to be re-sent, by id, and when: kept for the lookback.
+    #[serde(default)]
+    pub asked: Asked,
 }
+
+/// At most this many asked events are kept (the oldest go first): one
+/// stored value holds them.
+pub const MAX_ASKED: usize = 5_000;
 
 /// The shortest and longest back-off after a 429 or a 5xx.
 const BACKOFF_MIN_MS: u64 = 60_000;
@@ -57,6 +64,22 @@ impl RouteRuns {
     }
 
     /// Takes the lock for a run starting at `now`.
+    /// Keeps the events a run asked to be re-sent at `now`, and forgets
+    /// those asked before the lookback.
+    pub fn remember_asked(&mut self, asked: &[String], now: u64, config: &ReconcileConfig) {
+        for id in asked {
+            self.asked.insert(id.clone(), now);
+        }
+        let horizon = now.saturating_sub(config.lookback_seconds.saturating_mul(1_000));
+        self.asked.retain(|_, at| *at >= horizon);
+        if self.asked.len() > MAX_ASKED {
+            let mut times: Vec<u64> = self.asked.values().copied().collect();
+            times.sort_unstable();
+            let cut = times[self.asked.len() - MAX_ASKED];
+            self.asked.retain(|_, at| *at >= cut);
+        }
+    }
+
     pub fn lock(&mut self, now: u64) {
         self.locked_until = now.saturating_add(LOCK_MS);
     }

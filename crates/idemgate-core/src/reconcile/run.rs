@@ -71,6 +71,13 @@ pub struct RunRecord {
     pub failed: u64,
     /// Listed events of other types, left out.
     pub other_types: u64,
+    /// Of the listed events not received, those an earlier run already
+    /// asked the provider to re-send (within the lookback): the provider
+    /// retries its re-send itself, and each new ask would be one more
+    /// delivery of the event (Paddle's replays each carry a new
+    /// notification id).
+    #[serde(default)]
+    pub already_asked: u64,
     /// Whether the run reached its window's end; if not, the next run
     /// goes on from the cursor.
     pub complete: bool,
@@ -142,12 +149,18 @@ pub struct ReconcileLine {
     pub problem: Option<String>,
 }
 
+/// The events a route asked its provider to re-send, by id, and when
+/// (milliseconds), kept for the lookback ([`super::route_runs::RouteRuns`]).
+pub type Asked = std::collections::BTreeMap<String, u64>;
+
 /// How a run ended: its record, the cursor to keep, and how long the API
 /// asked it to wait (`Retry-After`).
 pub struct Ended {
     pub record: RunRecord,
     pub cursor: Option<Cursor>,
     pub retry_after_ms: Option<u64>,
+    /// The events this run asked the provider to re-send.
+    pub asked: Vec<String>,
 }
 
 /// Runs one reconciliation of `route` from `cursor` (a new window when
@@ -157,6 +170,7 @@ pub async fn run<B: RunBackend>(
     route: &RouteConfig,
     config: &ReconcileConfig,
     cursor: Option<Cursor>,
+    asked: &Asked,
     id: String,
     trigger: Trigger,
     limits: Limits,
@@ -198,11 +212,15 @@ pub async fn run<B: RunBackend>(
             filled: 0,
             failed: 0,
             other_types: 0,
+            already_asked: 0,
             complete: false,
             error: None,
         },
         retry_after_ms: None,
         settled_set: settled.iter().cloned().collect(),
+        held: Vec::new(),
+        asked_before: asked,
+        asked: Vec::new(),
         token: None,
         settled,
     };
@@ -212,6 +230,7 @@ pub async fn run<B: RunBackend>(
         mut record,
         retry_after_ms,
         mut settled,
+        asked,
         ..
     } = run;
     record.ended_at = backend.now_ms();
@@ -242,6 +261,7 @@ pub async fn run<B: RunBackend>(
         record,
         cursor,
         retry_after_ms,
+        asked,
     }
 }
 
@@ -259,6 +279,12 @@ struct Run<'a, B> {
     /// Ids of this window's settled events, in the order settled.
     settled: Vec<String>,
     settled_set: std::collections::HashSet<String>,
+    /// Events listed so far only in part (GitHub's, by their
+    /// redeliveries), merged with what later pages say of them.
+    held: Vec<ListedEvent>,
+    /// What earlier runs asked the provider to re-send, and this run.
+    asked_before: &'a Asked,
+    asked: Vec<String>,
 }
 
 impl<B: RunBackend> Run<'_, B> {
@@ -296,6 +322,12 @@ impl<B: RunBackend> Run<'_, B> {
                 if self.settled_set.contains(&event.id) {
                     continue;
                 }
+                let Some(event) = self.whole(event) else {
+                    continue;
+                };
+                if !self.record.window.contains(event.created) {
+                    continue;
+                }
                 if !self.config.types.matches(&event.event_type) {
                     self.record.other_types += 1;
                     continue;
@@ -326,6 +358,31 @@ impl<B: RunBackend> Run<'_, B> {
                 None => return None,
             }
         }
+    }
+
+    /// `event` merged with what earlier pages said of it, once all of it
+    /// is read; `None` while it is held for a later page. An event still
+    /// held when the listing ends was never listed whole in the window
+    /// (its first delivery is older), so it is not settled.
+    fn whole(&mut self, event: ListedEvent) -> Option<ListedEvent> {
+        let event = match self.held.iter().position(|held| held.id == event.id) {
+            Some(at) => {
+                let mut held = self.held.remove(at);
+                held.delivered_per_provider = Some(
+                    held.delivered_per_provider == Some(true)
+                        || event.delivered_per_provider == Some(true),
+                );
+                held.created = held.created.min(event.created);
+                held.complete |= event.complete;
+                held
+            }
+            None => event,
+        };
+        if event.complete {
+            return Some(event);
+        }
+        self.held.push(event);
+        None
     }
 
     fn can_spend(&self, cost: u32) -> bool {
@@ -428,6 +485,13 @@ impl<B: RunBackend> Run<'_, B> {
     }
 
     async fn resend(&mut self, event: &ListedEvent, token: Option<&str>) -> Result<(), ApiError> {
+        // A provider that retries its own re-send is asked once per event
+        // within the lookback (the review's item 1, round 5: a broken
+        // endpoint made every run ask again, up to 288 times).
+        if self.config.source.retries_resends() && self.asked_before.contains_key(&event.id) {
+            self.record.already_asked += 1;
+            return Ok(());
+        }
         let api = self.config.api();
         let Some(request) = api.resend(event, token) else {
             self.failed(event, "the provider cannot re-send it".into());
@@ -436,6 +500,7 @@ impl<B: RunBackend> Run<'_, B> {
         let response = self.call(request).await?;
         match api.read_resend(&response) {
             Ok(()) => {
+                self.asked.push(event.id.clone());
                 self.filled(event);
                 Ok(())
             }

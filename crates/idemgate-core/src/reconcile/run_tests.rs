@@ -159,12 +159,23 @@ fn stripe_route_with(fields: &str) -> RouteConfig {
 }
 
 fn run_with(fake: &Fake, route: &RouteConfig, cursor: Option<Cursor>, limits: Limits) -> Ended {
+    run_asked(fake, route, cursor, &Asked::new(), limits)
+}
+
+fn run_asked(
+    fake: &Fake,
+    route: &RouteConfig,
+    cursor: Option<Cursor>,
+    asked: &Asked,
+    limits: Limits,
+) -> Ended {
     let config = route.reconcile.as_ref().expect("a reconciled route");
     block_on(run(
         fake,
         route,
         config,
         cursor,
+        asked,
         format!("run-{}", fake.now_ms()),
         Trigger::Schedule,
         limits,
@@ -536,6 +547,7 @@ fn a_refused_key_ends_the_run_without_a_back_off_and_is_never_shown() {
         &route,
         &config,
         None,
+        &Asked::new(),
         "run-401".into(),
         Trigger::Operator,
         RUN_LIMITS,
@@ -699,6 +711,7 @@ struct GitHubDelivery {
     status_code: u16,
     event: &'static str,
     action: Option<&'static str>,
+    redelivery: bool,
 }
 
 const HOOK: &str = "https://api.github.com/repos/o/r/hooks/1";
@@ -742,10 +755,11 @@ fn github_api(
             .iter()
             .map(|d| {
                 format!(
-                    r#"{{"id":{},"guid":"{}","delivered_at":"{}","redelivery":false,"duration":0.1,"status":"x","status_code":{},"event":"{}","action":{},"installation_id":null,"repository_id":1}}"#,
+                    r#"{{"id":{},"guid":"{}","delivered_at":"{}","redelivery":{},"duration":0.1,"status":"x","status_code":{},"event":"{}","action":{},"installation_id":null,"repository_id":1}}"#,
                     d.id,
                     d.guid,
                     rfc3339(NOW - d.age_seconds),
+                    d.redelivery,
                     d.status_code,
                     d.event,
                     d.action
@@ -782,6 +796,20 @@ fn delivery_of(
         status_code,
         event,
         action,
+        redelivery: false,
+    }
+}
+
+/// A redelivery (by hand, or a run's) of `guid`: not its first delivery.
+fn redelivery_of(
+    id: u64,
+    guid: &'static str,
+    age_seconds: u64,
+    status_code: u16,
+) -> GitHubDelivery {
+    GitHubDelivery {
+        redelivery: true,
+        ..delivery_of(id, guid, age_seconds, status_code, "push", None)
     }
 }
 
@@ -1216,6 +1244,7 @@ fn record(id: usize, started_at: u64, error: Option<u16>) -> RunRecord {
         filled: 3,
         failed: 1,
         other_types: 2,
+        already_asked: 0,
         complete: error.is_none(),
         error: error.map(|status| ApiError {
             status,
@@ -1330,6 +1359,56 @@ fn a_github_event_on_two_pages_is_settled_once() {
         .all(|request| request.method == "GET"));
 }
 
+/// The review's item 3 (round 5): a failed redelivery by hand on page 1,
+/// the event's first delivery answered 200 on page 2. The event arrived
+/// (GitHub recorded a 2xx): nothing is redelivered.
+#[test]
+fn a_github_event_is_settled_by_its_deliveries_on_every_page() {
+    let pages = vec![
+        vec![redelivery_of(9, "g1", 1_000, 0)],
+        vec![delivery_of(8, "g2", 1_500, 503, "push", None)],
+        vec![delivery_of(5, "g1", 2_000, 200, "push", None)],
+    ];
+    let fake = Fake::new(github_api(pages, HashMap::new()));
+    let ended = run_once(&fake, &github_route());
+    assert_eq!(
+        (
+            ended.record.listed,
+            ended.record.already_received,
+            ended.record.filled
+        ),
+        (2, 1, 1)
+    );
+    let posts: Vec<String> = fake
+        .requests
+        .borrow()
+        .iter()
+        .filter(|request| request.method == "POST")
+        .map(|request| request.url.clone())
+        .collect();
+    assert_eq!(posts, [format!("{HOOK}/deliveries/8/attempts")], "g2 alone");
+}
+
+/// An event is placed in the window by its first delivery: one whose
+/// redeliveries are in the window and whose first delivery is older is
+/// not the window's, and is not redelivered again.
+#[test]
+fn a_github_event_is_placed_by_its_first_delivery_across_pages() {
+    let lookback = 172_800;
+    let pages = vec![
+        vec![redelivery_of(9, "g1", 1_000, 500)],
+        vec![delivery_of(5, "g1", lookback + 600, 500, "push", None)],
+    ];
+    let fake = Fake::new(github_api(pages, HashMap::new()));
+    let ended = run_once(&fake, &github_route());
+    assert_eq!((ended.record.listed, ended.record.filled), (0, 0));
+    assert!(fake
+        .requests
+        .borrow()
+        .iter()
+        .all(|request| request.method == "GET"));
+}
+
 /// A run out of time inside a page stops there; the next lists the page
 /// again and settles only what the first did not: every event is handed
 /// to its object once.
@@ -1356,6 +1435,7 @@ fn a_page_listed_again_after_a_stop_inside_it_settles_each_event_once() {
             &route,
             config,
             None,
+            &Asked::new(),
             "first".into(),
             Trigger::Schedule,
             limits,
@@ -1450,6 +1530,79 @@ fn a_cursor_55_minutes_old_is_dropped_and_one_49_minutes_old_is_followed() {
     let followed = cursor_of_age(49 * 60);
     let ended = run_with(&fake, &route, Some(followed.clone()), RUN_LIMITS);
     assert_eq!(ended.record.window, followed.window);
+}
+
+/// The review's item 1 (round 5): an event whose endpoint is still broken
+/// was asked for a replay by every run in the lookback (up to 288 asks),
+/// each replay a new notification. Asked once, it is not asked again
+/// while the lookback lasts; GitHub, whose redelivery is one attempt, is.
+#[test]
+fn a_paddle_event_asked_for_once_is_not_asked_again_within_the_lookback() {
+    let route = route(
+        r#"{"paddle":{"path":"/webhooks/paddle","signature":"paddle","signing_secret":"WEBHOOK_SECRET",
+            "reconcile":{"source":"paddle","api_key":"RECONCILE_KEY","types":["transaction.*"],"endpoint":"ntfset_01route"}}}"#,
+    );
+    let replays = std::rc::Rc::new(Cell::new(0));
+    let counted = replays.clone();
+    let fake = Fake::new(move |request: &ApiRequest| {
+        if request.method == "POST" {
+            counted.set(counted.get() + 1);
+            return json(202, r#"{"data":{"notification_id":"ntf_new"}}"#);
+        }
+        json(
+            200,
+            format!(
+                r#"{{"data":[{}],"meta":{{"request_id":"r","pagination":{{"per_page":200,"next":"x","has_more":false,"estimated_total":1}}}}}}"#,
+                paddle_notification("ntf_1", "evt_1", "transaction.paid", "failed")
+            ),
+        )
+    });
+    let config = route.reconcile.clone().unwrap();
+    let mut runs = RouteRuns::default();
+    let first = run_asked(&fake, &route, None, &runs.asked, RUN_LIMITS);
+    assert_eq!(
+        (first.record.filled, first.asked.clone()),
+        (1, vec!["evt_1".to_string()])
+    );
+    runs.remember_asked(&first.asked, NOW * 1_000, &config);
+    let second = run_asked(&fake, &route, None, &runs.asked, RUN_LIMITS);
+    assert_eq!(
+        (
+            second.record.listed,
+            second.record.filled,
+            second.record.already_asked
+        ),
+        (1, 0, 1)
+    );
+    assert_eq!(replays.get(), 1, "one replay asked, not one per run");
+    // Past the lookback, the memory goes.
+    runs.remember_asked(
+        &[],
+        NOW * 1_000 + config.lookback_seconds * 1_000 + 1,
+        &config,
+    );
+    assert!(runs.asked.is_empty());
+    // GitHub's redelivery is a single attempt: asked again by each run.
+    let pages = vec![vec![delivery_of(5, "g1", 1_000, 503, "push", None)]];
+    let github = Fake::new(github_api(pages, HashMap::new()));
+    let mut asked = Asked::new();
+    asked.insert("g1".into(), NOW * 1_000);
+    let again = run_asked(&github, &github_route(), None, &asked, RUN_LIMITS);
+    assert_eq!((again.record.filled, again.record.already_asked), (1, 0));
+}
+
+/// The asked memory is bounded: the oldest go first.
+#[test]
+fn the_asked_memory_keeps_the_newest_events() {
+    let config = stripe_config();
+    let mut runs = RouteRuns::default();
+    let ids: Vec<String> = (0..MAX_ASKED + 10).map(|n| format!("evt_{n:05}")).collect();
+    for (n, id) in ids.iter().enumerate() {
+        runs.remember_asked(std::slice::from_ref(id), NOW * 1_000 + n as u64, &config);
+    }
+    assert_eq!(runs.asked.len(), MAX_ASKED);
+    assert!(!runs.asked.contains_key("evt_00009"));
+    assert!(runs.asked.contains_key("evt_00010"));
 }
 
 /// A next-page link kept from another `api_base` is not followed (it

@@ -108,6 +108,7 @@ pub(super) fn read_page(response: &ApiResponse) -> Result<Page, ApiError> {
             body: body.into_bytes(),
             resend_id: None,
             delivered_per_provider: None,
+            complete: true,
         });
     }
     let next = search.cursor.filter(|cursor| !cursor.is_empty());

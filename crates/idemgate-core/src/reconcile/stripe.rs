@@ -92,6 +92,7 @@ pub(super) fn read_page(response: &ApiResponse) -> Result<Page, ApiError> {
             body: raw.get().as_bytes().to_vec(),
             resend_id: None,
             delivered_per_provider: None,
+            complete: true,
         });
     }
     let next = match list.has_more {

@@ -107,6 +107,11 @@ pub struct ListedEvent {
     /// Whether the provider itself records a delivery that reached the
     /// route (GitHub, whose key idemgate cannot derive from the list).
     pub delivered_per_provider: Option<bool>,
+    /// Whether everything the list says of it has been read: always, but
+    /// for a GitHub event listed so far only by its redeliveries, whose
+    /// first delivery (and perhaps the 2xx the route gave it) is on a later
+    /// page.
+    pub complete: bool,
 }
 
 /// One page of the list.
