@@ -152,8 +152,10 @@ impl ReconcileObject {
             &backend,
             route,
             config,
-            cursor,
-            &asked,
+            run::Remembered {
+                cursor,
+                asked: &asked,
+            },
             new_run_id(),
             trigger,
             RUN_LIMITS,

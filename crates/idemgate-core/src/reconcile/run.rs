@@ -153,6 +153,13 @@ pub struct ReconcileLine {
 /// (milliseconds), kept for the lookback ([`super::route_runs::RouteRuns`]).
 pub type Asked = std::collections::BTreeMap<String, u64>;
 
+/// What a route's object remembers for its next run: where an unfinished
+/// window goes on (`None`: a new window), and what it asked to be re-sent.
+pub struct Remembered<'a> {
+    pub cursor: Option<Cursor>,
+    pub asked: &'a Asked,
+}
+
 /// How a run ended: its record, the cursor to keep, and how long the API
 /// asked it to wait (`Retry-After`).
 pub struct Ended {
@@ -169,12 +176,12 @@ pub async fn run<B: RunBackend>(
     backend: &B,
     route: &RouteConfig,
     config: &ReconcileConfig,
-    cursor: Option<Cursor>,
-    asked: &Asked,
+    remembered: Remembered<'_>,
     id: String,
     trigger: Trigger,
     limits: Limits,
 ) -> Ended {
+    let Remembered { cursor, asked } = remembered;
     let started_at = backend.now_ms();
     // A cursor too old for the receipts of its window (a long outage or
     // back-off), or whose next page is no longer on the API's origin (the
