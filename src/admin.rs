@@ -5,6 +5,7 @@
 
 use worker::{web_sys, Env};
 
+use idemgate_core::access::TokenUsed;
 use idemgate_core::answer::render_problem;
 use idemgate_core::config::Config;
 use idemgate_core::flow::{FlowCall, FlowStatus};
@@ -31,8 +32,9 @@ struct Call {
     path: String,
     query: Vec<(String, String)>,
     authorization: Option<String>,
-    /// Who acts, for the audit log (SPEC §13).
-    actor: String,
+    /// The request's headers, where Access's token is read for the audit
+    /// log's actor (SPEC §13, v5).
+    header_list: idemgate_core::headers::HeaderList,
     /// The end-to-end tests' hook: one of this act's audit writes fails.
     audit_hook: audit_client::AuditHook,
 }
@@ -50,11 +52,8 @@ pub async fn handle(
         path: normalized_path.to_string(),
         query: query_pairs(query.unwrap_or("")),
         authorization: headers::get(&header_list, "authorization").map(str::to_string),
-        actor: idemgate_core::audit::actor(headers::get(
-            &header_list,
-            idemgate_core::audit::ACCESS_HEADER,
-        )),
         audit_hook: audit_hook(env, &header_list),
+        header_list,
     };
     if idemgate_core::operator::page::is_page(&call.path) {
         // The page holds no data and needs no token: every call it makes
@@ -281,7 +280,8 @@ async fn reconcile(call: &Call, env: &Env) -> Result<web_sys::Response, Problem>
     };
     match call.method.as_str() {
         "POST" => {
-            audit_client::audited(env, act(call, "reconcile-now", &route.name, "route"), run).await
+            let intent = act(call, &config, "reconcile-now", &route.name, "route").await;
+            audit_client::audited(env, intent, run).await
         }
         _ => run.await,
     }
@@ -315,10 +315,28 @@ async fn audit(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
     json(&audit_client::page(env, routes, &call.query).await?)
 }
 
+/// Who acts on `route` (SPEC §13, v5): the email a verified Access token
+/// names, else the kind of token the call presented. A bare email header
+/// is what the caller says, and is never read.
+async fn actor(call: &Call, config: &Config, route: &str) -> String {
+    let email = crate::access::verified_email(config.access.as_ref(), &call.header_list).await;
+    let token = match authorize(config.admin_token.as_ref(), call.authorization.as_deref()) {
+        Ok(()) => TokenUsed::Deployment,
+        Err(_) => TokenUsed::Route(route.to_string()),
+    };
+    idemgate_core::access::actor(email.as_deref(), &token)
+}
+
 /// An act's intent for the audit log.
-fn act(call: &Call, action: &'static str, route: &str, target: &str) -> audit_client::Act {
+async fn act(
+    call: &Call,
+    config: &Config,
+    action: &'static str,
+    route: &str,
+    target: &str,
+) -> audit_client::Act {
     audit_client::Act {
-        actor: call.actor.clone(),
+        actor: actor(call, config, route).await,
         action,
         route: route.to_string(),
         target: target.to_string(),
@@ -391,7 +409,7 @@ async fn receipts(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> 
         };
         let action = if force { "force-purge" } else { "purge" };
         let target = address.audit_target(idemgate_core::operator::receipt_id(query)?.as_deref());
-        let intent = act(call, action, &address.route, &target);
+        let intent = act(call, &config, action, &address.route, &target).await;
         return audit_client::audited(env, intent, async {
             // This isolate forgets the key at once; others within REPLAY_TTL_MS.
             with_replays(|cache| cache.evict_object(&address.object_name));
@@ -436,7 +454,7 @@ async fn redrive(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
             env,
             route,
             &call.query,
-            call.actor.clone(),
+            actor(call, &config, &route.name).await,
             call.audit_hook,
         )
         .await;
@@ -444,7 +462,7 @@ async fn redrive(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
     let address = receipt_address(route, &call.query)?;
     let receipt_id = idemgate_core::operator::receipt_id(&call.query)?;
     let target = address.audit_target(receipt_id.as_deref());
-    let intent = act(call, "redrive", &address.route, &target);
+    let intent = act(call, &config, "redrive", &address.route, &target).await;
     audit_client::audited(
         env,
         intent,

@@ -8,6 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use idemgate_core::access::AccessKey;
 use idemgate_core::alerts::{AlertsConfig, Condition, SendGate};
 use idemgate_core::config::Config;
 use idemgate_core::problem::Problem;
@@ -42,6 +43,16 @@ pub struct Isolate {
     pub metrics: RefCell<Metrics>,
     /// `ALERTS` as read, and the signs not yet sent ([`crate::alerts`]).
     pub alerts: Alerts,
+    /// The Access team's signing keys ([`crate::access`]), fetched at most
+    /// once a minute (lost with the isolate: fetched again).
+    pub access_keys: RefCell<AccessKeys>,
+}
+
+/// The Access team's keys as this isolate holds them: the team they are
+/// of, when they were fetched, and the keys.
+#[derive(Default)]
+pub struct AccessKeys {
+    pub kept: Option<(String, u64, Vec<AccessKey>)>,
 }
 
 /// What an isolate keeps for the alert object: signs noted since the last

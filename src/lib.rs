@@ -29,6 +29,7 @@
 //! | `log_sink` | writes decision log lines to the console, from a microtask |
 //! | `stats` | per-isolate counters (`/__idemgate/stats`) |
 
+mod access;
 mod admin;
 pub mod alert_object;
 mod alerts;

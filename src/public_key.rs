@@ -30,6 +30,15 @@ export async function verify_signature(algorithm, key, signature, message) {
     return false;
   }
 }
+export async function verify_rs256_jwk(n, e, signature, message) {
+  try {
+    const algorithm = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" };
+    const imported = await crypto.subtle.importKey("jwk", { kty: "RSA", n, e, alg: "RS256", ext: true }, algorithm, false, ["verify"]);
+    return await crypto.subtle.verify("RSASSA-PKCS1-v1_5", imported, signature, message);
+  } catch (error) {
+    return false;
+  }
+}
 export async function verify_es256(jwk, signature, message) {
   // A JWS ES256 signature is r || s, the form WebCrypto's ECDSA takes.
   try {
@@ -90,6 +99,13 @@ extern "C" {
     fn verify_signature(
         algorithm: &str,
         key: &Uint8Array,
+        signature: &Uint8Array,
+        message: &Uint8Array,
+    ) -> Result<js_sys::Promise, JsValue>;
+    #[wasm_bindgen(catch)]
+    fn verify_rs256_jwk(
+        n: &str,
+        e: &str,
         signature: &Uint8Array,
         message: &Uint8Array,
     ) -> Result<js_sys::Promise, JsValue>;
@@ -174,6 +190,26 @@ async fn check_one(check: &PublicKeyCheck) -> PublicKeyChecked {
         &Uint8Array::from(&check.message[..]),
     );
     settle(verdict).await
+}
+
+/// Whether `signature` is the RS256 signature of `message` under the RSA
+/// key `n`, `e` (a JWK's base64url modulus and exponent).
+pub(crate) async fn rs256_verifies(n: &str, e: &str, signature: &[u8], message: &[u8]) -> bool {
+    let verdict = verify_rs256_jwk(
+        n,
+        e,
+        &Uint8Array::from(signature),
+        &Uint8Array::from(message),
+    );
+    settle(verdict).await == PublicKeyChecked::Verified
+}
+
+/// The bytes at `url` (a GET, no redirect followed, at most `max_bytes`,
+/// within the certificate fetch's timeout); `None` when none came.
+pub(crate) async fn fetch_bounded(url: &str, max_bytes: u32) -> Option<Vec<u8>> {
+    let fetching = fetch_certificate(url, FETCH_TIMEOUT_MS, max_bytes).ok()?;
+    let fetched = JsFuture::from(fetching).await.ok()?;
+    Some(Uint8Array::new(&fetched).to_vec())
 }
 
 /// What WebCrypto's verdict comes to: anything but `true` is a rejection.

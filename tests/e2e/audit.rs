@@ -7,15 +7,23 @@ use std::time::Duration;
 use idemgate_origin::audit::{verify_chain, verify_chain_to, Fault};
 use serde_json::Value;
 
+use crate::support::access::{assertion, ACCESS_AUD};
 use crate::support::{client, eventually, post_json, Gateway, Reply};
 use crate::{World, ADMIN_TOKEN, FORWARD_SECRET};
 
 const BODY: &str = r#"{"amount":900,"currency":"eur"}"#;
 const ACCESS_EMAIL: &str = "ops@example.com";
 
+/// The Access team the audit gateways are set with: the test origin.
+static TEAM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The test origin is also the Access team (its `/cdn-cgi/access/certs`).
 async fn gateway(world: &'static World) -> Gateway {
+    TEAM.get_or_init(|| world.origin.url());
     Gateway::start_with_hooks(&[
         ("ORIGIN_URL", &world.origin.url()),
+        ("ACCESS_TEAM", &world.origin.url()),
+        ("ACCESS_AUD", ACCESS_AUD),
         ("DELIVERY", "async"),
         ("RETRY_SCHEDULE", "1s,1s"),
         ("ORIGIN_TIMEOUT_MS", "8000"),
@@ -25,9 +33,10 @@ async fn gateway(world: &'static World) -> Gateway {
     .await
 }
 
-/// An operator request, with Cloudflare Access's identity header when
-/// `email` is given and the audit hook's header (`fail`: the intent's
-/// write fails; `fail-result`: the result's) when `hook` is.
+/// An operator request, as Cloudflare Access lets it through for `email`
+/// (its signed assertion and its email header) when `email` is given, and
+/// with the audit hook's header (`fail`: the intent's write fails;
+/// `fail-result`: the result's) when `hook` is.
 async fn act(
     gateway: &Gateway,
     method: reqwest::Method,
@@ -36,12 +45,30 @@ async fn act(
     email: Option<&str>,
     hook: Option<&str>,
 ) -> Reply {
+    let team = TEAM.get().expect("an audit gateway was started");
+    let identity = email.map(|email| (email, Some(assertion(team, ACCESS_AUD, email, false))));
+    act_as(gateway, method, path, query, identity, hook).await
+}
+
+/// An operator request carrying `identity`: the email header, and the
+/// assertion when one is given (each is what a caller can send itself).
+async fn act_as(
+    gateway: &Gateway,
+    method: reqwest::Method,
+    path: &str,
+    query: &[(&str, &str)],
+    identity: Option<(&str, Option<String>)>,
+    hook: Option<&str>,
+) -> Reply {
     let mut request = client()
         .request(method, gateway.url(path))
         .query(query)
         .bearer_auth(ADMIN_TOKEN);
-    if let Some(email) = email {
+    if let Some((email, token)) = identity {
         request = request.header("Cf-Access-Authenticated-User-Email", email);
+        if let Some(token) = token {
+            request = request.header("Cf-Access-Jwt-Assertion", token);
+        }
     }
     if let Some(hook) = hook {
         request = request.header("X-Idemgate-Test-Audit", hook);
@@ -280,6 +307,70 @@ pub async fn each_operator_act_leaves_one_entry_and_the_chain_verifies(world: &'
         .collect();
     assert_eq!(seqs, [4, 3, 2, 1]);
     assert!(page["cursor"].is_null());
+}
+
+/// The review's item 10 (round 5): any token holder could send
+/// `Cf-Access-Authenticated-User-Email: ceo@corp` and the act was the
+/// CEO's. The email counts only from an Access assertion that verifies
+/// (the fake team's key, this application's audience); otherwise the
+/// actor is the token used.
+pub async fn a_claimed_identity_is_not_the_actor_until_access_proves_it(world: &'static World) {
+    let gateway = gateway(world).await;
+    let team = TEAM.get().unwrap().clone();
+    let claimed = "ceo@corp.example";
+    let receipts = "/__idemgate/receipts";
+    let purge = |key: &'static str| [("key", key), ("path", "/audit/none")];
+    let cases = [
+        ("au-header-only", None, "admin-token"),
+        (
+            "au-forged",
+            Some(assertion(&team, ACCESS_AUD, claimed, true)),
+            "admin-token",
+        ),
+        (
+            "au-other-app",
+            Some(assertion(&team, "another-application", claimed, false)),
+            "admin-token",
+        ),
+        (
+            "au-other-team",
+            Some(assertion(
+                "https://evil.cloudflareaccess.com",
+                ACCESS_AUD,
+                claimed,
+                false,
+            )),
+            "admin-token",
+        ),
+        (
+            "au-proved",
+            Some(assertion(&team, ACCESS_AUD, claimed, false)),
+            claimed,
+        ),
+    ];
+    for (seq, (key, token, actor)) in cases.into_iter().enumerate() {
+        let reply = act_as(
+            &gateway,
+            reqwest::Method::DELETE,
+            receipts,
+            &purge(key),
+            Some((claimed, token)),
+            None,
+        )
+        .await;
+        assert!(
+            reply.status < 500,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        assert_entry(
+            &newest(&gateway).await,
+            seq as u64 + 1,
+            actor,
+            "purge",
+            Some(key),
+        );
+    }
 }
 
 /// An audit write that fails answers 503 and the act is not done: the

@@ -37,6 +37,7 @@
 #[cfg(test)]
 extern crate self as idemgate_core;
 
+pub mod access;
 pub mod alerts;
 pub mod answer;
 pub mod api_origin;

@@ -1,3 +1,4 @@
+pub mod access;
 pub mod demo_origin;
 pub mod gateway;
 pub mod origin;

@@ -10,6 +10,8 @@
 //!   certificate (PayPal's signing key's), and
 //!   `/v1/notifications/certs/fail-first-<n>-...` answers 503 to the first
 //!   n requests;
+//! - `/cdn-cgi/access/certs` answers the fake Access team's keys
+//!   ([`super::access`]);
 //! - a path under a prefix passed to [`TestOrigin::fail`] answers 503;
 //! - otherwise 201 with a JSON body and headers unique to the request, which
 //!   name the epoch the request carried.
@@ -200,6 +202,15 @@ async fn respond(log: &Log, request: Request) -> Response {
         });
         (log.len(), earlier_to_path)
     };
+    if path == "/cdn-cgi/access/certs" {
+        let certs = super::access::certs();
+        return (
+            StatusCode::OK,
+            [("content-type", "application/json")],
+            certs,
+        )
+            .into_response();
+    }
     if let Some(certificate) = path.strip_prefix("/v1/notifications/certs/") {
         if let Some(rest) = certificate.strip_prefix("fail-first-") {
             let n = rest.split('-').next().unwrap();

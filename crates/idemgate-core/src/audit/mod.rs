@@ -26,11 +26,9 @@ use sha2::{Digest, Sha256};
 /// The first entry's `prev_hash`.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// The actor when no Cloudflare Access identity came with the call.
+/// The actor when the deployment's token was used and no Cloudflare Access
+/// identity was proved ([`crate::access::actor`]).
 pub const TOKEN_ACTOR: &str = "admin-token";
-
-/// The header Cloudflare Access sets on a request it authenticated.
-pub const ACCESS_HEADER: &str = "cf-access-authenticated-user-email";
 
 /// The result of an act whose intent was recorded but whose answer never
 /// reached the writer.
@@ -114,15 +112,6 @@ impl Entry {
         digest.update(b"\n");
         digest.update(self.canonical_unhashed());
         hex::encode(digest.finalize())
-    }
-}
-
-/// Who acted: the Cloudflare Access identity when the call came through
-/// Access, else the admin token (SPEC §13).
-pub fn actor(access_email: Option<&str>) -> String {
-    match access_email.map(str::trim) {
-        Some(email) if !email.is_empty() => email.to_string(),
-        _ => TOKEN_ACTOR.to_string(),
     }
 }
 

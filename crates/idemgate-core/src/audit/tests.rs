@@ -83,13 +83,6 @@ fn the_writer_and_the_origin_verifier_agree_and_name_the_first_broken_entry() {
 }
 
 #[test]
-fn the_actor_is_the_access_identity_when_present() {
-    assert_eq!(actor(Some("ops@example.com")), "ops@example.com");
-    assert_eq!(actor(Some("  ")), TOKEN_ACTOR);
-    assert_eq!(actor(None), TOKEN_ACTOR);
-}
-
-#[test]
 fn time_bounds_are_milliseconds_or_rfc_3339() {
     assert_eq!(
         time_bound("since", "1764770000000").unwrap(),

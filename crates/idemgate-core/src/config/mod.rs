@@ -147,6 +147,9 @@ pub struct Config {
     pub admin_token: Option<Secret>,
     /// `SWEEP_LIMIT`: objects one run of the scheduled sweep wakes.
     pub sweep_limit: u32,
+    /// `ACCESS_TEAM` and `ACCESS_AUD` (SPEC §13, v5): whose Access tokens
+    /// name the actor of an operator's act.
+    pub access: Option<crate::access::AccessConfig>,
 }
 
 /// A route that is configured wrong: where it is, and what is wrong.
@@ -194,12 +197,22 @@ impl Config {
             1,
             crate::sweep::MAX_LIMIT.into(),
         )? as u32;
+        let access = crate::access::parse(
+            top.get("ACCESS_TEAM")?
+                .map(|setting| setting.value)
+                .as_deref(),
+            top.get("ACCESS_AUD")?
+                .map(|setting| setting.value)
+                .as_deref(),
+        )
+        .map_err(|(variable, reason)| misconfigured(variable, reason))?;
         let mut config = Config {
             routes: Vec::new(),
             broken: Vec::new(),
             explicit_routes: false,
             admin_token,
             sweep_limit,
+            access,
         };
         let Some(routes_text) = top.get("ROUTES")? else {
             config.add("default", "/".into(), route_config("default", "/", &top));
