@@ -16,6 +16,7 @@ use worker::{
 };
 
 use idemgate_core::answer::render_problem;
+use idemgate_core::audit::checkpoint::{Checkpoint, CheckpointSchedule};
 use idemgate_core::audit::{
     next_intent_id, AuditCall, Begun, Chain, Entry, Head, Intent, Page, SETTLE_AFTER_MS,
 };
@@ -37,12 +38,14 @@ const ENTRY_COLUMNS: &str = "seq, at, actor, action, route, target, result, prev
 #[durable_object]
 pub struct AuditLog {
     storage: Storage,
+    env: Env,
 }
 
 impl DurableObject for AuditLog {
-    fn new(state: State, _env: Env) -> Self {
+    fn new(state: State, env: Env) -> Self {
         AuditLog {
             storage: state.storage(),
+            env,
         }
     }
 
@@ -51,15 +54,21 @@ impl DurableObject for AuditLog {
         edge_http::response(&render_problem(&Problem::NotFound)).map(Response::from)
     }
 
-    /// Settles intents whose act never reported its result.
+    /// Settles intents whose act never reported its result, and sends the
+    /// head's checkpoint when one is due.
     async fn alarm(&self) -> worker::Result<Response> {
-        self.settle(Date::now().as_millis())
-            .map_err(worker::Error::RustError)?;
-        if self.pending()? {
-            self.storage
-                .set_alarm(alarm_at(Date::now().as_millis() + SETTLE_AFTER_MS))
-                .await?;
+        let now = Date::now().as_millis();
+        self.settle(now).map_err(worker::Error::RustError)?;
+        let head = self.head().map_err(worker::Error::RustError)?;
+        let mut schedule = self.schedule().map_err(worker::Error::RustError)?;
+        if schedule.due(head.seq, now) {
+            let sent = crate::audit_checkpoint::send(&self.env, &Checkpoint::of(&head, now)).await;
+            // Not delivered everywhere: tried again a minute on.
+            schedule.sent(if sent { head.seq } else { schedule.sent_seq }, now);
+            self.keep_schedule(schedule)
+                .map_err(worker::Error::RustError)?;
         }
+        self.arm().await;
         Response::empty()
     }
 }
@@ -75,16 +84,16 @@ impl AuditLog {
     pub async fn call(&self, line: String) -> Result<String, JsValue> {
         let call: AuditCall =
             serde_json::from_str(&line).map_err(|error| JsValue::from_str(&error.to_string()))?;
-        let begins = matches!(call, AuditCall::Begin { .. });
+        let changes = matches!(call, AuditCall::Begin { .. } | AuditCall::Finish { .. });
         let answer = self
             .answer(call)
             .map_err(|message| JsValue::from_str(&message))?;
-        if begins {
-            // The intent is settled as `unknown` if its result never comes.
-            // Best effort: the intent is durable, so the act goes ahead,
-            // and every later call settles what is due too.
-            let at = Date::now().as_millis() + SETTLE_AFTER_MS + 1_000;
-            let _ = self.storage.set_alarm(alarm_at(at)).await;
+        if changes {
+            // An intent is settled as `unknown` if its result never comes,
+            // and a new head goes out as a checkpoint. Best effort: the
+            // intent is durable, so the act goes ahead, and every later
+            // call settles what is due too.
+            self.arm().await;
         }
         Ok(answer)
     }
@@ -217,6 +226,20 @@ impl AuditLog {
             ],
         )?;
         self.exec("DELETE FROM audit_intent WHERE id = ?", vec![integer(id)])?;
+        // Each entry's place in the chain also leaves the deployment, in
+        // the log stream (SPEC §13, v5): a chain rewritten later disagrees
+        // with it.
+        crate::log_sink::emit_text(
+            &serde_json::json!({
+                "event": "idemgate.audit",
+                "seq": entry.seq,
+                "hash": entry.hash,
+                "at": entry.at,
+                "action": entry.action,
+                "route": entry.route,
+            })
+            .to_string(),
+        );
         Ok(())
     }
 
@@ -240,15 +263,53 @@ impl AuditLog {
         Ok(())
     }
 
-    fn pending(&self) -> Result<bool, worker::Error> {
-        let rows = self
-            .rows("SELECT COUNT(*) FROM audit_intent", Vec::new())
-            .map_err(worker::Error::RustError)?;
-        Ok(rows
-            .first()
-            .and_then(|row| number(row.first()?))
-            .unwrap_or(0)
-            > 0)
+    /// The alarm at the next moment there is work: the oldest open
+    /// intent's settling, or the next checkpoint.
+    async fn arm(&self) {
+        let oldest_intent = self
+            .rows("SELECT MIN(at) FROM audit_intent", Vec::new())
+            .ok()
+            .and_then(|rows| number(rows.first()?.first()?))
+            .map(|at| at + SETTLE_AFTER_MS + 1_000);
+        let checkpoint = match (self.head(), self.schedule()) {
+            (Ok(head), Ok(schedule)) => schedule.next_at(head.seq),
+            _ => None,
+        };
+        let now = Date::now().as_millis();
+        if let Some(next) = [oldest_intent, checkpoint].into_iter().flatten().min() {
+            let _ = self.storage.set_alarm(alarm_at(next.max(now))).await;
+        }
+    }
+
+    /// When a checkpoint was last sent, and of which head.
+    fn schedule(&self) -> Result<CheckpointSchedule, String> {
+        let value = |name: &str| -> Result<u64, String> {
+            Ok(self
+                .rows(
+                    "SELECT value FROM audit_counter WHERE name = ?",
+                    vec![name.into()],
+                )?
+                .first()
+                .and_then(|row| number(row.first()?))
+                .unwrap_or(0))
+        };
+        Ok(CheckpointSchedule {
+            sent_at: value("checkpoint_at")?,
+            sent_seq: value("checkpoint_seq")?,
+        })
+    }
+
+    fn keep_schedule(&self, schedule: CheckpointSchedule) -> Result<(), String> {
+        for (name, value) in [
+            ("checkpoint_at", schedule.sent_at),
+            ("checkpoint_seq", schedule.sent_seq),
+        ] {
+            self.exec(
+                "INSERT INTO audit_counter (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+                vec![name.into(), integer(value)],
+            )?;
+        }
+        Ok(())
     }
 
     fn head(&self) -> Result<Head, String> {

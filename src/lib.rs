@@ -33,6 +33,7 @@ mod access;
 mod admin;
 pub mod alert_object;
 mod alerts;
+mod audit_checkpoint;
 mod audit_client;
 pub mod audit_object;
 mod bulk_redrive;

@@ -16,6 +16,7 @@
 
 pub mod call;
 mod chain;
+pub mod checkpoint;
 
 pub use call::{AuditCall, Begun, Page, WRITER_NAME};
 pub use chain::{Chain, Head};
