@@ -311,3 +311,58 @@ pub async fn an_adyen_notification_is_one_forward_per_item(world: &'static World
         .assert_problem(400, "invalid-batch");
     assert_eq!(world.origin.count(&prefix), 2);
 }
+
+/// The review's item 13 (round 5): Adyen signs each item, never the
+/// envelope, and every envelope member was copied into every item's
+/// part: a notification padded with an unsigned 1 MB member became about
+/// 50 MB of parts, and the member reached the origin in each. Now a part
+/// is `live` and its item, and what is copied into every part is bounded.
+pub async fn a_padded_adyen_notification_forwards_only_live_and_each_item(world: &'static World) {
+    let gateway = world.gateway(Profile::Routes).await;
+    let origin = world.origin.url();
+    let run = now();
+    let prefix = format!("/p/adyen/padded-{run}/");
+    let url = gateway.url(&format!("{prefix}notifications"));
+    let items = [
+        adyen_item(&format!("P{run}"), 100),
+        adyen_item(&format!("Q{run}"), 200),
+    ];
+    let body = format!(
+        r#"{{"live":"false","notificationItems":[{}]}}"#,
+        items.join(",")
+    );
+    let delivery = signed(&origin, "adyen", ADYEN, &body, now());
+    let signed_body = String::from_utf8(delivery.body.clone()).unwrap();
+    let padding = "x".repeat(200_000);
+    let padded = signed_body.replacen(
+        "{\"live\"",
+        &format!("{{\"padding\":\"{padding}\",\"live\""),
+        1,
+    );
+    assert_ne!(padded, signed_body);
+    let reply = send(&url, JSON, &delivery.headers, &padded).await;
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let received = world.origin.received(&prefix);
+    assert_eq!(received.len(), 2, "one forward per item");
+    for part in &received {
+        assert!(part.body.len() < 2_000, "{} bytes", part.body.len());
+        let envelope: serde_json::Value = serde_json::from_slice(&part.body).unwrap();
+        let members: Vec<&String> = envelope.as_object().unwrap().keys().collect();
+        assert_eq!(members, ["live", "notificationItems"]);
+    }
+    // A member the format keeps, padded past the bound: refused whole.
+    let long_live = signed_body.replacen(
+        "\"live\":\"false\"",
+        &format!("\"live\":\"{}\"", "f".repeat(2_000)),
+        1,
+    );
+    send(&url, JSON, &delivery.headers, &long_live)
+        .await
+        .assert_problem(400, "invalid-batch");
+    assert_eq!(world.origin.count(&prefix), 2);
+}

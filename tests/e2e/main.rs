@@ -292,16 +292,19 @@ fn main() {
         batches::a_batch_that_cannot_be_taken_whole_stores_nothing,
         batches::an_async_batch_is_acknowledged_then_each_event_delivered,
         batches::an_adyen_notification_is_one_forward_per_item,
+        batches::a_padded_adyen_notification_forwards_only_live_and_each_item,
         plaid::a_plaid_delivery_is_verified_and_forwarded_once,
         plaid::forged_and_stale_plaid_deliveries_are_401,
         plaid::a_plaid_key_that_cannot_be_fetched_yet_is_503_then_accepted,
         plaid::refused_plaid_credentials_are_503_not_401,
+        plaid::a_flood_of_made_up_kids_costs_plaid_a_bounded_number_of_calls,
         send::every_provider_is_sent_signed_forwarded_once_and_replayed,
         routes::an_unrouted_path_is_404_whatever_the_method,
         routes::a_path_that_cannot_be_normalised_is_400,
         routes::an_api_route_beside_webhook_routes,
         routes::routes_given_as_a_toml_table,
         routes::a_broken_route_fails_alone_and_health_names_it,
+        routes::routes_that_would_forward_twice_or_unverifiably_are_refused,
         asynchronous::a_delivery_is_acknowledged_durable_then_delivered_once,
         asynchronous::an_origin_that_fails_first_gets_the_delivery_once_it_recovers,
         asynchronous::an_origin_that_always_fails_leaves_a_dead_letter_to_redrive,
@@ -332,6 +335,7 @@ fn main() {
         reconcile::a_paypal_event_that_never_arrived_is_resent,
         reconcile::a_window_longer_than_a_run_is_finished_by_the_next_run,
         reconcile::a_paddle_event_whose_live_forward_failed_is_forwarded_by_the_run,
+        reconcile::a_paddle_event_is_asked_for_once_and_a_second_notification_of_it_is_replayed,
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     world().gateways.lock().unwrap().clear();

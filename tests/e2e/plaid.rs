@@ -306,3 +306,67 @@ pub async fn refused_plaid_credentials_are_503_not_401(world: &'static World) {
     assert_eq!(key_fetches(&api), 1);
     assert_eq!(world.origin.count(&format!("/{tag}/")), 0);
 }
+
+/// The review's item 8 (round 5): everything checked before Plaid's key is
+/// the sender's to choose, so 1,000 forgeries with made-up kids cost 1,000
+/// credentialed calls to Plaid. A route's account now makes at most
+/// `KEY_CALLS_PER_MINUTE` (10) key calls a minute per isolate: 500 forged
+/// kids cost at most 10 calls, are never forwarded, and a genuine delivery
+/// signed with a key already kept is verified throughout.
+pub async fn a_flood_of_made_up_kids_costs_plaid_a_bounded_number_of_calls(world: &'static World) {
+    use idemgate_core::signature::plaid::KEY_CALLS_PER_MINUTE;
+    let tag = format!("plaid-flood-{}", now());
+    let (api, gateway) = start(world, &tag).await;
+    let url = gateway.url(&format!("/{tag}/plaid/webhooks"));
+    let genuine = webhook(&format!("item-before-{tag}"));
+    let reply = send(
+        &url,
+        Some(&plaid().token(genuine.as_bytes(), now())),
+        &genuine,
+    )
+    .await;
+    assert_eq!(
+        reply.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(key_fetches(&api), 1);
+    let body = webhook(&format!("item-forged-{tag}"));
+    let t = now();
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    for n in 0..500 {
+        let forger = Signer::from_seed([24; 32], &format!("made-up-kid-{n:04}"));
+        let reply = send(&url, Some(&forger.token(body.as_bytes(), t)), &body).await;
+        *statuses.entry(reply.status).or_default() += 1;
+    }
+    let asked = key_fetches(&api) - 1;
+    assert!(
+        asked <= KEY_CALLS_PER_MINUTE as usize,
+        "{asked} key calls for 500 made-up kids"
+    );
+    assert_eq!(
+        statuses.get(&401).copied().unwrap_or(0),
+        asked,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.get(&503).copied().unwrap_or(0),
+        500 - asked,
+        "{statuses:?}"
+    );
+    // The genuine key is kept: its deliveries go on.
+    let after = webhook(&format!("item-after-{tag}"));
+    let reply = send(&url, Some(&plaid().token(after.as_bytes(), now())), &after).await;
+    assert_eq!(
+        reply.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(
+        world.origin.count(&format!("/{tag}/")),
+        2,
+        "the two genuine ones"
+    );
+}

@@ -676,3 +676,74 @@ pub async fn a_paddle_event_whose_live_forward_failed_is_forwarded_by_the_run(
         .json();
     assert_eq!(counts(&again), [1, 1, 0, 0], "{again}");
 }
+
+/// The review's item 1 (round 5): while the route's endpoint is broken,
+/// every run asked Paddle to replay the event again (up to 288 times over
+/// two days), each replay a new notification with a new
+/// `notification_id`, and once the endpoint worked the second to land was
+/// refused 422. Now the event is asked for once within the lookback, and
+/// any later notification of it is a replay of its receipt.
+pub async fn a_paddle_event_is_asked_for_once_and_a_second_notification_of_it_is_replayed(
+    world: &'static World,
+) {
+    let api = ProviderApi::start(API_KEY).await;
+    let gateway = start(world, &api, "sync", "rc10").await;
+    // Paddle's deliveries go nowhere while the endpoint is broken.
+    let broken = format!(
+        "http://127.0.0.1:{}/rc10/paddle/hook",
+        crate::support::closed_port()
+    );
+    api.paddle_destination(PADDLE_SECRET, &broken);
+    let event = paddle_payload("evt_rc_paddle_broken", now() - 60);
+    api.add_paddle_notification("ntf_10", "failed", event.clone());
+    let first = reconcile(&gateway, reqwest::Method::POST, "paddle")
+        .await
+        .json();
+    assert_eq!(counts(&first), [1, 0, 1, 0], "{first}");
+    let second = reconcile(&gateway, reqwest::Method::POST, "paddle")
+        .await
+        .json();
+    assert_eq!(counts(&second), [1, 0, 0, 0], "{second}");
+    assert_eq!(second["already_asked"], 1, "{second}");
+    let replays = api
+        .requests()
+        .iter()
+        .filter(|(method, target)| method == "POST" && target.ends_with("/replay"))
+        .count();
+    assert_eq!(replays, 1, "asked once, not once per run");
+    // The endpoint works again: Paddle's retry of the original and the
+    // replay both land, each its own notification of the one event.
+    let original = event.to_string();
+    let mut replay = event.clone();
+    replay["notification_id"] = json!("ntf_replay_rc10");
+    let replay = replay.to_string();
+    let path = "/rc10/paddle/hook";
+    let landed = send_signed(
+        &gateway,
+        path,
+        signed("paddle", PADDLE_SECRET, None, &original),
+        &original,
+    )
+    .await;
+    assert_eq!(
+        landed.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&landed.body)
+    );
+    let again = send_signed(
+        &gateway,
+        path,
+        signed("paddle", PADDLE_SECRET, None, &replay),
+        &replay,
+    )
+    .await;
+    assert_eq!(
+        again.status,
+        201,
+        "a replay, not 422: {}",
+        String::from_utf8_lossy(&again.body)
+    );
+    assert!(again.replayed());
+    assert_eq!(world.origin.received("/rc10/paddle").len(), 1);
+}

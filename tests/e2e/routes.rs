@@ -226,3 +226,76 @@ pub async fn a_broken_route_fails_alone_and_health_names_it(world: &'static Worl
     );
     assert!(!health.to_string().contains("whsec"), "{health}");
 }
+
+/// The review's items 2, 4, 9 and 14 (round 5), as a deployment meets
+/// them: a reconciled route whose receipts would expire before Stripe's
+/// own retries, a reconciled PayPal route keyed by a header ahead of the
+/// event id, a batch route with no `FORWARD_SECRET`, and an `ALERTS` sink
+/// whose URL holds a user and password. Each broken route answers 500
+/// naming its setting and forwards nothing; health names each, and the
+/// sink by its position and host alone.
+pub async fn routes_that_would_forward_twice_or_unverifiably_are_refused(world: &'static World) {
+    let origin = world.origin.url();
+    let routes = r#"{
+        "short": {"path": "/refused/short", "signature": "stripe", "signing_secret": "STRIPE_ROUTE_SECRET",
+                  "retention_seconds": 86400,
+                  "reconcile": {"source": "stripe", "api_key": "RECONCILE_KEY", "types": ["*"], "lookback_seconds": 82800}},
+        "paypal": {"path": "/refused/paypal", "signature": "paypal", "signing_secret": "PAYPAL_WEBHOOK_ID",
+                   "key_sources": "header:paypal-transmission-id,json:/id",
+                   "reconcile": {"source": "paypal", "api_key": "RECONCILE_KEY", "types": ["*"]}},
+        "batch": {"path": "/refused/batch", "signature": "gocardless", "signing_secret": "STRIPE_ROUTE_SECRET"},
+        "good": {"path": "/refused"}
+    }"#;
+    let alerts = r#"[{"url": "https://ops-user:S3cretPassw0rd@ops.example/idemgate?key=QueryKey99", "format": "slack"}]"#;
+    let gateway = Gateway::start(&[
+        ("ORIGIN_URL", origin.as_str()),
+        ("ROUTES", routes),
+        ("STRIPE_ROUTE_SECRET", "whsec_never_shown"),
+        ("PAYPAL_WEBHOOK_ID", "8PT597110X687430LKGECATA"),
+        ("RECONCILE_KEY", "rk_live_never_shown_either"),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+        ("ALERTS", alerts),
+    ])
+    .await;
+    for (path, says) in [
+        ("/refused/short/x", "ROUTES.short.reconcile: stripe may deliver an event itself for 259200 s"),
+        ("/refused/paypal/x", "ROUTES.paypal.key_sources: header:paypal-transmission-id is read ahead of the event id"),
+        ("/refused/batch/x", "ROUTES.batch.forward_secret: is required on this route"),
+    ] {
+        let reply = post_json(&client(), &gateway.url(path), Some("k"), "{}").await;
+        reply.assert_problem(500, "misconfigured");
+        let detail = reply.json()["detail"].as_str().unwrap().to_string();
+        assert!(detail.starts_with(says), "{detail}");
+        assert!(!detail.contains("never_shown"), "{detail}");
+    }
+    assert_eq!(world.origin.count("/refused/short"), 0);
+    assert_eq!(world.origin.count("/refused/paypal"), 0);
+    assert_eq!(world.origin.count("/refused/batch"), 0);
+    let good = post_json(&client(), &gateway.url("/refused/x"), Some("fine-1"), "{}").await;
+    assert_eq!(good.status, 201);
+    let health = Reply::read(
+        client()
+            .get(gateway.url("/__idemgate/health"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let health = health.json();
+    assert_eq!(
+        health["configuration"]["broken_routes"],
+        serde_json::json!([
+            {"route": "short", "setting": "ROUTES.short.reconcile"},
+            {"route": "paypal", "setting": "ROUTES.paypal.key_sources"},
+            {"route": "batch", "setting": "ROUTES.batch.forward_secret"}
+        ])
+    );
+    let said = health["alerts"].as_str().unwrap_or_default().to_string();
+    assert!(
+        said.starts_with("ALERTS sink 1 (ops.example): "),
+        "{health}"
+    );
+    for hidden in ["ops-user", "S3cretPassw0rd", "QueryKey99", "idemgate?"] {
+        assert!(!health.to_string().contains(hidden), "{hidden} in {health}");
+    }
+}
