@@ -8,6 +8,14 @@
 //! `seq` and `hash` with the head idemgate's summary shows
 //! ([`verify_chain_to`]).
 //!
+//! A chain rewritten inside the deployment (an entry edited and every hash
+//! after it recomputed) still verifies as a chain. idemgate therefore
+//! anchors it outside: after each act (at most once a minute) and daily
+//! it sends the head to its `json` alert sinks as a signed
+//! `idemgate.audit_head` [`Checkpoint`]. [`verify_chain_at`] checks an
+//! export against one: the entry at the checkpoint's `seq` must be in the
+//! export and carry its `hash` ([`Fault::Truncated`], [`Fault::Checkpoint`]).
+//!
 //! [`read_export`] reads an export strictly, as the Node.js and Python
 //! verifiers read it: an entry with a member named twice, a lone surrogate
 //! (`"\ud800"`), or a `seq` or `at` not written as a plain integer (`1.0`,
@@ -23,6 +31,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::str::FromStr;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -70,6 +79,14 @@ pub enum Fault {
     /// The chain does not end at the head it was checked against: entries
     /// were cut from its end.
     Head,
+    /// The export ends before the checkpoint's `seq`: entries the sinks
+    /// were told of were cut from its end. Named at the position after the
+    /// last entry, with no `seq`, as [`Fault::Head`] is.
+    Truncated,
+    /// The entry at the checkpoint's `seq` carries another hash: the chain
+    /// was rewritten up to there (and re-hashed after) since the sinks
+    /// received the checkpoint.
+    Checkpoint,
 }
 
 impl Fault {
@@ -80,6 +97,8 @@ impl Fault {
             Fault::PrevHash => "prev_hash",
             Fault::Hash => "hash",
             Fault::Head => "head",
+            Fault::Truncated => "truncated",
+            Fault::Checkpoint => "checkpoint",
         }
     }
 }
@@ -153,6 +172,11 @@ pub fn entry_hash(entry: &serde_json::Map<String, Value>) -> Option<String> {
     Some(hex::encode(digest.finalize()))
 }
 
+/// Whether `text` is a hash as idemgate writes one: 64 lowercase hex digits.
+pub fn is_hash(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 fn well_formed(entry: &Value) -> Option<&serde_json::Map<String, Value>> {
     let map = entry.as_object()?;
     if map.len() != FIELDS.len() || !FIELDS.iter().all(|name| map.contains_key(*name)) {
@@ -165,10 +189,7 @@ fn well_formed(entry: &Value) -> Option<&serde_json::Map<String, Value>> {
         map[name].as_str()?;
     }
     for name in ["prev_hash", "hash"] {
-        let hash = map[name].as_str()?;
-        if hash.len() != 64 || !hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            return None;
-        }
+        map[name].as_str().filter(|hash| is_hash(hash))?;
     }
     Some(map)
 }
@@ -252,6 +273,184 @@ pub fn verify_export(entries: &[Exported], head_hash: Option<&str>) -> Result<Ve
         Some(head_hash) => ends_at(verified, head_hash, entries.len()),
         None => Ok(verified),
     }
+}
+
+/// What a checkpoint's `type` is.
+pub const CHECKPOINT_TYPE: &str = "idemgate.audit_head";
+
+/// The head of the chain as idemgate sent it to its `json` alert sinks:
+/// a `seq` from 1 to [`MAX_INTEGER`], the `hash` of the entry at that
+/// `seq`, and (read from a sink's body) when it was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub seq: u64,
+    pub hash: String,
+    /// The checkpoint's `at` (RFC 3339, UTC); `None` when given as
+    /// `SEQ:HASH`.
+    pub at: Option<String>,
+}
+
+impl Checkpoint {
+    /// Reads a checkpoint as a `json` sink receives it (the body, its
+    /// signature already checked by the receiver):
+    /// `{"type":"idemgate.audit_head","seq":42,"hash":"<64 hex>","at":"2026-12-05T16:00:00Z"}`,
+    /// members in any order, other members ignored. As strictly as an
+    /// export: a member named twice or a lone surrogate anywhere, a number
+    /// out of a double's range, or nesting deeper than [`MAX_DEPTH`] levels
+    /// make it unreadable; so do a `type` other than [`CHECKPOINT_TYPE`], a
+    /// `seq` not a plain integer from 1 to [`MAX_INTEGER`], a `hash` not 64
+    /// lowercase hex digits, and an `at` not `YYYY-MM-DDTHH:MM:SS[.F]Z`.
+    pub fn from_json(text: &str) -> Result<Checkpoint, String> {
+        if nesting(text) > MAX_DEPTH {
+            return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+        }
+        let Strict(value) = serde_json::from_str(text).map_err(|error| error.to_string())?;
+        let Value::Object(members) = value else {
+            return Err("not a JSON object".into());
+        };
+        if members.get("type").and_then(Value::as_str) != Some(CHECKPOINT_TYPE) {
+            return Err(format!("its `type` is not `{CHECKPOINT_TYPE}`"));
+        }
+        let seq = members
+            .get("seq")
+            .and_then(Value::as_u64)
+            .filter(|seq| (1..=MAX_INTEGER).contains(seq))
+            .ok_or("its `seq` is not an integer from 1 to 2^53 - 1")?;
+        let hash = members
+            .get("hash")
+            .and_then(Value::as_str)
+            .filter(|hash| is_hash(hash))
+            .ok_or("its `hash` is not 64 lowercase hex digits")?;
+        let at = members
+            .get("at")
+            .and_then(Value::as_str)
+            .filter(|at| is_utc_time(at))
+            .ok_or("its `at` is not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SSZ)")?;
+        Ok(Checkpoint {
+            seq,
+            hash: hash.to_string(),
+            at: Some(at.to_string()),
+        })
+    }
+}
+
+/// `SEQ:HASH`, as `verify-audit --head` takes a checkpoint written out:
+/// `SEQ` a plain integer from 1 to [`MAX_INTEGER`], `HASH` 64 lowercase
+/// hex digits.
+impl FromStr for Checkpoint {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Checkpoint, String> {
+        let invalid = || format!("{text:?} is not SEQ:HASH");
+        let (seq, hash) = text.split_once(':').ok_or_else(invalid)?;
+        let plain = !seq.is_empty()
+            && seq.bytes().all(|b| b.is_ascii_digit())
+            && !seq.starts_with('0')
+            && seq.len() <= 16;
+        let seq = Some(seq)
+            .filter(|_| plain)
+            .and_then(|seq| seq.parse::<u64>().ok())
+            .filter(|seq| (1..=MAX_INTEGER).contains(seq))
+            .ok_or_else(invalid)?;
+        if !is_hash(hash) {
+            return Err(invalid());
+        }
+        Ok(Checkpoint {
+            seq,
+            hash: hash.to_string(),
+            at: None,
+        })
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ`, a fraction of a second allowed, each field in
+/// its range (a day up to 31 in every month, a second up to 60).
+fn is_utc_time(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let number = |from: usize, to: usize| -> Option<u32> {
+        let digits = bytes.get(from..to)?;
+        digits
+            .iter()
+            .all(u8::is_ascii_digit)
+            .then(|| digits.iter().fold(0, |n, d| n * 10 + u32::from(d - b'0')))
+    };
+    let fields = [
+        (0, 4, 0, 9999),
+        (5, 7, 1, 12),
+        (8, 10, 1, 31),
+        (11, 13, 0, 23),
+        (14, 16, 0, 59),
+        (17, 19, 0, 60),
+    ];
+    let in_range = fields
+        .iter()
+        .all(|&(from, to, low, high)| number(from, to).is_some_and(|n| (low..=high).contains(&n)));
+    let separated = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')]
+        .iter()
+        .all(|&(at, byte)| bytes.get(at) == Some(&byte));
+    let fraction = match bytes.get(19..) {
+        Some([b'Z']) => true,
+        Some([b'.', digits @ .., b'Z']) => {
+            !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
+        }
+        _ => false,
+    };
+    in_range && separated && fraction
+}
+
+/// Whether a chain that verified agrees with `checkpoint`: the entry at
+/// its `seq` (`hash_at` gives an entry's hash by position) carries its
+/// hash. `seq` 0 is the empty chain's head, [`GENESIS`].
+fn agrees<'a>(
+    verified: Verified,
+    hash_at: impl Fn(usize) -> Option<&'a str>,
+    checkpoint: &Checkpoint,
+) -> Result<Verified, Broken> {
+    if checkpoint.seq > verified.head_seq {
+        return Err(Broken {
+            index: verified.entries,
+            seq: None,
+            fault: Fault::Truncated,
+        });
+    }
+    // Verified: the entry at position i has seq i + 1.
+    let (hash, index, seq) = match checkpoint.seq.checked_sub(1) {
+        Some(at) => (hash_at(at as usize), at as usize, Some(checkpoint.seq)),
+        None => (Some(GENESIS), 0, None),
+    };
+    if hash != Some(checkpoint.hash.as_str()) {
+        return Err(Broken {
+            index,
+            seq,
+            fault: Fault::Checkpoint,
+        });
+    }
+    Ok(verified)
+}
+
+/// [`verify_chain`], and the chain must agree with `checkpoint` (one
+/// idemgate sent to its alert sinks): the entry at the checkpoint's `seq`
+/// is in the export ([`Fault::Truncated`] if the export ends before it)
+/// and carries the checkpoint's `hash` ([`Fault::Checkpoint`]: the chain
+/// was rewritten since, however consistently). Entries after it are the
+/// chain grown since.
+pub fn verify_chain_at(entries: &[Value], checkpoint: &Checkpoint) -> Result<Verified, Broken> {
+    let verified = verify_chain(entries)?;
+    agrees(
+        verified,
+        |at| entries.get(at)?.get("hash")?.as_str(),
+        checkpoint,
+    )
+}
+
+/// [`verify_chain_at`] of what [`read_export`] read.
+pub fn verify_export_at(entries: &[Exported], checkpoint: &Checkpoint) -> Result<Verified, Broken> {
+    let verified = verify_export(entries, None)?;
+    let hash_at = |at: usize| match entries.get(at)? {
+        Exported::Entry(value) => value.get("hash")?.as_str(),
+        Exported::Malformed { .. } => None,
+    };
+    agrees(verified, hash_at, checkpoint)
 }
 
 /// One entry of an export as [`read_export`] reads it.

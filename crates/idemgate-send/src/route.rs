@@ -7,9 +7,12 @@ use idemgate_core::signature::SignatureScheme;
 
 use crate::provider::{self, Provider, PROVIDERS};
 
-/// `scripts/dev` passes `ORIGIN_URL` with `--var`, so `.dev.vars` has
-/// none; the sender never forwards, it only needs the routes to parse.
+/// `scripts/dev` passes `ORIGIN_URL` and `FORWARD_SECRET` with `--var`, so
+/// `.dev.vars` has neither; the sender never forwards, it only needs the
+/// routes to parse as the gateway's do (a batch route needs a
+/// `FORWARD_SECRET`).
 const ORIGIN_STAND_IN: &str = "http://127.0.0.1:9090";
+const FORWARD_SECRET_STAND_IN: &str = "demo-forward-secret";
 
 /// The route a delivery goes to and how its sender signs.
 #[derive(Debug, Clone)]
@@ -54,8 +57,11 @@ impl Vars {
     /// The configuration the worker would build from these variables.
     pub fn config(&self) -> Result<Config, String> {
         Config::from_lookup(|name| {
-            self.get(name)
-                .or_else(|| (name == "ORIGIN_URL").then(|| ORIGIN_STAND_IN.to_string()))
+            self.get(name).or_else(|| match name {
+                "ORIGIN_URL" => Some(ORIGIN_STAND_IN.to_string()),
+                "FORWARD_SECRET" => Some(FORWARD_SECRET_STAND_IN.to_string()),
+                _ => None,
+            })
         })
         .map_err(|problem| {
             format!(

@@ -128,8 +128,11 @@ fn the_example_has_a_valid_route_for_every_provider() {
     // The README's curl examples: `default` at / behaves as the top-level
     // configuration does without ROUTES.
     let default = config.route("default").unwrap();
-    let bare = idemgate_core::config::Config::from_lookup(|name| {
-        (name == "ORIGIN_URL").then(|| "http://127.0.0.1:9090".to_string())
+    // (As scripts/dev runs it: ORIGIN_URL and FORWARD_SECRET by --var.)
+    let bare = idemgate_core::config::Config::from_lookup(|name| match name {
+        "ORIGIN_URL" => Some("http://127.0.0.1:9090".to_string()),
+        "FORWARD_SECRET" => Some("demo-forward-secret".to_string()),
+        _ => None,
     })
     .unwrap();
     assert_eq!(default, &bare.routes[0]);

@@ -8,6 +8,14 @@
  * (the summary's `audit.hash` when the export was taken) so that entries
  * cut from the end show too.
  *
+ * A chain rewritten inside the deployment (an entry edited and every hash
+ * after it recomputed) still verifies as a chain, so idemgate anchors it
+ * outside: after each act (at most once a minute) and daily it sends the
+ * head to its `json` alert sinks as a signed `idemgate.audit_head`
+ * checkpoint. Pass `checkpoint` (one a sink received, read with
+ * `readAuditCheckpoint`) so that the chain must reach its `seq`
+ * (`truncated`) and agree with its `hash` there (`checkpoint`).
+ *
  * Exports are read strictly, as the Rust and Python verifiers read them:
  * an entry with a member named twice, a lone surrogate (`"\ud800"`), or a
  * `seq` or `at` not written as a plain integer (`1.0`, `1e0`, `-0`) or
@@ -43,8 +51,34 @@ export class MalformedAuditEntry {
   constructor(readonly seq: number | null) {}
 }
 
-/** Why an entry breaks the chain. */
-export type AuditFault = "malformed" | "seq" | "prev_hash" | "hash" | "head";
+/**
+ * Why an entry breaks the chain. `truncated`: the export ends before the
+ * checkpoint's `seq` (named at the position after the last entry, with no
+ * `seq`, as `head` is); `checkpoint`: the entry at the checkpoint's `seq`
+ * carries another hash (the chain was rewritten since the sinks got it).
+ */
+export type AuditFault = "malformed" | "seq" | "prev_hash" | "hash" | "head" | "truncated" | "checkpoint";
+
+/** What a checkpoint's `type` is. */
+export const AUDIT_CHECKPOINT_TYPE = "idemgate.audit_head";
+
+/**
+ * The head of the chain as idemgate sent it to its `json` alert sinks: a
+ * `seq` from 1 to 2^53 - 1 and the `hash` of the entry at that `seq`; `at`
+ * (RFC 3339, UTC) when read from a sink's body.
+ */
+export interface AuditCheckpoint {
+  seq: number;
+  hash: string;
+  at?: string;
+}
+
+export interface VerifyAuditChainOptions {
+  /** The chain must end at this hash (the summary's head when the export was taken). */
+  head?: string;
+  /** The chain must reach this checkpoint's `seq` and carry its `hash` there; it may have grown since. */
+  checkpoint?: { seq: number; hash: string };
+}
 
 export type AuditVerdict =
   | { valid: true; entries: number; headSeq: number; headHash: string }
@@ -89,7 +123,7 @@ function wellFormed(entry: unknown): entry is Record<string, unknown> {
 }
 
 /** Checks a chain exported oldest first; names the first broken entry. */
-export async function verifyAuditChain(entries: readonly unknown[], options: { head?: string } = {}): Promise<AuditVerdict> {
+export async function verifyAuditChain(entries: readonly unknown[], options: VerifyAuditChainOptions = {}): Promise<AuditVerdict> {
   let previousHash = AUDIT_GENESIS;
   let previousSeq = 0;
   for (const [index, entry] of entries.entries()) {
@@ -107,7 +141,76 @@ export async function verifyAuditChain(entries: readonly unknown[], options: { h
   if (options.head !== undefined && options.head !== previousHash) {
     return { valid: false, index: entries.length, seq: null, fault: "head" };
   }
+  const { checkpoint } = options;
+  if (checkpoint !== undefined) {
+    if (checkpoint.seq > previousSeq) return { valid: false, index: entries.length, seq: null, fault: "truncated" };
+    // Verified: the entry at position i has seq i + 1; seq 0 is the empty chain's head.
+    const at = checkpoint.seq - 1;
+    const hash = at < 0 ? AUDIT_GENESIS : (entries[at] as { hash: string }).hash;
+    if (hash !== checkpoint.hash) {
+      return { valid: false, index: Math.max(at, 0), seq: at < 0 ? null : checkpoint.seq, fault: "checkpoint" };
+    }
+  }
   return { valid: true, entries: entries.length, headSeq: previousSeq, headHash: previousHash };
+}
+
+const UTC_TIME = /^[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])T(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?Z$/;
+const SEQ_HASH = /^([1-9][0-9]{0,15}):([0-9a-f]{64})$/;
+
+/** Whether `text` is a hash as idemgate writes one: 64 lowercase hex digits. */
+export function isAuditHash(text: string): boolean {
+  return HASH.test(text);
+}
+
+/**
+ * Reads `SEQ:HASH`, as `verify-audit --head` takes a checkpoint written
+ * out: `SEQ` a plain integer from 1 to 2^53 - 1, `HASH` 64 lowercase hex
+ * digits. Throws a TypeError otherwise.
+ */
+export function parseAuditCheckpoint(text: string): AuditCheckpoint {
+  const match = SEQ_HASH.exec(text);
+  const seq = Number(match?.[1]);
+  if (!match || !Number.isSafeInteger(seq)) throw new TypeError(`${JSON.stringify(text)} is not SEQ:HASH`);
+  return { seq, hash: match[2] as string };
+}
+
+/** Whether every number in a scanned value is within a double's range. */
+function finite(scanned: Scan): boolean {
+  if (scanned.token !== undefined && /^-?[0-9]/.test(scanned.token) && !Number.isFinite(Number(scanned.token))) return false;
+  return (scanned.items ?? []).every(finite) && (scanned.members ?? []).every(([, value]) => finite(value));
+}
+
+/**
+ * Reads a checkpoint as a `json` sink receives it (the body, its signature
+ * already checked by the receiver):
+ * `{"type":"idemgate.audit_head","seq":42,"hash":"<64 hex>","at":"2026-12-05T16:00:00Z"}`,
+ * members in any order, other members ignored. As strictly as an export:
+ * a member named twice or a lone surrogate anywhere, a number out of a
+ * double's range, or nesting deeper than 64 levels make it unreadable; so
+ * do a `type` other than `idemgate.audit_head`, a `seq` not a plain integer
+ * from 1 to 2^53 - 1, a `hash` not 64 lowercase hex digits, and an `at` not
+ * `YYYY-MM-DDTHH:MM:SS[.F]Z`. Throws a TypeError (or JSON.parse's
+ * SyntaxError) when it cannot be read.
+ */
+export function readAuditCheckpoint(text: string): AuditCheckpoint {
+  if (depthOf(text) > AUDIT_MAX_DEPTH) throw new TypeError(`nested deeper than ${AUDIT_MAX_DEPTH} levels`);
+  const parsed: unknown = JSON.parse(text);
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new TypeError("not a JSON object");
+  const top = scan(text, 0);
+  if (top.hostile) throw new TypeError("names a member twice or holds a lone surrogate");
+  if (!finite(top)) throw new TypeError("holds a number beyond a double's range");
+  const record = parsed as Record<string, unknown>;
+  if (record.type !== AUDIT_CHECKPOINT_TYPE) throw new TypeError(`its \`type\` is not \`${AUDIT_CHECKPOINT_TYPE}\``);
+  const seqToken = top.members?.find(([name]) => name === "seq")?.[1].token;
+  const seq = record.seq;
+  if (seqToken === undefined || !PLAIN_INTEGER.test(seqToken) || !Number.isSafeInteger(seq) || (seq as number) < 1) {
+    throw new TypeError("its `seq` is not an integer from 1 to 2^53 - 1");
+  }
+  if (typeof record.hash !== "string" || !HASH.test(record.hash)) throw new TypeError("its `hash` is not 64 lowercase hex digits");
+  if (typeof record.at !== "string" || !UTC_TIME.test(record.at)) {
+    throw new TypeError("its `at` is not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SSZ)");
+  }
+  return { seq: seq as number, hash: record.hash, at: record.at };
 }
 
 // With the u flag a pair is one code point: only a lone surrogate matches.

@@ -34,11 +34,17 @@ export { withIdemgate, type FetchOptions, type IdemgateOptions } from "./fetch.j
 export { idemgateHono, type HonoContextLike } from "./hono.js";
 export { idemgateExpress, type ExpressOptions, type ExpressRequestLike, type ExpressResponseLike } from "./express.js";
 export {
+  AUDIT_CHECKPOINT_TYPE,
   AUDIT_GENESIS,
   auditEntryHash,
   canonicalJson,
+  isAuditHash,
+  parseAuditCheckpoint,
+  readAuditCheckpoint,
   readAuditExport,
   verifyAuditChain,
+  type AuditCheckpoint,
   type AuditFault,
   type AuditVerdict,
+  type VerifyAuditChainOptions,
 } from "./audit.js";

@@ -1,7 +1,8 @@
 // verifyAuditChain() and the verify-audit CLI against every case of
 // tests/vectors/audit.json: the good chain verifies, each broken variant
 // names its first broken entry; and readAuditExport() with the CLI against
-// every hostile export of tests/vectors/audit-hostile.json.
+// every hostile export of tests/vectors/audit-hostile.json; and every
+// export checked against a checkpoint in tests/vectors/audit-checkpoints.json.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -9,10 +10,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { readAuditExport, verifyAuditChain } from "../dist/esm/index.js";
+import {
+  isAuditHash,
+  parseAuditCheckpoint,
+  readAuditCheckpoint,
+  readAuditExport,
+  verifyAuditChain,
+} from "../dist/esm/index.js";
 
 const vectors = JSON.parse(readFileSync(new URL("../../../tests/vectors/audit.json", import.meta.url), "utf8"));
 const hostile = JSON.parse(readFileSync(new URL("../../../tests/vectors/audit-hostile.json", import.meta.url), "utf8"));
+const checkpoints = JSON.parse(readFileSync(new URL("../../../tests/vectors/audit-checkpoints.json", import.meta.url), "utf8"));
 const cli = fileURLToPath(new URL("../bin/verify-audit.mjs", import.meta.url));
 
 function asExpected(verdict) {
@@ -78,4 +86,54 @@ test("the verify-audit CLI says ok or names the broken entry", () => {
   const deleted = run("deleted");
   assert.equal(deleted.status, 1);
   assert.match(deleted.stdout, /entry 2 \(seq 4\) breaks the chain: seq/);
+});
+
+// What --head names, read by the library as the command reads it: a hash,
+// SEQ:HASH, or a checkpoint file's text; null when it cannot be read.
+function optionsOf(checkpoint) {
+  try {
+    if (checkpoint.file !== undefined) return { checkpoint: readAuditCheckpoint(checkpoint.file) };
+    return isAuditHash(checkpoint.arg) ? { head: checkpoint.arg } : { checkpoint: parseAuditCheckpoint(checkpoint.arg) };
+  } catch {
+    return null;
+  }
+}
+
+const checkpointDir = mkdtempSync(join(tmpdir(), "verify-audit-checkpoints-"));
+test("the checkpoint vectors are many", () => assert.ok(checkpoints.cases.length > 40));
+for (const vector of checkpoints.cases) {
+  test(`audit checkpoint vector ${vector.name}`, async () => {
+    const { expected } = vector;
+    const chain = checkpoints.chains[vector.export.chain].slice(0, vector.export.length);
+    assert.equal(chain.length, vector.export.length);
+    const text = JSON.stringify(chain);
+    assert.deepEqual(asExpected(await verifyAuditChain(chain)), vector.expected_without_checkpoint);
+    const options = optionsOf(vector.checkpoint);
+    if (options === null) {
+      assert.deepEqual({ valid: false, error: "unreadable" }, expected, vector.description);
+    } else {
+      assert.deepEqual(asExpected(await verifyAuditChain(chain, options)), expected, vector.description);
+      assert.deepEqual(asExpected(await verifyAuditChain(readAuditExport(text), options)), expected);
+    }
+    const exported = join(checkpointDir, `${vector.name}.export.json`);
+    writeFileSync(exported, text);
+    let head = vector.checkpoint.arg;
+    if (vector.checkpoint.file !== undefined) {
+      head = join(checkpointDir, `${vector.name}.checkpoint.json`);
+      writeFileSync(head, vector.checkpoint.file, "utf8");
+    }
+    const run = spawnSync(process.execPath, [cli, exported, "--head", head], { encoding: "utf8" });
+    if (vector.output !== undefined) {
+      assert.deepEqual([run.status, run.stdout], [expected.valid ? 0 : 1, `${vector.output}\n`], run.stderr);
+    } else {
+      assert.deepEqual([run.status, run.stdout], [2, ""]);
+      assert.ok(run.stderr.startsWith("verify-audit: --head "), run.stderr);
+    }
+  });
+}
+
+test("--head without its value is a usage error", () => {
+  const run = spawnSync(process.execPath, [cli, "-", "--head"], { encoding: "utf8", input: "[]" });
+  assert.equal(run.status, 2);
+  assert.ok(run.stderr.startsWith("usage: verify-audit"), run.stderr);
 });
