@@ -45,13 +45,15 @@ fn answer(verdict: Result<Verified, Broken>) -> Value {
     }
 }
 
-const UNREADABLE: fn() -> Value = || json!({ "valid": false, "error": "unreadable" });
+fn unreadable() -> Value {
+    json!({ "valid": false, "error": "unreadable" })
+}
 
 /// What the library answers, in the vectors' form.
 fn read_and_verify(text: &str, head: Option<&str>) -> Value {
     match read_export(text) {
         Ok(entries) => answer(verify_export(&entries, head)),
-        Err(_) => UNREADABLE(),
+        Err(_) => unreadable(),
     }
 }
 
@@ -172,7 +174,7 @@ fn each_export_is_checked_against_its_checkpoint_as_expected() {
         // The library: on the chain as JSON values, and as read_export reads it.
         let entries = read_export(&text).unwrap();
         let answers = match head_of(&case["checkpoint"]) {
-            Err(_) => vec![UNREADABLE()],
+            Err(_) => vec![unreadable()],
             Ok(Head::Hash(hash)) => vec![
                 answer(verify_chain_to(chain, &hash)),
                 answer(verify_export(&entries, Some(&hash))),

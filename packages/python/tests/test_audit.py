@@ -1,7 +1,8 @@
 """verify_audit_chain() and the verify-audit command against every case of
 tests/vectors/audit.json: the good chain verifies, each broken variant
 names its first broken entry; and read_audit_export() with the command
-against every hostile export of tests/vectors/audit-hostile.json."""
+against every hostile export of tests/vectors/audit-hostile.json; and every
+export checked against a checkpoint in tests/vectors/audit-checkpoints.json."""
 
 from __future__ import annotations
 
@@ -14,10 +15,20 @@ from typing import Any
 
 import pytest
 
-from idemgate_verify import ChainVerified, read_audit_export, verify_audit_chain
+from idemgate_verify import (
+    AuditCheckpoint,
+    ChainVerified,
+    is_audit_hash,
+    parse_audit_checkpoint,
+    read_audit_checkpoint,
+    read_audit_export,
+    verify_audit_chain,
+)
 
-VECTORS = json.loads((Path(__file__).parents[3] / "tests" / "vectors" / "audit.json").read_text())
-HOSTILE = json.loads((Path(__file__).parents[3] / "tests" / "vectors" / "audit-hostile.json").read_text())
+VECTORS_DIR = Path(__file__).parents[3] / "tests" / "vectors"
+VECTORS = json.loads((VECTORS_DIR / "audit.json").read_text(encoding="utf-8"))
+HOSTILE = json.loads((VECTORS_DIR / "audit-hostile.json").read_text(encoding="utf-8"))
+CHECKPOINTS = json.loads((VECTORS_DIR / "audit-checkpoints.json").read_text(encoding="utf-8"))
 
 
 def as_expected(verdict: Any) -> dict[str, Any]:
@@ -42,12 +53,14 @@ def read_and_verify(text: str) -> dict[str, Any]:
     return as_expected(verify_audit_chain(entries))
 
 
-def run_command(file: Path) -> subprocess.CompletedProcess[str]:
+def run_command(file: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     src = Path(__file__).parents[1] / "src"
     return subprocess.run(
-        [sys.executable, "-m", "idemgate_verify.audit", str(file)],
+        [sys.executable, "-m", "idemgate_verify.audit", str(file), *args],
         capture_output=True,
         text=True,
+        encoding="utf-8",
+        input=stdin,
         env={"PYTHONPATH": str(src)},
     )
 
@@ -88,3 +101,57 @@ def test_the_command_says_ok_or_names_the_broken_entry(tmp_path: Path) -> None:
     edited = run("edited-result")
     assert edited.returncode == 1
     assert "entry 2 (seq 3) breaks the chain: hash" in edited.stdout
+
+
+def test_the_checkpoint_vectors_are_many() -> None:
+    assert len(CHECKPOINTS["cases"]) > 40
+
+
+def head_of(checkpoint: dict[str, str]) -> Any:
+    """What --head names, read by the library as the command reads it: a
+    hash, SEQ:HASH, or a checkpoint file's text."""
+    if "file" in checkpoint:
+        return read_audit_checkpoint(checkpoint["file"])
+    arg = checkpoint["arg"]
+    return arg if is_audit_hash(arg) else parse_audit_checkpoint(arg)
+
+
+@pytest.mark.parametrize("vector", CHECKPOINTS["cases"], ids=[vector["name"] for vector in CHECKPOINTS["cases"]])
+def test_audit_checkpoint_vector(vector: dict[str, Any], tmp_path: Path) -> None:
+    expected = vector["expected"]
+    chain = CHECKPOINTS["chains"][vector["export"]["chain"]][: vector["export"]["length"]]
+    assert len(chain) == vector["export"]["length"]
+    text = json.dumps(chain, ensure_ascii=False)
+    assert as_expected(verify_audit_chain(chain)) == vector["expected_without_checkpoint"]
+    try:
+        head = head_of(vector["checkpoint"])
+    except ValueError:
+        assert expected == {"valid": False, "error": "unreadable"}, vector["description"]
+    else:
+        for entries in (chain, read_audit_export(text)):
+            if isinstance(head, AuditCheckpoint):
+                verdict = verify_audit_chain(entries, checkpoint=head)
+            else:
+                verdict = verify_audit_chain(entries, head)
+            assert as_expected(verdict) == expected, vector["description"]
+    exported = tmp_path / "export.json"
+    exported.write_text(text, encoding="utf-8")
+    if "file" in vector["checkpoint"]:
+        checkpoint_file = tmp_path / "checkpoint.json"
+        checkpoint_file.write_bytes(vector["checkpoint"]["file"].encode("utf-8"))
+        arg = str(checkpoint_file)
+    else:
+        arg = vector["checkpoint"]["arg"]
+    run = run_command(exported, "--head", arg)
+    if "output" in vector:
+        assert (run.returncode, run.stdout) == (0 if expected["valid"] else 1, vector["output"] + "\n"), run.stderr
+    else:
+        assert (run.returncode, run.stdout) == (2, ""), run.stdout
+        # The line after any warning python -m prints of the package's import.
+        assert run.stderr.splitlines()[-1].startswith("verify-audit: --head "), run.stderr
+
+
+def test_a_head_option_without_its_value_is_a_usage_error() -> None:
+    run = run_command(Path("-"), "--head", stdin="[]")
+    assert run.returncode == 2
+    assert run.stderr.splitlines()[-1].startswith("usage: verify-audit"), run.stderr

@@ -3,12 +3,17 @@ WSGI middleware and a fencing store on SQLite."""
 
 from .asgi import IdemgateMiddleware
 from .audit import (
+    AUDIT_CHECKPOINT_TYPE,
     AUDIT_GENESIS,
+    AuditCheckpoint,
     AuditVerdict,
     ChainBroken,
     ChainVerified,
     audit_entry_hash,
     canonical_json,
+    is_audit_hash,
+    parse_audit_checkpoint,
+    read_audit_checkpoint,
     read_audit_export,
     verify_audit_chain,
 )
@@ -41,12 +46,17 @@ from .verify import DEFAULT_TOLERANCE_SECONDS, Forwarded, sign, signed_content, 
 from .wsgi import IdemgateWSGIMiddleware
 
 __all__ = [
+    "AUDIT_CHECKPOINT_TYPE",
     "AUDIT_GENESIS",
+    "AuditCheckpoint",
     "AuditVerdict",
     "ChainBroken",
     "ChainVerified",
     "audit_entry_hash",
     "canonical_json",
+    "is_audit_hash",
+    "parse_audit_checkpoint",
+    "read_audit_checkpoint",
     "read_audit_export",
     "verify_audit_chain",
     "BodyMismatch",

@@ -9,20 +9,31 @@ is named, so an edited, deleted or reordered entry shows. Pass ``head``
 (the summary's ``audit.hash`` when the export was taken) so that entries
 cut from the end show too.
 
+A chain rewritten inside the deployment (an entry edited and every hash
+after it recomputed) still verifies as a chain, so idemgate anchors it
+outside: after each act (at most once a minute) and daily it sends the
+head to its ``json`` alert sinks as a signed ``idemgate.audit_head``
+checkpoint. Pass ``checkpoint`` (one a sink received, read with
+:func:`read_audit_checkpoint`) so that the chain must reach its ``seq``
+(``truncated``) and agree with its ``hash`` there (``checkpoint``).
+
 Exports are read strictly, as the Rust and Node.js verifiers read them:
 an entry with a member named twice, a lone surrogate (``"\\ud800"``), or a
 ``seq`` or ``at`` not written as a plain integer (``1.0``, ``1e0``, ``-0``)
 or beyond 2^53 - 1 is malformed; a page naming a member twice, ``NaN`` or
 ``Infinity``, and nesting deeper than 64 levels make the export unreadable.
 
-Command line: ``verify-audit FILE|- [--head HASH]`` (or
-``python -m idemgate_verify.audit``).
+Command line: ``verify-audit FILE|- [--head HASH|SEQ:HASH|CHECKPOINT_FILE]``
+(or ``python -m idemgate_verify.audit``): ``--head`` takes a hash (the
+export must end at it), ``SEQ:HASH`` or a file holding a checkpoint as a
+sink received it (the export must agree with it, and may have grown since).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sys
 from collections import Counter
@@ -33,9 +44,21 @@ AUDIT_GENESIS = "0" * 64
 
 FIELDS = ("seq", "at", "actor", "action", "route", "target", "result", "prev_hash", "hash")
 
-AuditFault = Literal["malformed", "seq", "prev_hash", "hash", "head"]
+# ``truncated``: the export ends before the checkpoint's ``seq`` (named at
+# the position after the last entry, with no ``seq``, as ``head`` is);
+# ``checkpoint``: the entry at the checkpoint's ``seq`` carries another hash
+# (the chain was rewritten since the sinks received it).
+AuditFault = Literal["malformed", "seq", "prev_hash", "hash", "head", "truncated", "checkpoint"]
+
+# What a checkpoint's ``type`` is.
+AUDIT_CHECKPOINT_TYPE = "idemgate.audit_head"
 
 _HASH = re.compile(r"[0-9a-f]{64}")
+_UTC_TIME = re.compile(
+    r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?Z"
+)
+_SEQ_HASH = re.compile(r"([1-9][0-9]{0,15}):([0-9a-f]{64})")
 
 # The largest integer an integer field (``seq``, ``at``) may hold: 2^53 - 1,
 # JavaScript's Number.MAX_SAFE_INTEGER. Beyond it (|n| > 2^53 - 1) the
@@ -73,6 +96,17 @@ class ChainBroken:
 
 
 AuditVerdict = Union[ChainVerified, ChainBroken]
+
+
+@dataclass(frozen=True)
+class AuditCheckpoint:
+    """The head of the chain as idemgate sent it to its ``json`` alert
+    sinks: a ``seq`` from 1 to 2^53 - 1 and the ``hash`` of the entry at
+    that ``seq``; ``at`` (RFC 3339, UTC) when read from a sink's body."""
+
+    seq: int
+    hash: str
+    at: Optional[str] = None
 
 
 def _string(text: str) -> str:
@@ -128,8 +162,18 @@ def _well_formed(entry: Any) -> bool:
     return all(isinstance(entry[name], str) and _HASH.fullmatch(entry[name]) for name in ("prev_hash", "hash"))
 
 
-def verify_audit_chain(entries: Sequence[Any], head: Optional[str] = None) -> AuditVerdict:
-    """Checks a chain exported oldest first; names the first broken entry."""
+def is_audit_hash(text: str) -> bool:
+    """Whether ``text`` is a hash as idemgate writes one: 64 lowercase hex digits."""
+    return _HASH.fullmatch(text) is not None
+
+
+def verify_audit_chain(
+    entries: Sequence[Any], head: Optional[str] = None, checkpoint: Optional[AuditCheckpoint] = None
+) -> AuditVerdict:
+    """Checks a chain exported oldest first; names the first broken entry.
+    With ``head``, the chain must end at that hash; with ``checkpoint``, it
+    must reach the checkpoint's ``seq`` and carry its ``hash`` there (it may
+    have grown since)."""
     previous_hash, previous_seq = AUDIT_GENESIS, 0
     for index, entry in enumerate(entries):
         if isinstance(entry, MalformedEntry):
@@ -147,7 +191,69 @@ def verify_audit_chain(entries: Sequence[Any], head: Optional[str] = None) -> Au
         previous_hash, previous_seq = entry["hash"], entry["seq"]
     if head is not None and head != previous_hash:
         return ChainBroken(len(entries), None, "head")
+    if checkpoint is not None:
+        if checkpoint.seq > previous_seq:
+            return ChainBroken(len(entries), None, "truncated")
+        # Verified: the entry at position i has seq i + 1; seq 0 is the
+        # empty chain's head.
+        at = checkpoint.seq - 1
+        hash_there = AUDIT_GENESIS if at < 0 else entries[at]["hash"]
+        if hash_there != checkpoint.hash:
+            return ChainBroken(max(at, 0), None if at < 0 else checkpoint.seq, "checkpoint")
     return ChainVerified(len(entries), previous_seq, previous_hash)
+
+
+def parse_audit_checkpoint(text: str) -> AuditCheckpoint:
+    """Reads ``SEQ:HASH``, as ``verify-audit --head`` takes a checkpoint
+    written out: ``SEQ`` a plain integer from 1 to 2^53 - 1, ``HASH`` 64
+    lowercase hex digits. Raises ``ValueError`` otherwise."""
+    match = _SEQ_HASH.fullmatch(text)
+    if match is None or int(match.group(1)) > MAX_SAFE_INTEGER:
+        raise ValueError(f"{text!r} is not SEQ:HASH")
+    return AuditCheckpoint(int(match.group(1)), match.group(2))
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in ``value`` is within a double's range."""
+    if isinstance(value, float):
+        return not math.isinf(value)
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    return True
+
+
+def read_audit_checkpoint(text: str) -> AuditCheckpoint:
+    """Reads a checkpoint as a ``json`` sink receives it (the body, its
+    signature already checked by the receiver):
+    ``{"type":"idemgate.audit_head","seq":42,"hash":"<64 hex>","at":"2026-12-05T16:00:00Z"}``,
+    members in any order, other members ignored. As strictly as an export:
+    a member named twice or a lone surrogate anywhere, a number out of a
+    double's range, or nesting deeper than 64 levels make it unreadable; so
+    do a ``type`` other than ``idemgate.audit_head``, a ``seq`` not a plain
+    integer from 1 to 2^53 - 1, a ``hash`` not 64 lowercase hex digits, and
+    an ``at`` not ``YYYY-MM-DDTHH:MM:SS[.F]Z``. Raises ``ValueError`` when
+    it cannot be read."""
+    if _depth(text) > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    parsed = _loads(text)
+    if not isinstance(parsed, dict):
+        raise ValueError("not a JSON object")
+    if _hostile(parsed):
+        raise ValueError("names a member twice or holds a lone surrogate")
+    if not _finite(parsed):
+        raise ValueError("holds a number beyond a double's range")
+    if parsed.get("type") != AUDIT_CHECKPOINT_TYPE:
+        raise ValueError(f"its `type` is not `{AUDIT_CHECKPOINT_TYPE}`")
+    seq, hash_, at = parsed.get("seq"), parsed.get("hash"), parsed.get("at")
+    if not (_count(seq) and seq >= 1):
+        raise ValueError("its `seq` is not an integer from 1 to 2^53 - 1")
+    if not (isinstance(hash_, str) and is_audit_hash(hash_)):
+        raise ValueError("its `hash` is not 64 lowercase hex digits")
+    if not (isinstance(at, str) and _UTC_TIME.fullmatch(at)):
+        raise ValueError("its `at` is not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SSZ)")
+    return AuditCheckpoint(seq, hash_, at)
 
 
 class _Repeated(dict):  # type: ignore[type-arg]
@@ -236,34 +342,77 @@ def read_audit_export(text: str) -> list[Any]:
     raise ValueError("neither an array of entries nor a page of them")
 
 
+_USAGE = "usage: verify-audit FILE|- [--head HASH|SEQ:HASH|CHECKPOINT_FILE]"
+
+
+def _read_text(name: str) -> str:
+    # As bytes, strictly UTF-8, with no newline translated (a BOM kept).
+    with open(name, encoding="utf-8", newline="") as file:
+        return file.read()
+
+
+def _read_head(arg: str) -> Union[str, AuditCheckpoint]:
+    """A hash, ``SEQ:HASH``, or else a checkpoint file."""
+    if is_audit_hash(arg):
+        return arg
+    try:
+        return parse_audit_checkpoint(arg)
+    except ValueError:
+        pass  # Not SEQ:HASH: a file.
+    try:
+        text = _read_text(arg)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"neither a hash, SEQ:HASH nor a readable checkpoint file: {error}") from error
+    try:
+        return read_audit_checkpoint(text)
+    except ValueError as error:
+        raise ValueError(f"not a checkpoint: {error}") from error
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    head = None
+    head_arg = None
     if "--head" in args:
         at = args.index("--head")
-        head = args[at + 1] if at + 1 < len(args) else None
+        if at + 1 >= len(args):
+            print(_USAGE, file=sys.stderr)
+            return 2
+        head_arg = args[at + 1]
         del args[at : at + 2]
     if len(args) != 1:
-        print("usage: verify-audit FILE|- [--head HASH]", file=sys.stderr)
+        print(_USAGE, file=sys.stderr)
         return 2
     name = args[0]
+    head: Optional[str] = None
+    checkpoint: Optional[AuditCheckpoint] = None
+    if head_arg is not None:
+        try:
+            read = _read_head(head_arg)
+        except ValueError as error:
+            print(f"verify-audit: --head {head_arg}: {error}", file=sys.stderr)
+            return 2
+        if isinstance(read, AuditCheckpoint):
+            checkpoint = read
+        else:
+            head = read
     try:
         # As bytes, strictly UTF-8, with no newline translated.
-        if name == "-":
-            text = sys.stdin.buffer.read().decode("utf-8")
-        else:
-            with open(name, encoding="utf-8", newline="") as file:
-                text = file.read()
+        text = sys.stdin.buffer.read().decode("utf-8") if name == "-" else _read_text(name)
         entries = read_audit_export(text)
     except (OSError, ValueError) as error:
         print(f"verify-audit: {name}: {error}", file=sys.stderr)
         return 2
-    verdict = verify_audit_chain(entries, head)
+    verdict = verify_audit_chain(entries, head, checkpoint)
     if isinstance(verdict, ChainVerified):
         print(f"ok: {verdict.entries} entries, head {verdict.head_seq} {verdict.head_hash}")
         return 0
     seq = "null" if verdict.seq is None else verdict.seq
-    print(f"broken: entry {verdict.index} (seq {seq}) breaks the chain: {verdict.fault}")
+    why = ""
+    if verdict.fault == "truncated" and checkpoint is not None:
+        why = f" (the export ends at seq {verdict.index}, before the checkpoint's seq {checkpoint.seq})"
+    elif verdict.fault == "checkpoint":
+        why = " (its hash disagrees with the checkpoint's)"
+    print(f"broken: entry {verdict.index} (seq {seq}) breaks the chain: {verdict.fault}{why}")
     return 1
 
 
