@@ -340,7 +340,7 @@ pub async fn a_github_delivery_that_failed_is_redelivered_through_the_route(worl
     let api = ProviderApi::start(API_KEY).await;
     let gateway = start(world, &api, "sync", "rc4").await;
     api.github_hook(GITHUB_SECRET, &gateway.url("/rc4/github/hook"));
-    let at = idemgate_core::reconcile::wire::rfc3339(now() - 120);
+    let at = idemgate_core::time::rfc3339(now() - 120);
     let body_ok = r#"{"action":null,"ref":"refs/heads/main","after":"aaa"}"#;
     let body_lost = r#"{"action":null,"ref":"refs/heads/main","after":"bbb"}"#;
     api.add_github_delivery("guid-ok", "push", body_ok, 200, &at);
@@ -398,7 +398,7 @@ async fn send_signed(
 fn paddle_payload(event_id: &str, at: u64) -> Value {
     json!({
         "event_id": event_id, "event_type": "transaction.completed",
-        "occurred_at": idemgate_core::reconcile::wire::rfc3339(at),
+        "occurred_at": idemgate_core::time::rfc3339(at),
         "notification_id": format!("ntf_{event_id}"),
         "data": {"id": format!("txn_{event_id}"), "status": "completed"}
     })
@@ -459,7 +459,7 @@ pub async fn a_square_event_never_delivered_reaches_the_origin_once(world: &'sta
     let event = |id: &str, at: u64| {
         json!({
             "merchant_id": "MERCHANT1", "location_id": "LOC1", "type": "payment.updated", "event_id": id,
-            "created_at": idemgate_core::reconcile::wire::rfc3339(at),
+            "created_at": idemgate_core::time::rfc3339(at),
             "data": {"type": "payment", "id": format!("pay_{id}"), "object": {"payment": {"amount_money": {"amount": 100}}}}
         })
     };
@@ -536,7 +536,7 @@ pub async fn a_paypal_event_that_never_arrived_is_resent(world: &'static World) 
         }),
     );
     let event = |id: &str, at: u64| {
-        json!({"id": id, "event_version": "1.0", "create_time": idemgate_core::reconcile::wire::rfc3339(at),
+        json!({"id": id, "event_version": "1.0", "create_time": idemgate_core::time::rfc3339(at),
                "resource_type": "capture", "event_type": "PAYMENT.CAPTURE.COMPLETED",
                "summary": "Payment completed", "resource": {"id": format!("cap_{id}"), "amount": {"value": "10.00", "currency_code": "EUR"}}})
     };

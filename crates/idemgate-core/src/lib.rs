@@ -73,6 +73,7 @@ pub mod signature;
 mod simulation;
 pub mod single_use;
 pub mod sweep;
+pub mod time;
 pub mod upgrade;
 
 /// Runs `test` on its own thread and fails it if it has not finished in

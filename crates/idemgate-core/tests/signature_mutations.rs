@@ -164,7 +164,7 @@ fn form_escape(text: &str) -> String {
 /// When PayPal's signed time is: the scheme's time, not the generated one.
 fn signed_at(name: &str, t: u64) -> u64 {
     match name {
-        "paypal" => paypal::unix_seconds("2026-12-02T00:00:00Z").unwrap(),
+        "paypal" => idemgate_core::time::unix_seconds("2026-12-02T00:00:00Z").unwrap(),
         _ => t,
     }
 }

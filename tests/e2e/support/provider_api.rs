@@ -388,7 +388,7 @@ fn rfc3339_now() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
-    idemgate_core::reconcile::wire::rfc3339(now.as_secs())
+    idemgate_core::time::rfc3339(now.as_secs())
 }
 
 /// https://developer.paddle.com/api-reference/notifications/list-notifications:
@@ -584,7 +584,7 @@ async fn square_search(
 }
 
 fn unix(text: &str) -> Option<u64> {
-    idemgate_core::signature::paypal::unix_seconds(text)
+    idemgate_core::time::unix_seconds(text)
 }
 
 fn urlencode(text: &str) -> String {

@@ -43,7 +43,7 @@ impl Alert {
             "route": self.route,
             "state": self.state,
             "count": self.count,
-            "since": crate::reconcile::wire::rfc3339(self.since / 1_000),
+            "since": crate::time::rfc3339(self.since / 1_000),
             "detail": self.detail,
         })
         .to_string()
@@ -51,7 +51,7 @@ impl Alert {
 
     /// Slack's text: one line a person reads on a phone.
     pub fn slack_text(&self) -> String {
-        let since = crate::reconcile::wire::rfc3339(self.since / 1_000);
+        let since = crate::time::rfc3339(self.since / 1_000);
         match self.state {
             AlertState::Firing => format!(
                 ":rotating_light: idemgate `{}` on route `{}`: {} ({} since the last alert; firing since {since})",

@@ -43,7 +43,7 @@ impl Checkpoint {
             "type": "idemgate.audit_head",
             "seq": self.seq,
             "hash": self.hash,
-            "at": crate::reconcile::wire::rfc3339(self.at_ms / 1_000),
+            "at": crate::time::rfc3339(self.at_ms / 1_000),
         })
         .to_string()
     }

@@ -48,7 +48,7 @@ pub fn time_bound(name: &str, text: &str) -> Result<u64, Problem> {
     if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
         return text.parse().map_err(|_| reason());
     }
-    crate::order::time::rfc3339_ms(text).ok_or_else(reason)
+    crate::time::rfc3339_ms(text).ok_or_else(reason)
 }
 
 /// `state=S[&since=T][&until=T][&dry_run=true][&cursor=C]` (any listable

@@ -20,9 +20,9 @@ pub fn order_time_ms(text: &str) -> Option<u64> {
     let digits = |part: &str| !part.is_empty() && part.bytes().all(|byte| byte.is_ascii_digit());
     let (whole, fraction) = match text.split_once('.') {
         Some((whole, fraction)) if digits(whole) && digits(fraction) => (whole, Some(fraction)),
-        Some(_) => return rfc3339_ms(text),
+        Some(_) => return crate::time::rfc3339_ms(text),
         None if digits(text) => (text, None),
-        None => return rfc3339_ms(text),
+        None => return crate::time::rfc3339_ms(text),
     };
     let number: u64 = whole.parse().ok()?;
     let millis = match number < SECONDS_BELOW {
@@ -33,21 +33,6 @@ pub fn order_time_ms(text: &str) -> Option<u64> {
         false => number,
     };
     (millis < MILLISECONDS_BELOW).then_some(millis)
-}
-
-/// Milliseconds of an RFC 3339 time; digits of the fraction after the
-/// third are dropped.
-pub fn rfc3339_ms(text: &str) -> Option<u64> {
-    let seconds = crate::signature::paypal::unix_seconds(text)?;
-    let fraction = text
-        .get(19..)
-        .and_then(|rest| rest.strip_prefix('.'))
-        .map(|rest| {
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            format!("{digits:0<3}")[..3].parse::<u64>().unwrap_or(0)
-        })
-        .unwrap_or(0);
-    seconds.checked_mul(1000)?.checked_add(fraction)
 }
 
 #[cfg(test)]

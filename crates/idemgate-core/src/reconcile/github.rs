@@ -29,7 +29,8 @@
 use serde::Deserialize;
 
 use super::wire::Window;
-use super::wire::{on_base, unix_seconds, ApiError, ApiRequest, ApiResponse, ListedEvent, Page};
+use super::wire::{on_base, ApiError, ApiRequest, ApiResponse, ListedEvent, Page};
+use crate::time::unix_seconds_or_utc;
 
 fn headers(token: &str) -> Vec<(String, String)> {
     vec![
@@ -79,7 +80,7 @@ pub(super) fn read_page(
     let mut events: Vec<ListedEvent> = Vec::new();
     let mut past_window = false;
     for delivery in deliveries {
-        let created = unix_seconds(&delivery.delivered_at)
+        let created = unix_seconds_or_utc(&delivery.delivered_at)
             .ok_or_else(|| ApiError::unreadable("a delivery's delivered_at is not a time"))?;
         past_window |= created < window.from;
         let answered = reached_the_route(delivery.status_code);
@@ -215,7 +216,7 @@ mod tests {
         let body = r#"[{"id":1,"guid":"g1","delivered_at":"2024-01-01T00:00:10Z","status":"OK","status_code":200,"event":"push"}]"#;
         let link = r#"<https://api.github.com/x?cursor=2>; rel="next""#;
         let later = Window {
-            from: unix_seconds("2024-01-02T00:00:00Z").unwrap(),
+            from: unix_seconds_or_utc("2024-01-02T00:00:00Z").unwrap(),
             to: u64::MAX,
         };
         assert_eq!(page(body, Some(link), later).next, None);

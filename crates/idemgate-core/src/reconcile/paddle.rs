@@ -27,9 +27,9 @@ use serde_json::value::RawValue;
 
 use super::wire::Window;
 use super::wire::{
-    bearer, on_base, query_value, rfc3339, unix_seconds, ApiError, ApiRequest, ApiResponse,
-    ListedEvent, Page,
+    bearer, on_base, query_value, ApiError, ApiRequest, ApiResponse, ListedEvent, Page,
 };
+use crate::time::{rfc3339, unix_seconds_or_utc};
 
 pub(super) fn list(
     base: &str,
@@ -109,7 +109,7 @@ pub(super) fn read_page(response: &ApiResponse, base: &str) -> Result<Page, ApiE
         }
         let payload: Payload = serde_json::from_str(notification.payload.get())
             .map_err(|_| ApiError::unreadable("a notification's payload has no event_id"))?;
-        let created = unix_seconds(&notification.occurred_at)
+        let created = unix_seconds_or_utc(&notification.occurred_at)
             .ok_or_else(|| ApiError::unreadable("a notification's occurred_at is not a time"))?;
         events.push(ListedEvent {
             id: payload.event_id,

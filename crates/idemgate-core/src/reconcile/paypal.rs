@@ -26,9 +26,9 @@ use serde_json::value::RawValue;
 use super::types::TypeFilter;
 use super::wire::Window;
 use super::wire::{
-    bearer, on_base, query_value, rfc3339, unix_seconds, ApiError, ApiRequest, ApiResponse,
-    ListedEvent, Page,
+    bearer, on_base, query_value, ApiError, ApiRequest, ApiResponse, ListedEvent, Page,
 };
+use crate::time::{rfc3339, unix_seconds_or_utc};
 
 pub(super) fn token_request(base: &str, client: &str) -> ApiRequest {
     let basic = base64::engine::general_purpose::STANDARD.encode(client);
@@ -123,7 +123,7 @@ pub(super) fn read_page(response: &ApiResponse, base: &str) -> Result<Page, ApiE
     for raw in list.events {
         let event: Event = serde_json::from_str(raw.get())
             .map_err(|_| ApiError::unreadable("an event without id, event_type or create_time"))?;
-        let created = unix_seconds(&event.create_time)
+        let created = unix_seconds_or_utc(&event.create_time)
             .ok_or_else(|| ApiError::unreadable("an event's create_time is not a time"))?;
         events.push(ListedEvent {
             resend_id: Some(event.id.clone()),

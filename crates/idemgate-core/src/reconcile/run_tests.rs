@@ -12,8 +12,8 @@ use super::*;
 use crate::canonical::{sha256_hex, Fingerprint};
 use crate::config::Config;
 use crate::reconcile::route_runs::*;
-use crate::reconcile::wire::rfc3339;
 use crate::reconcile::KEPT_RUNS;
+use crate::time::rfc3339;
 
 const NOW_MS: u64 = 1_700_000_000_000;
 const NOW: u64 = NOW_MS / 1_000;

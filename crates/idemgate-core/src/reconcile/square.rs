@@ -22,9 +22,8 @@ use serde_json::value::RawValue;
 
 use super::types::TypeFilter;
 use super::wire::Window;
-use super::wire::{
-    bearer, rfc3339, unix_seconds, ApiError, ApiRequest, ApiResponse, ListedEvent, Page,
-};
+use super::wire::{bearer, ApiError, ApiRequest, ApiResponse, ListedEvent, Page};
+use crate::time::{rfc3339, unix_seconds_or_utc};
 
 /// The Square API version the requests name.
 const SQUARE_VERSION: &str = "2025-10-16";
@@ -90,7 +89,7 @@ pub(super) fn read_page(response: &ApiResponse) -> Result<Page, ApiError> {
         .map_err(|_| ApiError::unreadable("not a list of events"))?;
     let mut events = Vec::with_capacity(search.events.len());
     for event in search.events {
-        let created = unix_seconds(&event.created_at)
+        let created = unix_seconds_or_utc(&event.created_at)
             .ok_or_else(|| ApiError::unreadable("an event's created_at is not a time"))?;
         let text = |value: &str| serde_json::to_string(value).expect("a string serializes");
         let body = format!(

@@ -154,42 +154,6 @@ pub(super) fn query_value(text: &str) -> String {
     encoded
 }
 
-/// `2026-12-03T14:45:00Z` of Unix seconds.
-pub fn rfc3339(unix_seconds: u64) -> String {
-    let days = (unix_seconds / 86_400) as i64;
-    let of_day = unix_seconds % 86_400;
-    // Civil date of a day count since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        of_day / 3_600,
-        of_day % 3_600 / 60,
-        of_day % 60
-    )
-}
-
-/// Unix seconds of an RFC 3339 time; one without an offset (as Square's
-/// API reference shows them) is read as UTC.
-pub(super) fn unix_seconds(text: &str) -> Option<u64> {
-    crate::signature::paypal::unix_seconds(text).or_else(|| {
-        let zoned = format!("{text}Z");
-        crate::signature::paypal::unix_seconds(&zoned)
-    })
-}
-
 /// `Authorization: Bearer <credential>` and JSON.
 pub(super) fn bearer(credential: &str) -> Vec<(String, String)> {
     vec![
@@ -201,23 +165,6 @@ pub(super) fn bearer(credential: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_and_unix_seconds_read_each_other() {
-        for unix in [0, 951_782_400, 1_700_000_000, 1_796_300_000, 4_102_444_800] {
-            assert_eq!(
-                unix_seconds(&rfc3339(unix)),
-                Some(unix),
-                "{}",
-                rfc3339(unix)
-            );
-        }
-        assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
-        assert_eq!(
-            unix_seconds("2022-04-26T10:08:40.454726"),
-            unix_seconds("2022-04-26T10:08:40Z")
-        );
-    }
 
     #[test]
     fn a_next_link_off_the_base_is_not_followed() {
