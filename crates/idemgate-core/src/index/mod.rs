@@ -24,7 +24,8 @@
 pub mod row;
 pub mod sql;
 
-pub use row::{IndexRow, IndexUpdate, IndexWrite, Indexed, TableRow};
+pub use crate::receipt::Indexed;
+pub use row::{IndexRow, IndexUpdate, IndexWrite, TableRow};
 
 use crate::delivery::Identity;
 use crate::receipt::{DeliveryKind, Receipt, ReceiptState};

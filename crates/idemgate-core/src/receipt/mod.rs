@@ -7,6 +7,7 @@
 //! - [`terms`]: what an async delivery was accepted with.
 
 mod decide;
+mod indexed;
 mod outcome;
 mod record;
 mod statuses;
@@ -15,6 +16,7 @@ mod terms;
 mod tests;
 
 pub use decide::*;
+pub use indexed::Indexed;
 pub use outcome::*;
 pub use statuses::*;
 pub use terms::*;
@@ -25,7 +27,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::canonical::Fingerprint;
 use crate::headers::{self, HeaderList};
-use crate::index::row::Indexed;
 
 /// At most this many attempts are kept on a receipt; older ones are dropped.
 pub const MAX_ATTEMPTS_KEPT: usize = 16;

@@ -7,13 +7,13 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::Indexed;
 use super::{
     AsyncTerms, Attempt, DeliveryKind, HttpResponse, Identity, Receipt, ReceiptState,
     StoredResponse,
 };
 use crate::canonical::Fingerprint;
 use crate::headers::HeaderList;
-use crate::index::row::Indexed;
 use crate::key::IdempotencyKey;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
