@@ -14,6 +14,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::Deserialize;
 
+/// The actor when the deployment's token was used and no Cloudflare Access
+/// identity was proved ([`actor`]).
+pub const TOKEN_ACTOR: &str = "admin-token";
+
 /// The request header Access adds to what it lets through.
 pub const ASSERTION_HEADER: &str = "cf-access-jwt-assertion";
 /// How far a token's times may be off this clock.
@@ -201,7 +205,7 @@ pub enum TokenUsed {
 pub fn actor(verified_email: Option<&str>, token: &TokenUsed) -> String {
     match (verified_email.map(str::trim), token) {
         (Some(email), _) if !email.is_empty() => email.to_string(),
-        (_, TokenUsed::Deployment) => crate::audit::TOKEN_ACTOR.to_string(),
+        (_, TokenUsed::Deployment) => TOKEN_ACTOR.to_string(),
         (_, TokenUsed::Route(route)) => format!("route-token:{route}"),
     }
 }

@@ -27,9 +27,7 @@ use sha2::{Digest, Sha256};
 /// The first entry's `prev_hash`.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// The actor when the deployment's token was used and no Cloudflare Access
-/// identity was proved ([`crate::access::actor`]).
-pub const TOKEN_ACTOR: &str = "admin-token";
+pub use crate::access::TOKEN_ACTOR;
 
 /// The result of an act whose intent was recorded but whose answer never
 /// reached the writer.
