@@ -100,23 +100,9 @@ impl FlowCoordinator {
         let call = FlowCall::decode(line)?;
         let call = &call;
         let now = Date::now().as_millis();
-        let limits = match call {
-            FlowCall::Acquire(request) => request.limits,
-            FlowCall::Release { limits, .. } => *limits,
-            FlowCall::Status => FlowLimits::default(),
-        };
-        let (reply, route) = self.with_coordinator(Some(route), limits, |flow| match call {
-            FlowCall::Acquire(request) => flow.acquire(request, now).encode(),
-            FlowCall::Release {
-                holder,
-                grant,
-                limits,
-            } => {
-                flow.release(holder, *grant, *limits, now);
-                "released".to_string()
-            }
-            FlowCall::Status => flow.status(now).encode(),
-        })?;
+        let limits = Coordinator::limits_of(call);
+        let (reply, route) =
+            self.with_coordinator(Some(route), limits, |flow| flow.apply(call, now))?;
         let wakes = self.after_change().await;
         if !wakes.is_empty() {
             // The answer leaves now; the wakes follow it. A lost wake

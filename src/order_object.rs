@@ -23,7 +23,7 @@ use worker::{
 
 use idemgate_core::answer::render_problem;
 use idemgate_core::object_call::{ObjectCall, ObjectOp};
-use idemgate_core::order::{AlarmStep, HolderStatus, OrderBook, OrderCall, OrderReply};
+use idemgate_core::order::{AlarmStep, HolderStatus, OrderBook, OrderCall};
 use idemgate_core::problem::Problem;
 
 use crate::{edge_http, object_client};
@@ -96,20 +96,7 @@ impl OrderObject {
         let call = OrderCall::decode(line)?;
         self.load(Some(route)).await?;
         let now = Date::now().as_millis();
-        let (reply, wakes) = self.with_book(|book| {
-            let reply = match &call {
-                OrderCall::Ask(ask) => book.ask(ask, now),
-                OrderCall::Done {
-                    ask,
-                    grant,
-                    outcome,
-                } => {
-                    book.done(ask, *grant, *outcome, now);
-                    OrderReply::Noted
-                }
-            };
-            (reply, book.take_wakes())
-        });
+        let (reply, wakes) = self.with_book(|book| (book.apply(&call, now), book.take_wakes()));
         // The turn is durable before the holder hears of it.
         if let Err(message) = self.save().await {
             *self.loaded.borrow_mut() = None;

@@ -14,7 +14,10 @@
 //! outnumber the permits counted. A lost reply or release only keeps a
 //! permit counted longer; never shorter.
 
-use super::{FlowLimits, FlowStatus, PermitReply, PermitRequest, CLAIM_MS, REQUEUE_MS};
+use super::{FlowCall, FlowLimits, FlowStatus, PermitReply, PermitRequest, CLAIM_MS, REQUEUE_MS};
+
+/// What a release answers.
+pub const RELEASED: &str = "released";
 
 /// One token of the rate's bucket, in the bucket's unit: a millisecond at
 /// a rate given in thousandths per second adds exactly its product.
@@ -81,6 +84,33 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
+    /// One call, as the route's coordinator object answers it: the reply's
+    /// line.
+    pub fn apply(&mut self, call: &FlowCall, now: u64) -> String {
+        match call {
+            FlowCall::Acquire(request) => self.acquire(request, now).encode(),
+            FlowCall::Release {
+                holder,
+                grant,
+                limits,
+            } => {
+                self.release(holder, *grant, *limits, now);
+                RELEASED.to_string()
+            }
+            FlowCall::Status => self.status(now).encode(),
+        }
+    }
+
+    /// The limits a call carries (the route's, as its configuration says
+    /// now); none for a status read.
+    pub fn limits_of(call: &FlowCall) -> FlowLimits {
+        match call {
+            FlowCall::Acquire(request) => request.limits,
+            FlowCall::Release { limits, .. } => *limits,
+            FlowCall::Status => FlowLimits::default(),
+        }
+    }
+
     pub fn new(limits: FlowLimits, now: u64) -> Coordinator {
         Coordinator::restore(Vec::new(), Vec::new(), None, limits, now)
     }

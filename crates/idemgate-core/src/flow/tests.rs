@@ -692,3 +692,30 @@ fn a_restart_never_reserves_again_the_permit_of_a_forward() {
     );
     assert_eq!(rows.permits["a"], permit);
 }
+
+/// The coordinator object's dispatch is the coordinator's: each call's
+/// line, and the limits it carries.
+#[test]
+fn a_call_is_applied_as_the_coordinator_object_answers_it() {
+    let limits = limits(Some(1), None);
+    let mut flow = Coordinator::new(limits, 0);
+    let acquire = FlowCall::Acquire(ask("a", 1, false, limits));
+    assert_eq!(Coordinator::limits_of(&acquire), limits);
+    let granted_line = flow.apply(&acquire, 0);
+    let PermitReply::Granted { grant, .. } = PermitReply::decode(&granted_line).unwrap() else {
+        panic!("{granted_line}")
+    };
+    let release = FlowCall::Release {
+        holder: "a".into(),
+        grant,
+        limits,
+    };
+    assert_eq!(flow.apply(&release, 5), coordinator::RELEASED);
+    assert_eq!(flow.in_use(), 0);
+    let status = FlowStatus::decode(&flow.apply(&FlowCall::Status, 6)).unwrap();
+    assert_eq!(status.permits_in_use, 0);
+    assert_eq!(
+        Coordinator::limits_of(&FlowCall::Status),
+        FlowLimits::default()
+    );
+}

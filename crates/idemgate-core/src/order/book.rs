@@ -19,7 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ask, HolderStatus, OrderReply, Outcome};
+use super::{Ask, HolderStatus, OrderCall, OrderReply, Outcome};
 
 /// When a waiter that is not the head asks again should its wake be lost.
 pub const REQUEUE_MS: u64 = 30_000;
@@ -101,6 +101,22 @@ pub struct BookView {
 }
 
 impl OrderBook {
+    /// One call of a key's object, as the order object answers it (the
+    /// Worker's object and the simulation both take calls here).
+    pub fn apply(&mut self, call: &OrderCall, now: u64) -> OrderReply {
+        match call {
+            OrderCall::Ask(ask) => self.ask(ask, now),
+            OrderCall::Done {
+                ask,
+                grant,
+                outcome,
+            } => {
+                self.done(ask, *grant, *outcome, now);
+                OrderReply::Noted
+            }
+        }
+    }
+
     /// A delivery asks for its turn.
     pub fn ask(&mut self, ask: &Ask, now: u64) -> OrderReply {
         self.settle(now);

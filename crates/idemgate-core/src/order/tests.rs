@@ -354,3 +354,22 @@ fn a_holder_that_ended_its_own_attempt_counts_nothing() {
     let (_, stale) = go(book.ask(&older, HOLD + 11));
     assert!(!stale);
 }
+
+/// The object's dispatch is the book's: an `Ask` is the ask, a `Done` is
+/// noted and hands the turn on (the Worker's object and the simulation
+/// both call it).
+#[test]
+fn a_call_is_applied_as_the_object_answers_it() {
+    let mut book = OrderBook::default();
+    let a = ask("a", 10, 0);
+    waits(book.apply(&OrderCall::Ask(a.clone()), 0));
+    let (grant, _) = go(book.apply(&OrderCall::Ask(a.clone()), HOLD));
+    let done = OrderCall::Done {
+        ask: a,
+        grant: Some(grant),
+        outcome: Outcome::Delivered,
+    };
+    assert_eq!(book.apply(&done, HOLD + 1), OrderReply::Noted);
+    assert_eq!(book.view().newest_delivered, Some(10));
+    assert!(!book.view().turn_held);
+}

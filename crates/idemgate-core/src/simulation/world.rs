@@ -1200,7 +1200,6 @@ impl Backend for SimBackend {
         _object: &str,
         call: crate::order::OrderCall,
     ) -> Result<crate::order::OrderReply, String> {
-        use crate::order::{OrderCall, OrderReply};
         self.end_turn();
         if !self.alive() || self.crash_point() {
             return never().await;
@@ -1209,17 +1208,7 @@ impl Backend for SimBackend {
         if world.faults.chance(3) {
             return Err("the order object could not be reached".into());
         }
-        let reply = world.order_apply(|book, now| match &call {
-            OrderCall::Ask(ask) => book.ask(ask, now),
-            OrderCall::Done {
-                ask,
-                grant,
-                outcome,
-            } => {
-                book.done(ask, *grant, *outcome, now);
-                OrderReply::Noted
-            }
-        });
+        let reply = world.order_apply(|book, now| book.apply(&call, now));
         let now = world.now.get();
         let held = match world.faults.below(100) {
             0..10 => world.faults.below(2 * world.lease_ms + 1),
