@@ -49,6 +49,7 @@ mod isolate;
 mod log_sink;
 mod object_client;
 mod object_rpc;
+mod object_storage;
 pub mod order_object;
 mod public_key;
 mod receipt_index;

@@ -52,6 +52,7 @@ pub mod flow;
 pub mod form;
 pub mod gateway;
 pub mod headers;
+pub mod host;
 pub mod index;
 pub mod json;
 pub mod key;

@@ -20,6 +20,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Ask, HolderStatus, OrderCall, OrderReply, Outcome};
+use crate::host::{AlarmStep, Book};
 
 /// When a waiter that is not the head asks again should its wake be lost.
 pub const REQUEUE_MS: u64 = 30_000;
@@ -81,15 +82,6 @@ pub struct OrderBook {
     /// Holders to wake, since last taken (not stored).
     #[serde(skip)]
     wakes: Vec<String>,
-}
-
-/// What the order object does after its alarm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlarmStep {
-    /// Nothing waits and the retention is over: delete the object.
-    Forget,
-    /// Store the book, send its wakes and set the next alarm.
-    Keep,
 }
 
 /// What the operator sees of an entity.
@@ -426,5 +418,32 @@ impl OrderBook {
 
     fn entry_mut(&mut self, holder: &str) -> Option<&mut Entry> {
         self.entries.iter_mut().find(|entry| entry.holder == holder)
+    }
+}
+
+/// The order object is a host of this book, kept as one value.
+impl Book for OrderBook {
+    type Call = OrderCall;
+    type Reply = OrderReply;
+    type Changes = String;
+
+    fn apply(&mut self, call: &OrderCall, now: u64) -> OrderReply {
+        OrderBook::apply(self, call, now)
+    }
+
+    fn alarm(&mut self, now: u64) -> AlarmStep {
+        OrderBook::alarm(self, now)
+    }
+
+    fn next_alarm(&self) -> Option<u64> {
+        OrderBook::next_alarm(self)
+    }
+
+    fn take_wakes(&mut self) -> Vec<String> {
+        OrderBook::take_wakes(self)
+    }
+
+    fn take_changes(&mut self) -> String {
+        serde_json::to_string(self).expect("a book serializes")
     }
 }

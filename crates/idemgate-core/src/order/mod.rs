@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::canonical::sha256_hex;
 
-pub use book::{AlarmStep, OrderBook};
+pub use crate::host::AlarmStep;
+pub use book::OrderBook;
 
 /// What an ordered delivery carries from its acceptance to each attempt:
 /// kept with the stored request, so a route edited meanwhile changes
