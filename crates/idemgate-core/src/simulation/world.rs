@@ -27,8 +27,24 @@ use crate::delivery::DeliveryRequest;
 use crate::engine::{Backend, Policy};
 use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest, CLAIM_MS};
 use crate::headers;
+use crate::host::value::{MemoryValues, ValueStore};
+use crate::host::Host;
 use crate::index::{IndexUpdate, TableRow, GONE};
-use crate::order::{AlarmStep, OrderBook};
+use crate::order::OrderBook;
+
+/// The entity's order object, as the simulation keeps it.
+pub type OrderHost = Host<OrderBook, ValueStore<MemoryValues>>;
+
+/// The value of a future that never waits: the order object's storage is
+/// memory here.
+fn ready<T>(future: impl std::future::Future<Output = T>) -> T {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(value) => value,
+        std::task::Poll::Pending => unreachable!("memory storage never waits"),
+    }
+}
 use crate::origin::OutboundRequest;
 use crate::receipt::{ForwardResult, HttpResponse, Receipt, ReceiptState};
 use crate::signature::Secret;
@@ -300,7 +316,8 @@ pub struct World {
     /// are of one entity, whose book lives here (its own object, which
     /// never restarts here; its state is one stored value).
     pub ordered: Cell<bool>,
-    pub order: RefCell<OrderBook>,
+    /// The entity's order object: the host of its book, as the Worker's.
+    pub order: OrderHost,
     /// The book's wakes on their way: (key, when it arrives).
     pub order_wakes: RefCell<Vec<(usize, u64)>>,
     /// Each payload's event time, by its fingerprint.
@@ -341,7 +358,10 @@ impl World {
             flow: RefCell::new(None),
             wakes: RefCell::new(Vec::new()),
             ordered: Cell::new(false),
-            order: RefCell::new(OrderBook::default()),
+            order: Host::new(ValueStore {
+                storage: MemoryValues::default(),
+                key: "book",
+            }),
             order_wakes: RefCell::new(Vec::new()),
             order_times: RefCell::new(Vec::new()),
         }
@@ -351,11 +371,15 @@ impl World {
     /// coordinator's do: most at once, some late, some never.
     pub fn order_apply<T>(&self, call: impl FnOnce(&mut OrderBook, u64) -> T) -> T {
         let now = self.now.get();
-        let (answer, wakes) = {
-            let mut book = self.order.borrow_mut();
-            let answer = call(&mut book, now);
-            (answer, book.take_wakes())
-        };
+        let (answer, wakes) = ready(self.order.step(now, |book| call(book, now)))
+            .expect("the book is kept in memory");
+        self.send_order_wakes(wakes, now);
+        answer
+    }
+
+    /// The book's wakes go out as the coordinator's do: most at once, some
+    /// late, some never.
+    fn send_order_wakes(&self, wakes: Vec<String>, now: u64) {
         for holder in wakes {
             let key: usize = holder["object-".len()..].parse().expect("an object's name");
             let arrives = match self.faults.below(100) {
@@ -368,19 +392,16 @@ impl World {
                 self.order_wakes.borrow_mut().push((key, at));
             }
         }
-        answer
     }
 
-    /// The book's alarm, when due.
+    /// The book's alarm, when due (a forgotten book deletes its object:
+    /// the next call finds a fresh one).
     pub fn order_alarm(&self) {
         let now = self.now.get();
-        if self.order.borrow().next_alarm().is_some_and(|at| at <= now) {
-            self.order_apply(|book, now| {
-                if book.alarm(now) == AlarmStep::Forget {
-                    // The object deletes itself: a fresh book.
-                    *book = OrderBook::default();
-                }
-            });
+        let next = ready(self.order.read(|book| book.next_alarm())).expect("in memory");
+        if next.is_some_and(|at| at <= now) {
+            let wakes = ready(self.order.alarm(now)).expect("the book is kept in memory");
+            self.send_order_wakes(wakes, now);
         }
     }
 
@@ -402,7 +423,7 @@ impl World {
         if !self.ordered.get() {
             return None;
         }
-        let alarm = self.order.borrow().next_alarm();
+        let alarm = ready(self.order.read(|book| book.next_alarm())).expect("in memory");
         let wake = self.order_wakes.borrow().iter().map(|(_, at)| *at).min();
         [alarm, wake].into_iter().flatten().min()
     }
