@@ -1,16 +1,18 @@
 //! A route's flow coordinator (SPEC §2, v3): a Durable Object class of
 //! its own (`FlowCoordinator`, binding `FLOW_COORDINATOR`), one object per
-//! route, named for it ([`coordinator_name`]). A thin adapter around
-//! [`idemgate_core::flow::Coordinator`]: it keeps the coordinator's rows in
-//! the object's SQLite (written in the turn that changed them, so before
-//! any answer leaves), sets the object's alarm to the next lease end or
-//! token, and wakes each key's object whose permit it reserved.
+//! route, named for it ([`coordinator_name`]). A host
+//! ([`idemgate_core::host`]) of the core's
+//! [`idemgate_core::flow::Coordinator`], kept as rows in the object's SQLite
+//! (written in the turn that changed them, so before any answer leaves);
+//! the class forwards its RPC and alarm to the host and wakes each key's
+//! object whose permit it reserved. The rows, read and written, are in
+//! [`FlowRows`].
 //!
 //! Wakes go out together and never hold an answer: a key's object answers
 //! a wake by moving its own alarm, so no call of the coordinator waits on
 //! another key's forward.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 use futures::future::join_all;
 use wasm_bindgen::prelude::*;
@@ -22,8 +24,9 @@ use worker::{
 
 use idemgate_core::answer::render_problem;
 use idemgate_core::flow::{
-    coordinator_name, Changes, Coordinator, FlowCall, FlowLimits, Meta, Permit, Waiter,
+    coordinator_name, Changes, Coordinator, FlowCall, FlowLimits, Meta, Permit, Step, Waiter,
 };
+use idemgate_core::host::{Host, Store};
 use idemgate_core::object_call::{ObjectCall, ObjectOp};
 use idemgate_core::problem::Problem;
 
@@ -41,22 +44,20 @@ const TABLES: [&str; 3] = [
 #[durable_object]
 pub struct FlowCoordinator {
     state: State,
-    storage: Storage,
     env: Env,
-    /// The coordinator as its rows say, once read; and its route's name.
-    loaded: RefCell<Option<(Coordinator, String)>>,
-    /// The alarm this instance set last: set again only when it moves.
-    alarm_at: Cell<Option<u64>>,
+    host: Host<Coordinator, FlowRows>,
 }
 
 impl DurableObject for FlowCoordinator {
     fn new(state: State, env: Env) -> Self {
         FlowCoordinator {
-            storage: state.storage(),
+            host: Host::new(FlowRows {
+                storage: state.storage(),
+                route: RefCell::new(None),
+                limits: RefCell::new(FlowLimits::default()),
+            }),
             state,
             env,
-            loaded: RefCell::new(None),
-            alarm_at: Cell::new(None),
         }
     }
 
@@ -68,12 +69,12 @@ impl DurableObject for FlowCoordinator {
     /// Leases that ended come back; waiters get what is free. A storage
     /// failure is an error, so the runtime runs the alarm again.
     async fn alarm(&self) -> worker::Result<Response> {
-        self.alarm_at.set(None);
-        let now = Date::now().as_millis();
-        let ((), route) = self
-            .with_coordinator(None, FlowLimits::default(), |flow| flow.on_alarm(now))
+        let wakes = self
+            .host
+            .alarm(Date::now().as_millis())
+            .await
             .map_err(worker::Error::RustError)?;
-        let wakes = self.after_change().await;
+        let route = self.host.store().route();
         send_wakes(&self.env, &route, wakes).await;
         Response::empty()
     }
@@ -98,16 +99,16 @@ impl FlowCoordinator {
 impl FlowCoordinator {
     async fn answer(&self, route: &str, line: &str) -> Result<String, String> {
         let call = FlowCall::decode(line)?;
-        let call = &call;
-        let now = Date::now().as_millis();
-        let limits = Coordinator::limits_of(call);
-        let (reply, route) =
-            self.with_coordinator(Some(route), limits, |flow| flow.apply(call, now))?;
-        let wakes = self.after_change().await;
+        // What a first read restores the coordinator with, if it must.
+        self.host
+            .store()
+            .expect(route, Coordinator::limits_of(&call));
+        let (reply, wakes) = self.host.call(&call, Date::now().as_millis()).await?;
         if !wakes.is_empty() {
             // The answer leaves now; the wakes follow it. A lost wake
             // costs only time: the holder asks again on its own.
             let env = self.env.clone();
+            let route = self.host.store().route();
             let sent = worker::wasm_bindgen_futures::future_to_promise(async move {
                 send_wakes(&env, &route, wakes).await;
                 Ok(JsValue::UNDEFINED)
@@ -133,63 +134,33 @@ async fn send_wakes(env: &Env, route: &str, holders: Vec<String>) {
     join_all(calls).await;
 }
 
-impl FlowCoordinator {
-    /// Runs `step` on the coordinator and writes the rows it changed;
-    /// answers what `step` did and the route's name.
-    fn with_coordinator<T>(
-        &self,
-        route: Option<&str>,
-        limits: FlowLimits,
-        step: impl FnOnce(&mut Coordinator) -> T,
-    ) -> Result<(T, String), String> {
-        if self.loaded.borrow().is_none() {
-            let loaded = self.load(route, limits)?;
-            *self.loaded.borrow_mut() = Some(loaded);
-        }
-        let mut loaded = self.loaded.borrow_mut();
-        let (flow, name) = loaded.as_mut().expect("loaded");
-        let done = step(flow);
-        let expired = flow.take_claims_expired();
-        stats::record(|stats| stats.coordinator_claims_expired += expired);
-        let changes = flow.take_changes();
-        let written = self.write(name, changes);
-        let name = name.clone();
-        drop(loaded);
-        if let Err(message) = written {
-            // Storage is the truth: read it again next time.
-            *self.loaded.borrow_mut() = None;
-            return Err(message);
-        }
-        Ok((done, name))
+/// The coordinator's rows in the object's SQLite: its permits, its
+/// waiters and one row of the rest. Keyed tables are `WITHOUT ROWID`, and
+/// rows change in place (an upsert), as [`TABLES`] says why.
+pub struct FlowRows {
+    storage: Storage,
+    /// The route's name: the stored one, or the first call's.
+    route: RefCell<Option<String>>,
+    /// The limits the latest call carries, which a first read restores
+    /// the coordinator with.
+    limits: RefCell<FlowLimits>,
+}
+
+impl FlowRows {
+    fn expect(&self, route: &str, limits: FlowLimits) {
+        self.route
+            .borrow_mut()
+            .get_or_insert_with(|| route.to_string());
+        *self.limits.borrow_mut() = limits;
     }
 
-    /// Sets the alarm to the coordinator's next step; answers the holders
-    /// to wake, whose permit was reserved.
-    async fn after_change(&self) -> Vec<String> {
-        let (next, wakes) = match self.loaded.borrow_mut().as_mut() {
-            Some((flow, _)) => (flow.next_alarm(), flow.take_wakes()),
-            None => (None, Vec::new()),
-        };
-        if let Some(at) = next.filter(|at| self.alarm_at.get() != Some(*at)) {
-            let date = JsDate::new(&Number::from(at as f64));
-            if self
-                .storage
-                .set_alarm(ScheduledTime::new(date))
-                .await
-                .is_ok()
-            {
-                stats::record(|stats| stats.coordinator_alarm_writes += 1);
-                self.alarm_at.set(Some(at));
-            }
-        }
-        wakes
+    fn route(&self) -> String {
+        self.route.borrow().clone().unwrap_or_default()
     }
+}
 
-    fn load(
-        &self,
-        route: Option<&str>,
-        limits: FlowLimits,
-    ) -> Result<(Coordinator, String), String> {
+impl Store<Coordinator> for FlowRows {
+    async fn load(&self) -> Result<Coordinator, String> {
         for table in TABLES {
             self.exec(table, Vec::new())?;
         }
@@ -233,15 +204,40 @@ impl FlowCoordinator {
             };
             Some((text(row.first()?)?, meta))
         });
-        let (name, meta) = match stored {
-            Some((name, meta)) => (name, Some(meta)),
-            None => (route.unwrap_or_default().to_string(), None),
+        let meta = match stored {
+            Some((name, meta)) => {
+                *self.route.borrow_mut() = Some(name);
+                Some(meta)
+            }
+            None => None,
         };
         let now = Date::now().as_millis();
-        let flow = Coordinator::restore(permits, waiters, meta, limits, now);
-        Ok((flow, name))
+        let limits = *self.limits.borrow();
+        Ok(Coordinator::restore(permits, waiters, meta, limits, now))
     }
 
+    async fn save(&self, step: Step) -> Result<(), String> {
+        stats::record(|stats| stats.coordinator_claims_expired += step.claims_expired);
+        self.write(&self.route(), step.changes)
+    }
+
+    /// A coordinator is never forgotten.
+    async fn forget(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn set_alarm(&self, at: u64) -> Result<(), String> {
+        let date = JsDate::new(&Number::from(at as f64));
+        self.storage
+            .set_alarm(ScheduledTime::new(date))
+            .await
+            .map_err(|error| error.to_string())?;
+        stats::record(|stats| stats.coordinator_alarm_writes += 1);
+        Ok(())
+    }
+}
+
+impl FlowRows {
     fn write(&self, route: &str, changes: Changes) -> Result<(), String> {
         for holder in changes.permits_removed {
             self.write_row(

@@ -465,3 +465,44 @@ fn bucket_size(limits: &FlowLimits) -> u64 {
         .rate_thousandths
         .map_or(0, |rate| rate.saturating_mul(1_000).max(TOKEN))
 }
+
+/// What one step of a coordinator object changed: the rows to write, and
+/// how many claims expired in it (counted for the benchmark's figures).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Step {
+    pub changes: Changes,
+    pub claims_expired: u64,
+}
+
+/// A route's coordinator object is a host of this book, kept as rows.
+impl crate::host::Book for Coordinator {
+    type Call = FlowCall;
+    type Reply = String;
+    type Changes = Step;
+
+    fn apply(&mut self, call: &FlowCall, now: u64) -> String {
+        Coordinator::apply(self, call, now)
+    }
+
+    /// Leases that ended come back; waiters get what is free. A
+    /// coordinator is never forgotten: its route's limits live in it.
+    fn alarm(&mut self, now: u64) -> crate::host::AlarmStep {
+        self.on_alarm(now);
+        crate::host::AlarmStep::Keep
+    }
+
+    fn next_alarm(&self) -> Option<u64> {
+        Coordinator::next_alarm(self)
+    }
+
+    fn take_wakes(&mut self) -> Vec<String> {
+        Coordinator::take_wakes(self)
+    }
+
+    fn take_changes(&mut self) -> Step {
+        Step {
+            changes: Coordinator::take_changes(self),
+            claims_expired: self.take_claims_expired(),
+        }
+    }
+}

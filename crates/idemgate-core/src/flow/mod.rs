@@ -19,7 +19,7 @@ pub mod coordinator;
 mod tests;
 mod wire;
 
-pub use coordinator::{Changes, Coordinator, Meta, Permit, Waiter};
+pub use coordinator::{Changes, Coordinator, Meta, Permit, Step, Waiter};
 
 /// A route's limits (a route with flow control sets at least one).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -112,7 +112,9 @@ impl<B: Book, S: Store<B>> Host<B, S> {
         });
         if step == AlarmStep::Forget {
             self.store.forget().await?;
+            // The storage, its alarm with it, is gone.
             *self.book.borrow_mut() = None;
+            *self.alarm_at.borrow_mut() = None;
             return Ok(Vec::new());
         }
         if let Err(message) = self.store.save(changes).await {
@@ -143,17 +145,17 @@ impl<B: Book, S: Store<B>> Host<B, S> {
         f(book.as_mut().expect("loaded first"))
     }
 
-    /// Sets the alarm to the book's next moment (never in the past).
+    /// Sets the alarm to the book's next moment (one already past, now),
+    /// unless this instance set it there already.
     async fn arm(&self, now: u64) {
         let Some(next) = self.with(|book| book.next_alarm()) else {
             return;
         };
-        let at = next.max(now);
-        if *self.alarm_at.borrow() == Some(at) {
+        if *self.alarm_at.borrow() == Some(next) {
             return;
         }
-        if self.store.set_alarm(at).await.is_ok() {
-            *self.alarm_at.borrow_mut() = Some(at);
+        if self.store.set_alarm(next.max(now)).await.is_ok() {
+            *self.alarm_at.borrow_mut() = Some(next);
         }
     }
 }
