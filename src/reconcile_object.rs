@@ -1,54 +1,59 @@
 //! A route's reconciliation (SPEC §11, v4): a Durable Object class of its
 //! own (`ReconcileObject`, binding `RECONCILE_OBJECT`), one object per
-//! route with `reconcile`, named for it. It holds the route's cursor, its
-//! lock and its last runs (one JSON value in the object's storage), and
-//! runs [`idemgate_core::reconcile::run::run`] against the provider's API
-//! and the keys' objects. The Cron Trigger ticks it; when a run stops at
-//! its limits, the object's alarm starts the next one from the cursor.
-
-use std::cell::RefCell;
+//! route with `reconcile`, named for it. A host ([`idemgate_core::host`])
+//! of the route's [`RouteRuns`] (its cursor, its lock and its last runs,
+//! one JSON value in the object's storage): a call begins a run in one
+//! step of the book, the run goes against the provider's API and the
+//! keys' objects ([`idemgate_core::reconcile::run::run`]), and a second
+//! step records it. The Cron Trigger ticks it; when a run stops at its
+//! limits, the object's alarm starts the next one from the cursor.
 
 use wasm_bindgen::prelude::*;
-use worker::js_sys::{Date as JsDate, Number};
-use worker::{
-    durable_object, Date, DurableObject, Env, Request, Response, ScheduledTime, State, Storage,
-};
+use worker::{durable_object, Date, DurableObject, Env, Request, Response, State};
 
 use idemgate_core::answer::render_problem;
 use idemgate_core::config::RouteConfig;
 use idemgate_core::delivery::{Delivery, Identity};
+use idemgate_core::host::value::{ValueStorage, ValueStore};
+use idemgate_core::host::Host;
 use idemgate_core::object_call::{ObjectCall, ObjectOp};
 use idemgate_core::origin::OutboundRequest;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::ForwardResult;
-use idemgate_core::reconcile::route_runs::{ReconcileCall, RouteRuns};
+use idemgate_core::reconcile::route_runs::{Begun, ReconcileCall, RouteRuns};
 use idemgate_core::reconcile::run::{
     self, KeyAnswer, Presence, ReconcileLine, RunBackend, Trigger, RUN_LIMITS,
 };
 use idemgate_core::reconcile::{ApiRequest, ApiResponse};
 
 use crate::env::config_from_env;
+use crate::object_storage::KeyValues;
 use crate::{edge_http, events, object_client};
 
 pub const RECONCILE_OBJECT_BINDING: &str = "RECONCILE_OBJECT";
 const STATE_KEY: &str = "runs";
+const ROUTE_KEY: &str = "route";
 /// How long one API request may take.
 const API_TIMEOUT_MS: u64 = 10_000;
 
 #[durable_object]
 pub struct ReconcileObject {
-    storage: Storage,
     env: Env,
-    /// The route's runs as storage holds them, once read.
-    runs: RefCell<Option<RouteRuns>>,
+    host: Host<RouteRuns, ValueStore<KeyValues>>,
 }
 
 impl DurableObject for ReconcileObject {
     fn new(state: State, env: Env) -> Self {
-        ReconcileObject {
+        let storage = KeyValues {
             storage: state.storage(),
+            on_write: || {},
+        };
+        ReconcileObject {
             env,
-            runs: RefCell::new(None),
+            host: Host::new(ValueStore {
+                storage,
+                key: STATE_KEY,
+            }),
         }
     }
 
@@ -59,10 +64,12 @@ impl DurableObject for ReconcileObject {
 
     /// The next run of an unfinished window, or a scheduled one.
     async fn alarm(&self) -> worker::Result<Response> {
-        let route = self
-            .storage
-            .get::<String>("route")
-            .await?
+        self.host.alarm_rang();
+        let storage = &self.host.store().storage;
+        let route = storage
+            .get(ROUTE_KEY)
+            .await
+            .map_err(worker::Error::RustError)?
             .unwrap_or_default();
         let ticked = self.answer(&route, ReconcileCall::Tick).await;
         crate::alerts::flush_from_object(&self.env, |_| {});
@@ -91,9 +98,8 @@ impl ReconcileObject {
 impl ReconcileObject {
     async fn answer(&self, route_name: &str, call: ReconcileCall) -> Result<String, String> {
         let now = Date::now().as_millis();
-        self.load().await?;
         if call == ReconcileCall::Status {
-            let view = self.with_runs(|runs| runs.view(route_name, now));
+            let view = self.host.read(|runs| runs.view(route_name, now)).await?;
             return Ok(reply(200, view));
         }
         let config = config_from_env(&self.env).map_err(|problem| problem.detail())?;
@@ -106,44 +112,34 @@ impl ReconcileObject {
                 serde_json::json!({ "error": "no reconciled route of that name" }),
             ));
         };
-        // The check and the lock are one turn: no await between them.
-        let start = self.with_runs(|runs| {
-            let start = match call {
-                ReconcileCall::Tick => runs.due(now),
-                _ => !runs.locked(now),
-            };
-            if start {
-                runs.lock(now);
+        // The check and the lock are one step, stored before the run.
+        let (begun, _) = self.host.call(&call, now).await?;
+        let trigger = match begun {
+            Begun::Run(trigger) => trigger,
+            Begun::NotNow { running } => {
+                return Ok(reply(
+                    if running { 409 } else { 204 },
+                    serde_json::json!({ "running": running }),
+                ))
             }
-            start
-        });
-        if !start {
-            let running = self.with_runs(|runs| runs.locked(now));
-            return Ok(reply(
-                if running { 409 } else { 204 },
-                serde_json::json!({ "running": running }),
-            ));
-        }
-        self.save(route_name).await?;
-        let trigger = match call {
-            ReconcileCall::RunNow => Trigger::Operator,
-            _ => Trigger::Schedule,
         };
-        let record = self.run(route, trigger).await;
-        self.save(route_name).await?;
-        let next = self.with_runs(|runs| runs.next_run_at);
-        // A date: `set_alarm` reads a bare number as an offset from now.
-        let at = JsDate::new(&Number::from(next as f64));
-        self.storage
-            .set_alarm(ScheduledTime::new(at))
-            .await
-            .map_err(|error| error.to_string())?;
+        let record = self.run(route, trigger).await?;
+        self.host
+            .store()
+            .storage
+            .put(ROUTE_KEY, route.name.clone())
+            .await?;
         Ok(reply(200, serde_json::to_value(record).unwrap_or_default()))
     }
 
-    async fn run(&self, route: &RouteConfig, trigger: Trigger) -> run::RunRecord {
+    /// Runs `route` from the book's cursor, then records the run in the
+    /// book (the second step).
+    async fn run(&self, route: &RouteConfig, trigger: Trigger) -> Result<run::RunRecord, String> {
         let config = route.reconcile.as_ref().expect("a reconciled route");
-        let (cursor, asked) = self.with_runs(|runs| (runs.cursor.clone(), runs.asked.clone()));
+        let (cursor, asked) = self
+            .host
+            .read(|runs| (runs.cursor.clone(), runs.asked.clone()))
+            .await?;
         let backend = WorkerRun {
             env: &self.env,
             route,
@@ -162,47 +158,14 @@ impl ReconcileObject {
         )
         .await;
         let record = ended.record.clone();
-        self.with_runs(|runs| {
-            runs.remember_asked(&ended.asked, ended.record.ended_at, config);
-            runs.finish(ended.record, ended.cursor, ended.retry_after_ms, config)
-        });
-        record
-    }
-
-    async fn load(&self) -> Result<(), String> {
-        if self.runs.borrow().is_some() {
-            return Ok(());
-        }
-        let stored = self
-            .storage
-            .get::<String>(STATE_KEY)
-            .await
-            .map_err(|error| error.to_string())?;
-        let runs = match stored {
-            Some(json) => serde_json::from_str(&json).map_err(|error| error.to_string())?,
-            None => RouteRuns::default(),
-        };
-        self.runs.borrow_mut().get_or_insert(runs);
-        Ok(())
-    }
-
-    async fn save(&self, route: &str) -> Result<(), String> {
-        let json = self.with_runs(|runs| serde_json::to_string(runs).expect("runs serialize"));
-        self.storage
-            .put(STATE_KEY, json)
-            .await
-            .map_err(|error| error.to_string())?;
-        self.storage
-            .put("route", route.to_string())
-            .await
-            .map_err(|error| error.to_string())
-    }
-
-    fn with_runs<T>(&self, f: impl FnOnce(&mut RouteRuns) -> T) -> T {
-        f(self
-            .runs
-            .borrow_mut()
-            .get_or_insert_with(RouteRuns::default))
+        let ended_at = ended.record.ended_at;
+        self.host
+            .step(ended_at, |runs| {
+                runs.remember_asked(&ended.asked, ended_at, config);
+                runs.finish(ended.record, ended.cursor, ended.retry_after_ms, config)
+            })
+            .await?;
+        Ok(record)
     }
 }
 

@@ -125,6 +125,12 @@ impl<B: Book, S: Store<B>> Host<B, S> {
         Ok(wakes)
     }
 
+    /// The runtime ran the object's alarm (and so cleared it), for an
+    /// object whose alarm is a call of its own rather than [`Host::alarm`].
+    pub fn alarm_rang(&self) {
+        *self.alarm_at.borrow_mut() = None;
+    }
+
     /// Reads the book without a step (nothing is stored).
     pub async fn read<T>(&self, f: impl FnOnce(&B) -> T) -> Result<T, String> {
         self.load().await?;

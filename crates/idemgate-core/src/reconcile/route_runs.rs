@@ -203,3 +203,64 @@ impl RouteRuns {
         })
     }
 }
+
+/// What a call found: a run to make now (the route is locked for it), or
+/// none (one is running, or none is due).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Begun {
+    Run(super::run::Trigger),
+    NotNow { running: bool },
+}
+
+impl RouteRuns {
+    /// The check and the lock, in one step: a tick runs when a run is due
+    /// and none is running; the operator's call whenever none is running.
+    pub fn begin(&mut self, call: ReconcileCall, now: u64) -> Begun {
+        let start = match call {
+            ReconcileCall::Tick => self.due(now),
+            ReconcileCall::RunNow => !self.locked(now),
+            ReconcileCall::Status => false,
+        };
+        if !start {
+            return Begun::NotNow {
+                running: self.locked(now),
+            };
+        }
+        self.lock(now);
+        Begun::Run(match call {
+            ReconcileCall::RunNow => super::run::Trigger::Operator,
+            _ => super::run::Trigger::Schedule,
+        })
+    }
+}
+
+/// A route's reconciliation object is a host of its runs, kept as one
+/// value. Its alarm is a tick, which the object runs as a call: a run is
+/// I/O between two steps of the book (begin, then finish).
+impl crate::host::Book for RouteRuns {
+    type Call = ReconcileCall;
+    type Reply = Begun;
+    type Changes = String;
+
+    fn apply(&mut self, call: &ReconcileCall, now: u64) -> Begun {
+        self.begin(*call, now)
+    }
+
+    fn alarm(&mut self, _now: u64) -> crate::host::AlarmStep {
+        crate::host::AlarmStep::Keep
+    }
+
+    /// The next run's time, once the run under way (which holds the
+    /// lock) has recorded it.
+    fn next_alarm(&self) -> Option<u64> {
+        (self.next_run_at > 0 && self.locked_until == 0).then_some(self.next_run_at)
+    }
+
+    fn take_wakes(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn take_changes(&mut self) -> String {
+        serde_json::to_string(self).expect("runs serialize")
+    }
+}

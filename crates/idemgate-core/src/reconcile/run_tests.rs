@@ -1300,6 +1300,38 @@ fn a_lock_keeps_a_second_run_out_until_it_is_freed_or_expires() {
     assert!(!runs.due(NOW_MS + 600_001));
 }
 
+/// The reconciliation object through its host: a tick starts a run only
+/// when one is due, the operator whenever none runs, and the lock is
+/// stored before the run begins; the finished run sets the next alarm.
+#[test]
+fn the_reconcile_object_begins_and_finishes_runs_through_its_host() {
+    use crate::host::value::{MemoryValues, ValueStore};
+    use crate::host::Host;
+    let config = stripe_config();
+    let host: Host<RouteRuns, ValueStore<MemoryValues>> = Host::new(ValueStore {
+        storage: MemoryValues::default(),
+        key: "runs",
+    });
+    let (begun, _) = block_on(host.call(&ReconcileCall::Tick, NOW_MS)).unwrap();
+    assert_eq!(begun, Begun::Run(Trigger::Schedule));
+    let stored: RouteRuns =
+        serde_json::from_str(host.store().storage.values.borrow().get("runs").unwrap()).unwrap();
+    assert!(stored.locked(NOW_MS), "locked before the run begins");
+    let (second, _) = block_on(host.call(&ReconcileCall::RunNow, NOW_MS + 1)).unwrap();
+    assert_eq!(second, Begun::NotNow { running: true });
+    block_on(host.step(NOW_MS + 2_000, |runs| {
+        runs.finish(record(1, NOW_MS, None), None, None, &config)
+    }))
+    .unwrap();
+    assert_eq!(host.store().storage.alarm.get(), Some(NOW_MS + 600_000));
+    let (tick, _) = block_on(host.call(&ReconcileCall::Tick, NOW_MS + 3_000)).unwrap();
+    assert_eq!(tick, Begun::NotNow { running: false }, "not due yet");
+    let (now, _) = block_on(host.call(&ReconcileCall::RunNow, NOW_MS + 3_001)).unwrap();
+    assert_eq!(now, Begun::Run(Trigger::Operator));
+    let view = block_on(host.read(|runs| runs.view("stripe", NOW_MS + 3_002))).unwrap();
+    assert_eq!(view["running"], true);
+}
+
 #[test]
 fn the_last_day_sums_only_runs_started_in_the_last_24_hours_and_counts_failed_runs() {
     // More runs than the 50 kept records still count: see below.
