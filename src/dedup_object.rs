@@ -12,17 +12,15 @@ use worker::{
     State,
 };
 
-use idemgate_core::answer::{render_problem, Answer};
-use idemgate_core::engine::{Backend, Engine, Policy, Presence};
+use idemgate_core::answer::render_problem;
+use idemgate_core::engine::Engine;
 use idemgate_core::object_call::{ObjectCall, ObjectOp, ObjectReply, Reply};
-use idemgate_core::operator::view::ReceiptView;
 use idemgate_core::problem::Problem;
-use idemgate_core::receipt::{HttpResponse, Receipt};
+use idemgate_core::receipt::HttpResponse;
 use idemgate_core::single_use::{decide_claim, Claim, ClaimDecision};
 
 use crate::durable_backend::{integer, storage_error, DurableBackend, Tables};
 use crate::edge_http;
-use crate::env::config_from_env;
 
 /// A signed transmission's claim, in the object named for it (never a
 /// key's object): see `idemgate_core::single_use`.
@@ -119,72 +117,19 @@ impl DedupObject {
 }
 
 impl DedupObject {
+    /// A key's call goes to the engine; a transmission's claim (an object
+    /// named for the transmission, never a key's) is answered here.
     async fn answer(&self, call: &str, body: Vec<u8>) -> Reply {
         let call = match ObjectCall::from_json(call) {
             Ok(call) => call,
             Err(problem) => return reply(render_problem(&problem)),
         };
-        self.engine.absorb(call.absorbed);
-        let object = call.object.clone();
         match call.op {
-            ObjectOp::ReadReceipt => reply(self.read_receipt()),
-            ObjectOp::Purge { force, receipt_id } => {
-                reply(self.purge(&object, force, receipt_id.as_deref()).await)
-            }
-            ObjectOp::Redrive { receipt_id } => reply(self.redrive(receipt_id.as_deref()).await),
-            ObjectOp::Wake => reply(self.wake(&object).await),
-            ObjectOp::HasReceipt => reply(match self.engine.presence() {
-                Ok(Presence::Arrived) => empty(200),
-                Ok(Presence::Absent) => empty(404),
-                Ok(Presence::Failed) => empty(409),
-                Err(message) => render_problem(&Problem::StorageUnavailable { message }),
-            }),
-            ObjectOp::ClaimOnce { claimant, until } => {
-                reply(self.claim_once(&claimant, until).await)
-            }
-            ObjectOp::OrderReady => reply(match self.engine.order_ready().await {
-                Ok(status) => HttpResponse {
-                    status: 200,
-                    headers: vec![("content-type".into(), "application/json".into())],
-                    body: status.encode().into_bytes(),
-                },
-                Err(message) => render_problem(&Problem::StorageUnavailable { message }),
-            }),
-            ObjectOp::PermitReady => reply(match self.engine.permit_ready().await {
-                Ok(()) => empty(204),
-                Err(message) => render_problem(&Problem::StorageUnavailable { message }),
-            }),
-            ObjectOp::Deliver { .. } => {
-                let policy = match self.route_policy(&call.route) {
-                    Ok(policy) => policy,
-                    Err(problem) => return reply(render_problem(&problem)),
-                };
-                let delivery = match call.into_delivery(body) {
-                    Ok(delivery) => delivery,
-                    Err(problem) => return reply(render_problem(&problem)),
-                };
-                let if_absent = delivery.if_absent;
-                let answer = match (delivery.if_known, delivery.if_absent) {
-                    (true, _) => self.engine.deliver_if_known(delivery, &policy).await,
-                    (_, true) => self.engine.deliver_if_absent(delivery, &policy).await,
-                    _ => Some(self.engine.deliver(delivery, &policy).await),
-                };
-                let Some(answer) = answer else {
-                    return Reply {
-                        unknown_key: !if_absent,
-                        already_received: if_absent,
-                        ..reply(empty(204))
-                    };
-                };
-                let replayable_until = match answer {
-                    Answer::Replayed(_) => self.engine.replayable_until(),
-                    _ => None,
-                };
-                Reply {
-                    replayable_until,
-                    ..reply(answer.render())
-                }
-            }
+            ObjectOp::ClaimOnce {
+                ref claimant,
+                until,
+            } => reply(self.claim_once(claimant, until).await),
+            _ => self.engine.answer(call, body).await,
         }
     }
 
@@ -274,82 +219,6 @@ impl DedupObject {
                 .delete_all()
                 .await
                 .map_err(storage_error),
-        }
-    }
-
-    /// The policy of a delivery's route, which must exist and be valid.
-    fn route_policy(&self, route: &str) -> Result<Policy, Problem> {
-        let config = config_from_env(&self.env)?;
-        config
-            .route(route)
-            .map(Policy::from)
-            .ok_or_else(|| Problem::Misconfigured {
-                variable: format!("ROUTES.{route}"),
-                reason: "the gateway named a route this object does not know".into(),
-            })
-    }
-
-    /// Only the life `expected` names, if it names one: checked and acted
-    /// on in one turn, with no await between.
-    async fn purge(&self, object: &str, force: bool, expected: Option<&str>) -> HttpResponse {
-        if let Err(problem) = self.engine.check_life(expected) {
-            return render_problem(&problem);
-        }
-        match self.engine.purge(object, force).await {
-            Ok(true) => empty(204),
-            Ok(false) => render_problem(&Problem::NotFound),
-            Err(problem) => render_problem(&problem),
-        }
-    }
-
-    async fn redrive(&self, expected: Option<&str>) -> HttpResponse {
-        if let Err(problem) = self.engine.check_life(expected) {
-            return render_problem(&problem);
-        }
-        match self.engine.redrive().await {
-            Ok(receipt) => self.receipt_view(202, &receipt),
-            Err(problem) => render_problem(&problem),
-        }
-    }
-
-    async fn wake(&self, object: &str) -> HttpResponse {
-        match self.engine.wake(object).await {
-            Ok(()) => empty(204),
-            Err(message) => render_problem(&Problem::StorageUnavailable { message }),
-        }
-    }
-
-    fn read_receipt(&self) -> HttpResponse {
-        match self.engine.receipt() {
-            Ok(Some(receipt)) => self.receipt_view(200, &receipt),
-            Ok(None) => render_problem(&Problem::NotFound),
-            Err(message) => render_problem(&Problem::StorageUnavailable { message }),
-        }
-    }
-
-    /// The operator's view: the receipt, its stored request while kept,
-    /// and the storage operations of the object's current lifetime.
-    fn receipt_view(&self, status: u16, receipt: &Receipt) -> HttpResponse {
-        let kept = matches!(receipt.state_name(), "dead" | "superseded");
-        let request = match receipt.is_pending() || kept {
-            true => self.engine.backend().load_request().ok().flatten(),
-            false => None,
-        };
-        let config = config_from_env(&self.env).ok();
-        let masked = config
-            .as_ref()
-            .and_then(|config| config.route(&receipt.identity.route))
-            .map(|route| route.masked_headers());
-        let view = ReceiptView::of(
-            receipt,
-            request.as_ref(),
-            self.engine.backend().ops.get(),
-            masked.as_deref(),
-        );
-        HttpResponse {
-            status,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: serde_json::to_vec(&view).expect("a receipt view serializes"),
         }
     }
 }

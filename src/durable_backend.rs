@@ -17,6 +17,7 @@ use idemgate_core::flow::{FlowCall, FlowLimits, PermitReply, PermitRequest};
 use idemgate_core::index::{IndexUpdate, IndexWrite};
 use idemgate_core::order::{OrderCall, OrderReply};
 use idemgate_core::origin::OutboundRequest;
+use idemgate_core::problem::Problem;
 use idemgate_core::receipt::{ForwardResult, Receipt};
 use idemgate_core::signature::Secret;
 
@@ -389,6 +390,21 @@ impl Backend for DurableBackend {
     fn route_policy(&self, route: &str) -> Option<Policy> {
         let config = config_from_env(&self.env).ok()?;
         config.route(route).map(Policy::from)
+    }
+
+    fn delivery_policy(&self, route: &str) -> Result<Policy, Problem> {
+        let config = config_from_env(&self.env)?;
+        config
+            .route(route)
+            .map(Policy::from)
+            .ok_or_else(|| Problem::Misconfigured {
+                variable: format!("ROUTES.{route}"),
+                reason: "the gateway named a route this object does not know".into(),
+            })
+    }
+
+    fn storage_ops(&self) -> StorageOps {
+        self.ops.get()
     }
 }
 

@@ -189,6 +189,10 @@ pub fn created(body: &str) -> ForwardResult {
 }
 
 impl Backend for MemoryBackend {
+    fn storage_ops(&self) -> StorageOps {
+        self.ops.get()
+    }
+
     fn now_ms(&self) -> u64 {
         self.now.get()
     }

@@ -16,6 +16,7 @@
 
 mod async_attempts;
 mod async_delivery;
+mod dispatch;
 #[cfg(test)]
 mod flow_tests;
 mod forward;
@@ -98,6 +99,19 @@ pub trait Backend {
     /// terms of an async receipt stored before receipts kept their own,
     /// and the flow-control limits a waiting delivery obeys now.
     fn route_policy(&self, route: &str) -> Option<Policy>;
+    /// The policy of a delivery's route; the error says why there is none.
+    fn delivery_policy(&self, route: &str) -> Result<Policy, Problem> {
+        self.route_policy(route)
+            .ok_or_else(|| Problem::Misconfigured {
+                variable: format!("ROUTES.{route}"),
+                reason: "the gateway named a route this object does not know".into(),
+            })
+    }
+    /// The storage operations of the object's current lifetime, which the
+    /// operator's view of a receipt shows.
+    fn storage_ops(&self) -> StorageOps {
+        StorageOps::default()
+    }
     /// Asks `route`'s flow coordinator for a permit (SPEC §2, v3); an
     /// error is a coordinator that could not be reached.
     async fn acquire_permit(
@@ -153,6 +167,9 @@ pub struct Policy {
     /// The route orders per entity (SPEC §12): a delivery accepted
     /// without an order ticket is counted as unordered.
     pub ordered: bool,
+    /// Headers the operator's view masks (the route's signature header
+    /// and tenant header).
+    pub masked_headers: Vec<String>,
 }
 
 impl From<&RouteConfig> for Policy {
@@ -172,6 +189,11 @@ impl From<&RouteConfig> for Policy {
             forward_secret_name: route.forward_secret_name.clone(),
             log_duplicates: route.log_duplicates,
             ordered: route.order.is_some(),
+            masked_headers: route
+                .masked_headers()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
         }
     }
 }

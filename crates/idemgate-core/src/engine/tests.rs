@@ -37,6 +37,7 @@ pub(super) fn policy(in_flight: InFlightPolicy) -> Policy {
         forward_secret_name: Some("FORWARD_SECRET".into()),
         log_duplicates: false,
         ordered: false,
+        masked_headers: Vec::new(),
     }
 }
 

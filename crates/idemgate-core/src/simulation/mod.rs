@@ -330,6 +330,7 @@ impl Simulation {
             forward_secret: signed.then(|| Secret::new("simulated-forward-secret".into())),
             log_duplicates: false,
             ordered: false,
+            masked_headers: Vec::new(),
         };
         let alarms = match rng.below(100) {
             0..45 => AlarmFaults::Reliable,
