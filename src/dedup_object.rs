@@ -224,18 +224,9 @@ impl DedupObject {
 }
 
 fn reply(response: HttpResponse) -> Reply {
-    Reply {
-        response,
-        replayable_until: None,
-        unknown_key: false,
-        already_received: false,
-    }
+    Reply::of(response)
 }
 
 fn empty(status: u16) -> HttpResponse {
-    HttpResponse {
-        status,
-        headers: Vec::new(),
-        body: Vec::new(),
-    }
+    HttpResponse::empty(status)
 }

@@ -6,6 +6,7 @@
 //! with their private keys, which no route holds; every other scheme with
 //! the core's own `sign`.
 
+use idemgate_core::time::rfc3339;
 use std::sync::LazyLock;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -258,28 +259,6 @@ fn name_certificate(delivery: &mut Message, url: &str) {
             *value = url.to_string();
         }
     }
-}
-
-/// `t` (Unix seconds) as RFC 3339 UTC, as PayPal writes its times.
-fn rfc3339(t: u64) -> String {
-    let (days, seconds) = ((t / 86_400) as i64, t % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        seconds / 3_600,
-        seconds / 60 % 60,
-        seconds % 60
-    )
 }
 
 fn sha256_hex(body: &[u8]) -> String {

@@ -170,6 +170,18 @@ pub struct Reply {
     pub already_received: bool,
 }
 
+impl Reply {
+    /// `response` as a reply with nothing else to say.
+    pub fn of(response: HttpResponse) -> Reply {
+        Reply {
+            response,
+            replayable_until: None,
+            unknown_key: false,
+            already_received: false,
+        }
+    }
+}
+
 impl ObjectReply {
     /// The reply's JSON and the body to send beside it.
     pub fn encode(reply: Reply) -> (String, Vec<u8>) {
