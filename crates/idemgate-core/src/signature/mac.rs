@@ -190,6 +190,60 @@ pub fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: String
     headers.push((name.to_ascii_lowercase(), value));
 }
 
+/// A scheme that is one [`TimestampedHeader`] over the raw body and
+/// nothing else (Stripe, Paddle): its format, its secret and the key its
+/// deliveries carry in the signed body. Each such sender's file names its
+/// format and key; this holds what they would write alike.
+pub struct TimestampedHeaderScheme {
+    pub format: &'static TimestampedHeader,
+    pub secret: super::Secret,
+    pub default_key_sources: &'static str,
+}
+
+/// Names the format by its header; never the secret.
+impl std::fmt::Debug for TimestampedHeaderScheme {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("TimestampedHeaderScheme")
+            .field("header", &self.format.header)
+            .field("secret", &self.secret)
+            .finish()
+    }
+}
+
+impl super::Scheme for TimestampedHeaderScheme {
+    fn default_key_sources(&self) -> &'static str {
+        self.default_key_sources
+    }
+
+    fn verify(
+        &self,
+        request: &super::SignedRequest,
+        now: u64,
+        tolerance: u64,
+    ) -> Result<super::Verdict, Rejection> {
+        self.format
+            .verify(
+                self.secret.expose().as_bytes(),
+                tolerance,
+                request.headers,
+                request.body,
+                now,
+            )
+            .map(|()| super::Verdict::Verified)
+    }
+
+    #[cfg(feature = "sign")]
+    fn sign(&self, message: &mut super::Message, now: u64) {
+        self.format.sign(
+            self.secret.expose().as_bytes(),
+            &mut message.headers,
+            &message.body,
+            now,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

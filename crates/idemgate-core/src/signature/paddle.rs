@@ -4,14 +4,16 @@
 //! rotated); unknown entries are ignored. The timestamp is signed, so a
 //! stale one is refused. The event id `event_id` is in the signed body.
 
-use super::mac::{TimestampedHeader, TimestampedMac};
-use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest, Verdict};
+use super::mac::{TimestampedHeader, TimestampedHeaderScheme, TimestampedMac};
+use super::SchemeEntry;
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
     name: "paddle",
     configure: |settings| {
-        Ok(Box::new(Paddle {
+        Ok(Box::new(TimestampedHeaderScheme {
+            format: &FORMAT,
             secret: settings.required_secret("paddle")?,
+            default_key_sources: "json:/event_id",
         }))
     },
 };
@@ -32,56 +34,20 @@ const FORMAT: TimestampedHeader = TimestampedHeader {
     time_signed_as_sent: true,
 };
 
-#[derive(Debug)]
-struct Paddle {
-    secret: Secret,
-}
-
-impl Scheme for Paddle {
-    fn default_key_sources(&self) -> &'static str {
-        "json:/event_id"
-    }
-
-    fn verify(
-        &self,
-        request: &SignedRequest,
-        now: u64,
-        tolerance: u64,
-    ) -> Result<Verdict, Rejection> {
-        verify(
-            self.secret.expose().as_bytes(),
-            tolerance,
-            request.headers,
-            request.body,
-            now,
-        )
-        .map(|()| Verdict::Verified)
-    }
-
-    #[cfg(feature = "sign")]
-    fn sign(&self, message: &mut Message, now: u64) {
-        FORMAT.sign(
-            self.secret.expose().as_bytes(),
-            &mut message.headers,
-            &message.body,
-            now,
-        );
-    }
-}
-
-fn verify(
-    secret: &[u8],
-    tolerance: u64,
-    headers: &[(String, String)],
-    body: &[u8],
-    now: u64,
-) -> Result<(), Rejection> {
-    FORMAT.verify(secret, tolerance, headers, body, now)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signature::Rejection;
+
+    fn verify(
+        secret: &[u8],
+        tolerance: u64,
+        headers: &[(String, String)],
+        body: &[u8],
+        now: u64,
+    ) -> Result<(), Rejection> {
+        FORMAT.verify(secret, tolerance, headers, body, now)
+    }
 
     fn check(secret: &str, header: Option<&str>, body: &[u8], now: u64) -> Result<(), Rejection> {
         let headers: Vec<(String, String)> = header

@@ -3,14 +3,16 @@
 //! (Stripe sends several while a secret is being rolled); other schemes'
 //! entries (`v0`) are ignored. The event id `id` is in the signed body.
 
-use super::mac::{TimestampedHeader, TimestampedMac};
-use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest, Verdict};
+use super::mac::{TimestampedHeader, TimestampedHeaderScheme, TimestampedMac};
+use super::SchemeEntry;
 
 pub const ENTRY: SchemeEntry = SchemeEntry {
     name: "stripe",
     configure: |settings| {
-        Ok(Box::new(Stripe {
+        Ok(Box::new(TimestampedHeaderScheme {
+            format: &FORMAT,
             secret: settings.required_secret("stripe")?,
+            default_key_sources: "json:/id",
         }))
     },
 };
@@ -31,56 +33,20 @@ const FORMAT: TimestampedHeader = TimestampedHeader {
     time_signed_as_sent: false,
 };
 
-#[derive(Debug)]
-struct Stripe {
-    secret: Secret,
-}
-
-impl Scheme for Stripe {
-    fn default_key_sources(&self) -> &'static str {
-        "json:/id"
-    }
-
-    fn verify(
-        &self,
-        request: &SignedRequest,
-        now: u64,
-        tolerance: u64,
-    ) -> Result<Verdict, Rejection> {
-        verify(
-            self.secret.expose().as_bytes(),
-            tolerance,
-            request.headers,
-            request.body,
-            now,
-        )
-        .map(|()| Verdict::Verified)
-    }
-
-    #[cfg(feature = "sign")]
-    fn sign(&self, message: &mut Message, now: u64) {
-        FORMAT.sign(
-            self.secret.expose().as_bytes(),
-            &mut message.headers,
-            &message.body,
-            now,
-        );
-    }
-}
-
-fn verify(
-    secret: &[u8],
-    tolerance: u64,
-    headers: &[(String, String)],
-    body: &[u8],
-    now: u64,
-) -> Result<(), Rejection> {
-    FORMAT.verify(secret, tolerance, headers, body, now)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signature::Rejection;
+
+    fn verify(
+        secret: &[u8],
+        tolerance: u64,
+        headers: &[(String, String)],
+        body: &[u8],
+        now: u64,
+    ) -> Result<(), Rejection> {
+        FORMAT.verify(secret, tolerance, headers, body, now)
+    }
 
     const SECRET: &[u8] = b"whsec_stripe_test";
     const BODY: &[u8] = br#"{"id":"evt_1","type":"payment_intent.succeeded"}"#;
