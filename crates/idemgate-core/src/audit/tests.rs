@@ -163,3 +163,18 @@ fn an_intent_id_is_never_handed_out_twice() {
     // have handed out (its entries and its open intents).
     assert_eq!(next_intent_id(None, 5, 2), 8);
 }
+
+/// A page of the chain: the cursor of the next page is the last entry's
+/// `seq` when the page is full, none when it is the last (and none for a
+/// page of nothing, whatever its limit).
+#[test]
+fn a_full_page_names_the_next_and_a_short_one_ends_the_chain() {
+    let mut chain = Chain::default();
+    let entries: Vec<Entry> = (0..3)
+        .map(|_| chain.append(&intent("admin-token", "purge"), "204"))
+        .collect();
+    assert_eq!(Page::cursor_of(&entries, 3), Some(3));
+    assert_eq!(Page::cursor_of(&entries[..2], 3), None);
+    assert_eq!(Page::cursor_of(&[], 0), None);
+    assert_eq!(Page::cursor_of(&entries[..1], 1), Some(1));
+}
