@@ -12,7 +12,7 @@ use hmac::Mac;
 use crate::support::{client, eventually, post_json, read_summary, Gateway};
 use crate::{World, ADMIN_TOKEN, FORWARD_SECRET};
 
-const ALERT_SECRET: &str = "whsec_YWxlcnRzLXNpZ25pbmcta2V5LWZvci10aGUtZTJlLXRlc3Rz";
+pub const ALERT_SECRET: &str = "whsec_YWxlcnRzLXNpZ25pbmcta2V5LWZvci10aGUtZTJlLXRlc3Rz";
 const GITHUB_SECRET: &str = "alerts-github-secret";
 
 /// The alerts the test origin got as the JSON sink, oldest first.
@@ -26,7 +26,9 @@ fn json_alerts(world: &World, run: &str) -> Vec<serde_json::Value> {
 }
 
 /// What the official Standard Webhooks library makes of one delivery.
-fn verified_by_standardwebhooks(received: &crate::support::origin::Received) -> serde_json::Value {
+pub fn verified_by_standardwebhooks(
+    received: &crate::support::origin::Received,
+) -> serde_json::Value {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let headers: serde_json::Map<String, serde_json::Value> =
         ["webhook-id", "webhook-timestamp", "webhook-signature"]

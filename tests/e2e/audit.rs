@@ -373,6 +373,58 @@ pub async fn a_claimed_identity_is_not_the_actor_until_access_proves_it(world: &
     }
 }
 
+/// The review's item 11 (round 5): the chain is anchored outside the
+/// object that keeps it. After an act, the head goes to the `json` sink
+/// as a signed `idemgate.audit_head` checkpoint (the official Standard
+/// Webhooks library verifies it), and the exported chain agrees with it.
+pub async fn an_act_sends_the_chains_head_to_the_json_sink(world: &'static World) {
+    use crate::alerts::{verified_by_standardwebhooks, ALERT_SECRET};
+    let origin = world.origin.url();
+    let run = crate::senders::now().to_string();
+    let sinks = serde_json::json!([
+        {"url": format!("{origin}/checkpoints-{run}/json"), "format": "json", "secret": "ALERT_SECRET"}
+    ])
+    .to_string();
+    let gateway = Gateway::start_with_hooks(&[
+        ("ORIGIN_URL", &origin),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+        ("ALERTS", &sinks),
+        ("ALERT_SECRET", ALERT_SECRET),
+    ])
+    .await;
+    let purged = act(
+        &gateway,
+        reqwest::Method::DELETE,
+        "/__idemgate/receipts",
+        &[("key", "au-anchor"), ("path", "/audit/au-anchor")],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        purged.status,
+        404,
+        "{}",
+        String::from_utf8_lossy(&purged.body)
+    );
+    let prefix = format!("/checkpoints-{run}/json");
+    eventually(20, "the checkpoint reached the json sink", || async {
+        !world.origin.received(&prefix).is_empty()
+    })
+    .await;
+    let received = world.origin.received(&prefix);
+    let checkpoint = verified_by_standardwebhooks(&received[0]);
+    assert_eq!(checkpoint["type"], "idemgate.audit_head", "{checkpoint}");
+    assert_eq!(checkpoint["seq"], 1, "{checkpoint}");
+    let checkpoint = idemgate_origin::audit::Checkpoint::from_json(
+        std::str::from_utf8(&received[0].body).unwrap(),
+    )
+    .expect("the sink's body is a checkpoint the verifiers read");
+    let chain = export(&gateway).await;
+    idemgate_origin::audit::verify_chain_at(&chain, &checkpoint)
+        .expect("the exported chain agrees with what left the deployment");
+}
+
 /// An audit write that fails answers 503 and the act is not done: the
 /// purge left the receipt, the re-drives left the dead letter dead, and
 /// the chain did not move.

@@ -259,6 +259,7 @@ fn main() {
         audit::each_operator_act_leaves_one_entry_and_the_chain_verifies,
         audit::an_audit_write_that_fails_refuses_the_act,
         audit::a_claimed_identity_is_not_the_actor_until_access_proves_it,
+        audit::an_act_sends_the_chains_head_to_the_json_sink,
         audit::redrive_by_filter_counts_first_and_takes_only_its_window,
         operator::receipt_after_a_storm_shows_duplicates_and_attempts,
         operator::purge_makes_the_key_new_and_unknown_keys_are_404,
