@@ -45,8 +45,10 @@ async fn act(
     email: Option<&str>,
     hook: Option<&str>,
 ) -> Reply {
-    let team = TEAM.get().expect("an audit gateway was started");
-    let identity = email.map(|email| (email, Some(assertion(team, ACCESS_AUD, email, false))));
+    let identity = email.map(|email| {
+        let team = TEAM.get().expect("an audit gateway was started");
+        (email, Some(assertion(team, ACCESS_AUD, email, false)))
+    });
     act_as(gateway, method, path, query, identity, hook).await
 }
 
