@@ -13,7 +13,7 @@ use idemgate_core::headers;
 use idemgate_core::object_call::ObjectOp;
 use idemgate_core::operator::{authorize, listing, query_pairs, receipt_address, route_of};
 use idemgate_core::problem::Problem;
-use idemgate_core::reconcile::route_runs::ReconcileCall;
+use idemgate_core::reconcile_runs::route_runs::ReconcileCall;
 
 use crate::audit_client;
 use crate::edge_http;

@@ -18,7 +18,7 @@ use worker::{AnalyticsEngineDataPointBuilder, AnalyticsEngineDataset, Env};
 
 use idemgate_core::alerts::Condition;
 use idemgate_core::decision_log::DecisionLog;
-use idemgate_core::reconcile::run::ReconcileLine;
+use idemgate_core::reconcile_runs::run::ReconcileLine;
 
 use crate::alerts;
 use crate::isolate::Tally;

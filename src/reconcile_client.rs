@@ -4,8 +4,8 @@
 
 use worker::Env;
 
-use idemgate_core::reconcile::route_runs::ReconcileCall;
-use idemgate_core::reconcile::run::ReconcileLine;
+use idemgate_core::reconcile_runs::route_runs::ReconcileCall;
+use idemgate_core::reconcile_runs::run::ReconcileLine;
 
 use crate::env::config_from_env;
 use crate::reconcile_object::RECONCILE_OBJECT_BINDING;

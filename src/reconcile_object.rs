@@ -4,7 +4,7 @@
 //! of the route's [`RouteRuns`] (its cursor, its lock and its last runs,
 //! one JSON value in the object's storage): a call begins a run in one
 //! step of the book, the run goes against the provider's API and the
-//! keys' objects ([`idemgate_core::reconcile::run::run`]), and a second
+//! keys' objects ([`idemgate_core::reconcile_runs::run::run`]), and a second
 //! step records it. The Cron Trigger ticks it; when a run stops at its
 //! limits, the object's alarm starts the next one from the cursor.
 
@@ -20,11 +20,11 @@ use idemgate_core::object_call::{ObjectCall, ObjectOp};
 use idemgate_core::origin::OutboundRequest;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::ForwardResult;
-use idemgate_core::reconcile::route_runs::{Begun, ReconcileCall, RouteRuns};
-use idemgate_core::reconcile::run::{
+use idemgate_core::reconcile::{ApiRequest, ApiResponse};
+use idemgate_core::reconcile_runs::route_runs::{Begun, ReconcileCall, RouteRuns};
+use idemgate_core::reconcile_runs::run::{
     self, KeyAnswer, Presence, ReconcileLine, RunBackend, Trigger, RUN_LIMITS,
 };
-use idemgate_core::reconcile::{ApiRequest, ApiResponse};
 
 use crate::env::config_from_env;
 use crate::object_storage::KeyValues;

@@ -67,6 +67,7 @@ pub mod pipeline;
 pub mod problem;
 pub mod receipt;
 pub mod reconcile;
+pub mod reconcile_runs;
 pub mod replay_cache;
 pub mod routes;
 pub mod signature;

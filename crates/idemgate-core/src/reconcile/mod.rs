@@ -15,8 +15,6 @@ pub mod api;
 mod github;
 mod paddle;
 mod paypal;
-pub mod route_runs;
-pub mod run;
 mod square;
 mod stripe;
 mod types;

@@ -135,7 +135,7 @@ pub(super) fn json_text(body: &[u8], pointers: &[&str]) -> Option<String> {
 
 /// `url`, if it is on `base` (a next-page link must not send the key to
 /// another host).
-pub(super) fn on_base(url: &str, base: &str) -> Option<String> {
+pub(crate) fn on_base(url: &str, base: &str) -> Option<String> {
     let rest = url.strip_prefix(base)?;
     (rest.starts_with('/') || rest.starts_with('?')).then(|| url.to_string())
 }

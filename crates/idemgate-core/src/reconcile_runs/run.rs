@@ -10,11 +10,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::wire::{ApiError, ApiRequest, ApiResponse, ListedEvent, Window};
-use super::{FillBy, ReconcileConfig, Source};
 use crate::config::RouteConfig;
 use crate::delivery::{Delivery, Identity};
 pub use crate::engine::Presence;
+use crate::reconcile::wire::{ApiError, ApiRequest, ApiResponse, ListedEvent, Window};
+use crate::reconcile::{FillBy, ReconcileConfig, Source};
 
 /// What a run may spend: subrequests (API calls and calls to key objects)
 /// and milliseconds.
@@ -189,7 +189,8 @@ pub async fn run<B: RunBackend>(
     let cursor = cursor.filter(|cursor| {
         let fresh = config.window(started_at / 1_000).from;
         let on_base = cursor.page.as_deref().is_none_or(|page| {
-            !page.starts_with("http") || super::wire::on_base(page, &config.api_base).is_some()
+            !page.starts_with("http")
+                || crate::reconcile::wire::on_base(page, &config.api_base).is_some()
         });
         cursor.window.from.saturating_add(CURSOR_MAX_AGE_SECONDS) >= fresh
             && on_base

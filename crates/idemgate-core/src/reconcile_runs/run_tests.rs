@@ -11,8 +11,8 @@ use futures::executor::block_on;
 use super::*;
 use crate::canonical::{sha256_hex, Fingerprint};
 use crate::config::Config;
-use crate::reconcile::route_runs::*;
 use crate::reconcile::KEPT_RUNS;
+use crate::reconcile_runs::route_runs::*;
 use crate::time::rfc3339;
 
 const NOW_MS: u64 = 1_700_000_000_000;

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::run::{Asked, Cursor, RunRecord};
-use super::{ReconcileConfig, KEPT_RUNS};
+use crate::reconcile::{ReconcileConfig, KEPT_RUNS};
 
 /// How long the lock holds if its run never ends (an evicted object): a
 /// run's 25 s, and the longest a key's object may hold its last call (a
