@@ -34,7 +34,6 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 
 use futures::channel::oneshot;
-use serde::Serialize;
 
 use crate::answer::{Answer, Settled};
 use crate::canonical::Fingerprint;
@@ -130,22 +129,9 @@ pub trait Backend {
     ) -> Result<crate::order::OrderReply, String>;
 }
 
-/// Storage operations, as counted by a backend: the cost of a delivery.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct StorageOps {
-    pub reads: u64,
-    pub writes: u64,
-    pub alarm_writes: u64,
-    pub index_writes: u64,
-}
-
-impl StorageOps {
-    pub fn bump(counter: &Cell<StorageOps>, bump: impl FnOnce(&mut StorageOps)) {
-        let mut ops = counter.get();
-        bump(&mut ops);
-        counter.set(ops);
-    }
-}
+/// Storage operations, as counted by a backend (the operator's view of a
+/// receipt shows them, so they are defined with it).
+pub use crate::operator::view::StorageOps;
 
 /// The part of a route's configuration the Durable Object acts on.
 #[derive(Debug, Clone, PartialEq, Eq)]

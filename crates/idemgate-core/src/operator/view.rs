@@ -6,9 +6,26 @@
 use serde::Serialize;
 
 use crate::delivery::DeliveryRequest;
-use crate::engine::StorageOps;
 use crate::headers::HeaderList;
 use crate::receipt::{Attempt, DeliveryKind, Receipt, ReceiptState, StoredResponse};
+
+/// Storage operations, as counted by a backend: the cost of a delivery,
+/// which the operator's view of a receipt shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StorageOps {
+    pub reads: u64,
+    pub writes: u64,
+    pub alarm_writes: u64,
+    pub index_writes: u64,
+}
+
+impl StorageOps {
+    pub fn bump(counter: &std::cell::Cell<StorageOps>, bump: impl FnOnce(&mut StorageOps)) {
+        let mut ops = counter.get();
+        bump(&mut ops);
+        counter.set(ops);
+    }
+}
 
 /// The version of this view's shape, sent as `view_version`.
 pub const VIEW_VERSION: u32 = 1;
