@@ -36,14 +36,7 @@ pub async fn get_passes_through_without_dedup_or_idempotency_headers(world: &'st
 pub async fn operator_health_is_not_forwarded(world: &'static World) {
     let gateway = world.gateway(Profile::Wait).await;
     let before = world.origin.count("/");
-    let reply = Reply::read(
-        client()
-            .get(gateway.url("/__idemgate/health"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let reply = crate::support::get(&gateway, "/__idemgate/health").await;
     assert_eq!(reply.status, 200);
     assert_eq!(reply.json()["status"], "ok");
     assert_eq!(world.origin.count("/"), before);

@@ -202,14 +202,7 @@ pub async fn a_stripe_event_never_delivered_reaches_the_origin_once(world: &'sta
         .requests()
         .iter()
         .all(|(_, target)| target.contains("created[gte]=")));
-    let health = Reply::read(
-        client()
-            .get(gateway.url("/__idemgate/health"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let health = crate::support::get(&gateway, "/__idemgate/health").await;
     assert_eq!(
         health.json()["configuration"]["reconcile"],
         "ok",

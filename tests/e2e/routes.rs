@@ -203,14 +203,7 @@ pub async fn a_broken_route_fails_alone_and_health_names_it(world: &'static Worl
         "{}",
         String::from_utf8_lossy(&receipt.body)
     );
-    let health = Reply::read(
-        client()
-            .get(gateway.url("/__idemgate/health"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let health = crate::support::get(&gateway, "/__idemgate/health").await;
     assert_eq!(health.status, 200);
     let health = health.json();
     assert_eq!(
@@ -273,14 +266,7 @@ pub async fn routes_that_would_forward_twice_or_unverifiably_are_refused(world: 
     assert_eq!(world.origin.count("/refused/batch"), 0);
     let good = post_json(&client(), &gateway.url("/refused/x"), Some("fine-1"), "{}").await;
     assert_eq!(good.status, 201);
-    let health = Reply::read(
-        client()
-            .get(gateway.url("/__idemgate/health"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let health = crate::support::get(&gateway, "/__idemgate/health").await;
     let health = health.json();
     assert_eq!(
         health["configuration"]["broken_routes"],

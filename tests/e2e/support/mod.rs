@@ -169,6 +169,11 @@ pub async fn read_stats(gateway: &Gateway, token: &str) -> serde_json::Value {
 
 /// `GET /__idemgate/summary` with the admin token: counts per route, and
 /// each limited route's flow control.
+/// `GET` of `path` on the gateway, with no token (health, a passthrough).
+pub async fn get(gateway: &Gateway, path: &str) -> Reply {
+    Reply::read(client().get(gateway.url(path)).send().await.unwrap()).await
+}
+
 pub async fn read_summary(gateway: &Gateway, token: &str) -> serde_json::Value {
     operator_get(gateway, token, "/__idemgate/summary").await
 }

@@ -146,6 +146,14 @@ fn route(routes: &str) -> RouteConfig {
     config.routes[0].clone()
 }
 
+/// A route reconciled from Paddle's notifications of its destination.
+fn paddle_route() -> RouteConfig {
+    route(
+        r#"{"paddle":{"path":"/webhooks/paddle","signature":"paddle","signing_secret":"WEBHOOK_SECRET",
+            "reconcile":{"source":"paddle","api_key":"RECONCILE_KEY","types":["transaction.*"],"endpoint":"ntfset_01route"}}}"#,
+    )
+}
+
 fn stripe_route() -> RouteConfig {
     stripe_route_with("")
 }
@@ -911,10 +919,7 @@ fn paddle_notification(ntf: &str, event_id: &str, event_type: &str, status: &str
 
 #[test]
 fn paddle_replays_a_notification_whose_event_has_no_receipt() {
-    let route = route(
-        r#"{"paddle":{"path":"/webhooks/paddle","signature":"paddle","signing_secret":"WEBHOOK_SECRET",
-            "reconcile":{"source":"paddle","api_key":"RECONCILE_KEY","types":["transaction.*"],"endpoint":"ntfset_01route"}}}"#,
-    );
+    let route = paddle_route();
     let next =
         "https://api.paddle.com/notifications?notification_setting_id=ntfset_01route&after=ntf_3";
     let fake = Fake::new(move |request: &ApiRequest| {
@@ -1573,10 +1578,7 @@ fn a_cursor_55_minutes_old_is_dropped_and_one_49_minutes_old_is_followed() {
 /// while the lookback lasts; GitHub, whose redelivery is one attempt, is.
 #[test]
 fn a_paddle_event_asked_for_once_is_not_asked_again_within_the_lookback() {
-    let route = route(
-        r#"{"paddle":{"path":"/webhooks/paddle","signature":"paddle","signing_secret":"WEBHOOK_SECRET",
-            "reconcile":{"source":"paddle","api_key":"RECONCILE_KEY","types":["transaction.*"],"endpoint":"ntfset_01route"}}}"#,
-    );
+    let route = paddle_route();
     let replays = std::rc::Rc::new(Cell::new(0));
     let counted = replays.clone();
     let fake = Fake::new(move |request: &ApiRequest| {
@@ -1666,10 +1668,7 @@ fn a_cursor_link_off_the_apis_origin_is_dropped() {
 /// a new notification id and be refused as another payload.
 #[test]
 fn a_paddle_event_whose_forward_failed_is_forwarded_by_the_run_not_replayed() {
-    let route = route(
-        r#"{"paddle":{"path":"/webhooks/paddle","signature":"paddle","signing_secret":"WEBHOOK_SECRET",
-            "reconcile":{"source":"paddle","api_key":"RECONCILE_KEY","types":["transaction.*"],"endpoint":"ntfset_01route"}}}"#,
-    );
+    let route = paddle_route();
     let fake = Fake::new(move |request: &ApiRequest| {
         assert_eq!(request.method, "GET", "no replay is asked for");
         json(
