@@ -91,10 +91,11 @@ impl DedupObject {
         let bytes = body.to_vec();
         drop(body);
         let reply = self.answer(&call, bytes).await;
-        if self.engine.has_first_attempt() {
-            // An async delivery accepted in flight: its first attempt runs
-            // once this answer (the acknowledgement) has left. Should the
-            // object die first, the alarm at the lease's end takes it over.
+        if self.engine.has_after_answer() {
+            // An async delivery accepted: its index row is written, and
+            // its first attempt runs, once this answer (the
+            // acknowledgement) has left. Should the object die first, the
+            // alarm (at the lease's end, or sooner for the row) takes over.
             let engine = self.engine.clone();
             let env = self.env.clone();
             let attempt = worker::wasm_bindgen_futures::future_to_promise(async move {

@@ -33,8 +33,9 @@ pub enum Mutation {
     /// An accepted async delivery is queued without an alarm (breaks
     /// invariant 8).
     QueueWithoutAlarm,
-    /// An async delivery is acknowledged without its index row, so the
-    /// sweep cannot find it when its alarms fail (breaks invariant 9).
+    /// An async delivery is acknowledged without its index row, its
+    /// receipt believing the row written, so nothing writes it again and
+    /// the sweep cannot find it when its alarms fail (breaks invariant 9).
     AcknowledgeWithoutIndexRow,
     /// The sweep's wake runs the object's step but leaves its index row
     /// as it is, so a row that lags its receipt stays (breaks invariant 10).

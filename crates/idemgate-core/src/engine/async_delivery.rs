@@ -8,6 +8,7 @@
 use futures::future::join;
 
 use super::async_attempts::Attempt;
+use super::index_writes::AfterAnswer;
 use super::{Backend, Engine, Policy};
 use crate::answer::{Ack, Answer};
 use crate::config::Delivery as DeliveryMode;
@@ -81,12 +82,12 @@ impl<B: Backend> Engine<B> {
                         return Answer::Rejected(Problem::NotAcknowledged { message });
                     }
                 }
-                // Its index row may never have landed (its first
-                // acknowledgement was refused for that): write it first.
-                if !indexed && !self.reconcile_index(&delivery.identity.object).await {
-                    return Answer::Rejected(Problem::NotAcknowledged {
-                        message: "the receipt index did not take its row".into(),
-                    });
+                // Its index row may not have landed yet: written again
+                // once this acknowledgement has left.
+                if !indexed {
+                    self.write_after_answer(AfterAnswer::Reconcile(
+                        delivery.identity.object.clone(),
+                    ));
                 }
                 if let Some(refused) = self.refuse_if_moved_on(&receipt_id) {
                     return refused;
@@ -134,6 +135,9 @@ impl<B: Backend> Engine<B> {
                 };
                 let wake = receipt.next_wake();
                 let index = self.plan_index(&mut receipt);
+                if is_active(Mutation::AcknowledgeWithoutIndexRow) {
+                    receipt.indexed.confirmed = true;
+                }
                 let receipt_id = receipt.identity.receipt_id.clone();
                 trace.receipt_id = Some(receipt_id.clone());
                 let stored = delivery.request;
@@ -161,23 +165,18 @@ impl<B: Backend> Engine<B> {
                         request: stored,
                     });
                 }
-                // Acknowledged only once the alarm is set and the index row
-                // (which the sweep reads, should alarms fail) is written.
-                let index = match is_active(Mutation::AcknowledgeWithoutIndexRow) {
-                    true => None,
-                    false => index,
-                };
-                let (alarm, indexed) = join(self.set_alarm(wake), self.write_index(index)).await;
-                if let Err(message) = alarm {
+                // Acknowledged once the alarm is set (SPEC §2b, v5): the
+                // receipt and its alarm are the truth. The index row follows
+                // the acknowledgement, and the alarm writes it again until
+                // it lands.
+                if let Err(message) = self.set_alarm(wake).await {
                     // The receipt is stored and its first attempt may be
                     // on its way: a retry of the sender with the same key
                     // finds it and re-arms the alarm (SPEC §6, v4).
                     return Answer::Rejected(Problem::NotAcknowledged { message });
                 }
-                if !indexed {
-                    return Answer::Rejected(Problem::NotAcknowledged {
-                        message: "the receipt index did not take its row".into(),
-                    });
+                if !is_active(Mutation::AcknowledgeWithoutIndexRow) {
+                    self.write_after_answer(AfterAnswer::Write(index));
                 }
                 if let Some(refused) = self.refuse_if_moved_on(&receipt_id) {
                     return refused;
@@ -220,6 +219,16 @@ impl<B: Backend> Engine<B> {
     /// has the delivery (a purge, a restart, a lease that ran out first).
     /// Answers whether it forwarded.
     pub async fn after_answer(&self) -> bool {
+        let (_, forwarded) = join(self.write_index_after_answer(), self.first_attempt()).await;
+        forwarded
+    }
+
+    /// Whether [`Engine::after_answer`] has anything to do.
+    pub fn has_after_answer(&self) -> bool {
+        self.has_first_attempt() || self.has_index_after_answer()
+    }
+
+    async fn first_attempt(&self) -> bool {
         let Some(first) = self.first_attempt.take() else {
             return false;
         };

@@ -5,6 +5,18 @@
 //! transition, by a duplicate, or by the sweep's wake.
 
 use super::{Backend, Engine};
+
+/// How soon the alarm writes again a row that did not land.
+pub const INDEX_REPAIR_MS: u64 = 10_000;
+
+/// An index write that follows an acknowledgement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterAnswer {
+    /// The row the acceptance planned.
+    Write(Option<IndexUpdate>),
+    /// The row a duplicate found unconfirmed: written as the receipt is.
+    Reconcile(String),
+}
 use crate::decision_log::DecisionLog;
 use crate::index::{update_for, IndexUpdate, IndexWrite, Indexed};
 use crate::receipt::Receipt;
@@ -89,8 +101,48 @@ impl<B: Backend> Engine<B> {
             let mut line = DecisionLog::new("index_failed", 0);
             line.reason = Some("storage-unavailable");
             self.backend.emit(&line, true);
+            self.arm_index_repair().await;
         }
         landed
+    }
+
+    /// Brings the alarm within [`INDEX_REPAIR_MS`] while the receipt's row
+    /// has not landed: the alarm writes it again (SPEC §2b, v5), however
+    /// far the receipt's own next step is.
+    async fn arm_index_repair(&self) {
+        let now = self.backend.now_ms();
+        let wake = self.with_receipt(|receipt| {
+            receipt
+                .as_ref()
+                .filter(|receipt| !receipt.indexed.confirmed)
+                .map(|receipt| receipt.next_wake())
+        });
+        if let Ok(Some(wake)) = wake {
+            let _ = self
+                .set_alarm(wake.min(now.saturating_add(INDEX_REPAIR_MS)))
+                .await;
+        }
+    }
+
+    /// Keeps `write` for [`Engine::write_index_after_answer`].
+    pub(super) fn write_after_answer(&self, write: AfterAnswer) {
+        *self.index_after_answer.borrow_mut() = Some(write);
+    }
+
+    /// Whether an index write waits for the answer to leave.
+    pub fn has_index_after_answer(&self) -> bool {
+        self.index_after_answer.borrow().is_some()
+    }
+
+    /// The index write kept for after the answer, if any: whether it landed
+    /// (a failure has moved the alarm near, which writes it again).
+    pub async fn write_index_after_answer(&self) -> bool {
+        let write = self.index_after_answer.take();
+        match write {
+            None => true,
+            Some(AfterAnswer::Write(update)) => self.write_index(update).await,
+            Some(AfterAnswer::Reconcile(object)) => self.reconcile_index(&object).await,
+        }
     }
 
     /// Writes the row `receipt` needs whatever the receipt says the index

@@ -238,6 +238,10 @@ pub struct Engine<B: Backend> {
     /// The first attempt of the async delivery just accepted, until
     /// [`Engine::after_answer`] sends it.
     first_attempt: RefCell<Option<async_delivery::FirstAttempt>>,
+    /// The index row an acknowledged delivery needs, written once the
+    /// acknowledgement has left (SPEC §2b, v5): the acknowledgement waits
+    /// on this object alone.
+    index_after_answer: RefCell<Option<index_writes::AfterAnswer>>,
 }
 
 impl<B: Backend> Engine<B> {
@@ -253,6 +257,7 @@ impl<B: Backend> Engine<B> {
             attempting: Cell::new(false),
             woken: Cell::new(false),
             first_attempt: RefCell::new(None),
+            index_after_answer: RefCell::new(None),
         }
     }
 
@@ -453,6 +458,23 @@ impl<B: Backend> Engine<B> {
     /// ones, by the terms each was accepted with. A storage failure is an
     /// error, so the runtime runs the alarm again.
     pub async fn on_alarm(&self) -> Result<(), String> {
+        let advanced = self.advance().await;
+        // A row that has not landed is written again from the alarm until
+        // it does (SPEC §2b, v5): a failed write moved the alarm near.
+        let unconfirmed = self.with_receipt(|receipt| {
+            receipt
+                .as_ref()
+                .filter(|receipt| !receipt.indexed.confirmed)
+                .map(|receipt| receipt.identity.object.clone())
+        });
+        if let Ok(Some(object)) = unconfirmed {
+            self.reconcile_index(&object).await;
+        }
+        advanced
+    }
+
+    /// What the alarm does for the receipt (without the index's repair).
+    async fn advance(&self) -> Result<(), String> {
         self.alarm_known.set(false);
         let now = self.backend.now_ms();
         let receipt = match self.with_receipt(|receipt| receipt.clone()) {
@@ -492,7 +514,7 @@ impl<B: Backend> Engine<B> {
             line.epoch = Some(receipt.epoch);
         }
         self.backend.emit(&line, true);
-        let advanced = self.on_alarm().await;
+        let advanced = self.advance().await;
         let indexed = match is_active(Mutation::WakeWithoutReconcile) {
             true => true,
             false => self.reconcile_index(object).await,

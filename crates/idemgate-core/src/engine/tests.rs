@@ -658,9 +658,9 @@ fn an_async_delivery_is_acknowledged_in_flight_and_forwarded_after_its_answer() 
         Some(lease_end),
         "the alarm waits at the lease's end, for a crash mid-forward"
     );
-    assert_eq!(
-        backend.index_rows(),
-        [("object-1".into(), "in_flight".into())]
+    assert!(
+        backend.index_rows().is_empty(),
+        "its row follows the acknowledgement"
     );
     assert_eq!(
         (backend.ops.get().writes, backend.ops.get().alarm_writes),
@@ -797,10 +797,10 @@ fn a_delivery_refused_after_it_was_stored_is_still_sent_at_once() {
     let engine = engine();
     let backend = engine.backend();
     let policy = async_policy(&[10_000]);
-    backend.fail_index.set(true);
+    backend.fail_alarms.set(true);
     let refused = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(refused.render().status, 503, "not acknowledged");
-    backend.fail_index.set(false);
+    backend.fail_alarms.set(false);
     assert!(
         block_on(engine.after_answer()),
         "durable: sent, not left for the lease's end"
@@ -1465,49 +1465,6 @@ fn a_dead_letter_is_kept_announced_then_expired() {
 }
 
 #[test]
-fn an_async_delivery_whose_index_row_fails_is_not_acknowledged_until_a_retry_writes_it() {
-    let engine = engine();
-    let backend = engine.backend();
-    let policy = async_policy(&[10_000]);
-    backend.fail_index.set(true);
-    let refused = block_on(engine.deliver(delivery("a"), &policy)).render();
-    assert_eq!(refused.status, 503, "the sender retries");
-    let problem: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
-    assert_eq!(problem["type"], "urn:idemgate:problem:outcome-unknown");
-    assert!(problem["detail"]
-        .as_str()
-        .unwrap()
-        .contains("same idempotency key, never a new one"));
-    assert!(
-        backend.stored.borrow().is_some(),
-        "stored: delivered either way"
-    );
-    // Reloaded (a new instance), the receipt says its row is unconfirmed.
-    let restarted = Engine::new(MemoryBackend::new(NOW));
-    *restarted.backend().stored.borrow_mut() = backend.stored.borrow().clone();
-    restarted.backend().fail_index.set(true);
-    assert_eq!(
-        block_on(restarted.deliver(delivery("a"), &policy))
-            .render()
-            .status,
-        503
-    );
-    restarted.backend().fail_index.set(false);
-    let ack = block_on(restarted.deliver(delivery("a"), &policy));
-    assert_eq!(ack.decision(), "duplicate");
-    assert_eq!(ack.render().status, 202);
-    assert_eq!(
-        restarted.backend().index_rows(),
-        [("object-1".into(), "in_flight".into())],
-        "acknowledged once its row is there"
-    );
-    // Known written, a later duplicate costs no index write.
-    let writes = restarted.backend().ops.get().index_writes;
-    block_on(restarted.deliver(delivery("a"), &policy));
-    assert_eq!(restarted.backend().ops.get().index_writes, writes);
-}
-
-#[test]
 fn a_pending_delivery_is_purged_only_with_force() {
     let engine = engine();
     let backend = engine.backend();
@@ -1596,6 +1553,7 @@ fn the_sweep_puts_a_lagging_row_right_and_removes_a_ghost() {
     let engine = engine();
     let backend = engine.backend();
     block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    assert!(block_on(engine.write_index_after_answer()));
     // The outcome's index write is lost: the row still says in flight.
     backend.fail_index.set(true);
     block_on(engine.after_answer());
@@ -1615,14 +1573,15 @@ fn the_sweep_puts_a_lagging_row_right_and_removes_a_ghost() {
     );
 }
 
-/// A row that did not land is never taken for written: the next
-/// duplicate, transition or sweep writes it again.
+/// A row that did not land is never taken for written: the alarm, the
+/// next duplicate, transition or sweep writes it again.
 #[test]
 fn a_row_that_did_not_land_is_not_confirmed() {
     let engine = engine();
     engine.backend().fail_index.set(true);
-    let refused = block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
-    assert_eq!(refused.render().status, 503);
+    let acknowledged = block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    assert_eq!(acknowledged.render().status, 202);
+    assert!(!block_on(engine.write_index_after_answer()));
     let receipt = engine.receipt().unwrap().unwrap();
     assert!(!receipt.indexed.confirmed);
 }
@@ -1924,8 +1883,9 @@ fn a_late_index_write_confirms_only_the_row_last_planned() {
     // none of the new life's rows lands.
     assert_eq!(block_on(engine.purge("object-1", true)), Ok(true));
     backend.fail_index.set(true);
-    let refused = block_on(engine.deliver(delivery("a"), &policy));
-    assert_eq!(refused.render().status, 503);
+    let acknowledged = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(acknowledged.render().status, 202);
+    assert!(!block_on(engine.write_index_after_answer()));
     let _second_origin = gated(backend);
     let mut second = Box::pin(engine.on_alarm());
     assert!(poll_once(second.as_mut()).is_none());
@@ -1938,15 +1898,18 @@ fn a_late_index_write_confirms_only_the_row_last_planned() {
     assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
     let duplicate = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(duplicate.decision(), "duplicate");
+    assert!(block_on(engine.write_index_after_answer()));
     assert_eq!(
         backend.index_rows(),
         [("object-1".into(), "in_flight".into())],
-        "the row is written before the acknowledgement"
+        "the duplicate writes the row after its acknowledgement"
     );
 }
 
+/// SPEC §2b (v5): a duplicate never waits on the index. One whose row
+/// did not land is acknowledged at once, and writes the row after.
 #[test]
-fn a_duplicate_is_acknowledged_only_while_its_receipt_is_held() {
+fn a_duplicate_is_acknowledged_at_once_while_its_row_is_slow() {
     let engine = engine();
     let backend = engine.backend();
     let policy = async_policy(&[10_000]);
@@ -1956,31 +1919,73 @@ fn a_duplicate_is_acknowledged_only_while_its_receipt_is_held() {
     block_on(engine.after_answer());
     backend.fail_index.set(false);
     assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
-    // A duplicate writes the row first, slowly.
     let (release, index_gate) = oneshot::channel();
     backend.index_gates.borrow_mut().push_back(index_gate);
-    let mut duplicate = Box::pin(engine.deliver(delivery("a"), &policy));
-    assert!(poll_once(duplicate.as_mut()).is_none());
-    // Meanwhile the receipt is purged, and another attempt of the payload
-    // is stored as a new life (another receipt id: the memory backend's
-    // are by the millisecond), but not acknowledged (its row failed).
-    backend.now.set(NOW + 1);
-    assert_eq!(block_on(engine.purge("object-1", false)), Ok(true));
-    backend.fail_index.set(true);
-    let refused = block_on(engine.deliver(delivery("a"), &policy));
-    assert_eq!(refused.render().status, 503);
-    backend.fail_index.set(false);
-    release.send(()).unwrap();
-    // The receipt the duplicate would name is gone: no 2xx, or the sender
-    // would stop retrying a new life nothing lists.
-    let answer = poll_once(duplicate.as_mut()).expect("answered");
-    assert_eq!(answer.render().status, 503);
-    let retried = block_on(engine.deliver(delivery("a"), &policy));
-    assert_eq!(retried.decision(), "duplicate");
+    let duplicate = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(
-        backend.index_rows(),
+        (duplicate.decision(), duplicate.render().status),
+        ("duplicate", 202),
+        "answered without the index"
+    );
+    assert!(engine.has_after_answer());
+    let mut written = Box::pin(engine.after_answer());
+    assert!(poll_once(written.as_mut()).is_none(), "the row is slow");
+    release.send(()).unwrap();
+    assert_eq!(
+        poll_once(written.as_mut()),
+        Some(false),
+        "nothing to forward"
+    );
+    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
+    assert!(engine.receipt().unwrap().unwrap().indexed.confirmed);
+}
+
+/// SPEC §2b (v5): an async delivery is acknowledged while the index
+/// fails; its receipt knows the row is not written, its alarm comes back
+/// within `INDEX_REPAIR_MS` however far its next attempt is, and writes
+/// the row once the index answers.
+#[test]
+fn an_async_delivery_is_acknowledged_while_its_index_fails_and_its_alarm_writes_the_row() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    backend.fail_index.set(true);
+    let ack = block_on(engine.deliver(delivery("a"), &policy)).render();
+    assert_eq!(ack.status, 202);
+    assert!(backend.index_rows().is_empty());
+    let stored = backend.stored.borrow().clone().unwrap();
+    assert!(!stored.indexed.confirmed, "it knows its row is not written");
+    // The object dies after its answer; a new instance takes a duplicate.
+    let restarted = Engine::new(MemoryBackend::new(NOW));
+    *restarted.backend().stored.borrow_mut() = Some(stored);
+    restarted.backend().fail_index.set(true);
+    let duplicate = block_on(restarted.deliver(delivery("a"), &policy));
+    assert_eq!(duplicate.render().status, 202);
+    assert!(
+        !block_on(restarted.write_index_after_answer()),
+        "still failing"
+    );
+    assert_eq!(
+        restarted.backend().alarm.get(),
+        Some(NOW + super::index_writes::INDEX_REPAIR_MS),
+        "the alarm comes back for the row before the lease's end"
+    );
+    restarted.backend().fail_index.set(false);
+    restarted
+        .backend()
+        .now
+        .set(NOW + super::index_writes::INDEX_REPAIR_MS);
+    block_on(restarted.on_alarm()).unwrap();
+    assert_eq!(
+        restarted.backend().index_rows(),
         [("object-1".into(), "in_flight".into())]
     );
+    assert!(restarted.receipt().unwrap().unwrap().indexed.confirmed);
+    // Known written, a later duplicate costs no index write.
+    let writes = restarted.backend().ops.get().index_writes;
+    block_on(restarted.deliver(delivery("a"), &policy));
+    assert!(!restarted.has_after_answer());
+    assert_eq!(restarted.backend().ops.get().index_writes, writes);
 }
 
 /// The review's case (round 4, item 2): the receipt is durable and its
@@ -2050,7 +2055,11 @@ fn an_index_write_that_loses_to_a_row_from_ahead_of_the_clock_goes_again_above_i
     let ahead = NOW + 3_600_000;
     backend.index_row_version.set(ahead);
     let answer = block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
-    assert_eq!(answer.render().status, 202, "acknowledged: its row landed");
+    assert_eq!(answer.render().status, 202);
+    assert!(
+        block_on(engine.write_index_after_answer()),
+        "its row landed"
+    );
     let versions: Vec<u64> = backend.index.borrow().iter().map(|u| u.version()).collect();
     assert_eq!(versions.len(), 1);
     assert!(versions[0] > ahead, "{versions:?} above {ahead}");

@@ -751,7 +751,7 @@ impl Simulation {
                 let kept = armed.is_some_and(|armed| !armed.dropped && armed.at <= at);
                 if !kept {
                     let at = armed.map_or(at, |armed| armed.at.min(at));
-                    let alarm = self.world.accept_alarm(at);
+                    let alarm = self.world.accept_alarm(at, self.world.rests_on_alarm(key));
                     self.world.keys.borrow_mut()[key].alarm = Some(alarm);
                 }
             }
@@ -1010,7 +1010,12 @@ impl Simulation {
                 continue;
             }
             let row = d1.rows.get(&object(key));
-            if !row.is_some_and(|row| row.state != crate::index::GONE && &row.receipt_id == id) {
+            // Or its receipt knows its row has not landed, and its alarm
+            // writes it again (SPEC §2b, v5).
+            let repairing = !receipt.indexed.confirmed;
+            if !repairing
+                && !row.is_some_and(|row| row.state != crate::index::GONE && &row.receipt_id == id)
+            {
                 self.world.violate(format!(
                     "I9 key {key}: acknowledged {id} is {} but the index does not list it (row {:?})",
                     receipt.state_name(),
@@ -1166,7 +1171,7 @@ impl Simulation {
                     };
                     if let Some(retries) = retries {
                         let at = world.now.get() + (1_000 << retries);
-                        let alarm = world.accept_alarm(at);
+                        let alarm = world.accept_alarm(at, world.rests_on_alarm(key));
                         world.keys.borrow_mut()[key].alarm = Some(alarm);
                     }
                     None
@@ -1242,7 +1247,7 @@ impl Simulation {
                 self.check_answer(index, &answer);
             }
             let engine = self.engines[key].clone();
-            if !crashed && engine.has_first_attempt() {
+            if !crashed && engine.has_after_answer() {
                 let sent = self.first_attempts_sent.clone();
                 self.spawn(
                     key,

@@ -586,10 +586,25 @@ impl World {
     }
 
     /// An alarm the runtime accepts now: dropped, or one it will fire.
-    pub fn accept_alarm(&self, at: u64) -> Alarm {
+    /// An alarm the runtime accepted: dropped by the faults, unless
+    /// `relied_on` (SPEC §2b, v5: a receipt whose index row has not landed
+    /// rests on the platform running its alarm; the sweep's net covers
+    /// only rows that landed, so a dropped alarm here is outside what is
+    /// promised, not a fault to survive).
+    /// Whether `key`'s receipt has a row that has not landed, so that
+    /// only its alarm finds it again.
+    pub fn rests_on_alarm(&self, key: usize) -> bool {
+        self.keys.borrow()[key]
+            .stored
+            .as_ref()
+            .is_some_and(|receipt| !receipt.indexed.confirmed)
+    }
+
+    pub fn accept_alarm(&self, at: u64, relied_on: bool) -> Alarm {
         let faults = &self.faults;
-        let dropped = self.now.get() < faults.alarms_dropped_until.get()
-            || faults.chance(faults.alarm_drop_percent.get());
+        let dropped = !relied_on
+            && (self.now.get() < faults.alarms_dropped_until.get()
+                || faults.chance(faults.alarm_drop_percent.get()));
         if dropped {
             self.count(|counts| counts.alarms_dropped += 1);
         }
@@ -937,7 +952,9 @@ impl Backend for SimBackend {
             self.end_turn();
             return Err("injected alarm failure".into());
         }
-        let alarm = self.world.accept_alarm(at_ms);
+        let alarm = self
+            .world
+            .accept_alarm(at_ms, self.world.rests_on_alarm(self.key));
         self.world
             .note(|| format!("key {}: alarm set {:?}", self.key, alarm));
         {
