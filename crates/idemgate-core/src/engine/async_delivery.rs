@@ -175,8 +175,10 @@ impl<B: Backend> Engine<B> {
                     // finds it and re-arms the alarm (SPEC §6, v4).
                     return Answer::Rejected(Problem::NotAcknowledged { message });
                 }
-                if !is_active(Mutation::AcknowledgeWithoutIndexRow) {
-                    self.write_after_answer(AfterAnswer::Write(index));
+                if let Some(index) =
+                    index.filter(|_| !is_active(Mutation::AcknowledgeWithoutIndexRow))
+                {
+                    self.write_after_answer(AfterAnswer::Write(Box::new(index)));
                 }
                 if let Some(refused) = self.refuse_if_moved_on(&receipt_id) {
                     return refused;

@@ -13,7 +13,7 @@ pub const INDEX_REPAIR_MS: u64 = 10_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AfterAnswer {
     /// The row the acceptance planned.
-    Write(Option<IndexUpdate>),
+    Write(Box<IndexUpdate>),
     /// The row a duplicate found unconfirmed: written as the receipt is.
     Reconcile(String),
 }
@@ -140,7 +140,7 @@ impl<B: Backend> Engine<B> {
         let write = self.index_after_answer.take();
         match write {
             None => true,
-            Some(AfterAnswer::Write(update)) => self.write_index(update).await,
+            Some(AfterAnswer::Write(update)) => self.write_index(Some(*update)).await,
             Some(AfterAnswer::Reconcile(object)) => self.reconcile_index(&object).await,
         }
     }
