@@ -15,6 +15,7 @@ use crate::decision_log::DecisionLog;
 use crate::delivery::DeliveryRequest;
 use crate::engine::{Backend, Policy, StorageOps};
 use crate::flow::{Coordinator, FlowLimits, PermitReply, PermitRequest};
+use crate::index::shard::IndexPlace;
 use crate::index::{IndexUpdate, IndexWrite};
 use crate::order::{OrderBook, OrderCall, OrderReply};
 use crate::origin::OutboundRequest;
@@ -35,6 +36,10 @@ pub struct MemoryBackend {
     /// Fails the receipt's writes only (a row too large, say).
     pub fail_receipt_writes: Cell<bool>,
     pub fail_index: Cell<bool>,
+    /// Where each index write went.
+    pub index_places: RefCell<Vec<IndexPlace>>,
+    /// `INDEX_SHARDS`.
+    pub index_shards: Cell<u16>,
     /// Index writes that wait for the test to let them land, in order.
     pub index_gates: RefCell<VecDeque<oneshot::Receiver<()>>>,
     /// Answers the origin gives, in order; a 201 when the script runs out.
@@ -107,6 +112,7 @@ impl MemoryBackend {
     pub fn new(now: u64) -> MemoryBackend {
         let backend = MemoryBackend::default();
         backend.now.set(now);
+        backend.index_shards.set(1);
         backend
     }
 
@@ -312,8 +318,13 @@ impl Backend for MemoryBackend {
         self.events.borrow_mut().push((event.clone(), logged));
     }
 
-    async fn index(&self, update: IndexUpdate) -> Result<IndexWrite, String> {
+    fn index_shards(&self) -> u16 {
+        self.index_shards.get()
+    }
+
+    async fn index(&self, update: IndexUpdate, place: &IndexPlace) -> Result<IndexWrite, String> {
         self.count(|ops| ops.index_writes += 1);
+        self.index_places.borrow_mut().push(place.clone());
         let gate = self.index_gates.borrow_mut().pop_front();
         if let Some(gate) = gate {
             let _ = gate.await;

@@ -147,6 +147,9 @@ pub struct Config {
     pub admin_token: Option<Secret>,
     /// `SWEEP_LIMIT`: objects one run of the scheduled sweep wakes.
     pub sweep_limit: u32,
+    /// `INDEX_SHARDS` (SPEC §15, v5): each route's receipt index is kept
+    /// by this many objects.
+    pub index_shards: u16,
     /// `ACCESS_TEAM` and `ACCESS_AUD` (SPEC §13, v5): whose Access tokens
     /// name the actor of an operator's act.
     pub access: Option<crate::access::AccessConfig>,
@@ -197,6 +200,12 @@ impl Config {
             1,
             crate::sweep::MAX_LIMIT.into(),
         )? as u32;
+        let index_shards = top.number(
+            "INDEX_SHARDS",
+            crate::index::shard::DEFAULT_SHARDS.into(),
+            1,
+            crate::index::shard::MAX_SHARDS.into(),
+        )? as u16;
         let access = crate::access::parse(
             top.get("ACCESS_TEAM")?
                 .map(|setting| setting.value)
@@ -212,6 +221,7 @@ impl Config {
             explicit_routes: false,
             admin_token,
             sweep_limit,
+            index_shards,
             access,
         };
         let Some(routes_text) = top.get("ROUTES")? else {

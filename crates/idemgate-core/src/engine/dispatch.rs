@@ -17,6 +17,7 @@ impl<B: Backend> Engine<B> {
     /// it apart ([`crate::single_use`]).
     pub async fn answer(&self, call: ObjectCall, body: Vec<u8>) -> Reply {
         self.absorb(call.absorbed);
+        *self.known_route.borrow_mut() = Some(call.route.clone());
         let object = call.object.clone();
         match call.op {
             ObjectOp::ReadReceipt => reply(self.read_receipt()),

@@ -18,6 +18,7 @@ pub enum AfterAnswer {
     Reconcile(String),
 }
 use crate::decision_log::DecisionLog;
+use crate::index::shard::{shard_of, IndexPlace};
 use crate::index::{update_for, IndexUpdate, IndexWrite, Indexed};
 use crate::receipt::Receipt;
 
@@ -50,8 +51,11 @@ impl<B: Backend> Engine<B> {
             now,
         )?;
         self.index_floor.set(version);
+        let shard = self.shard_for(receipt.indexed.shard, &receipt.identity.object);
+        *self.known_route.borrow_mut() = Some(receipt.identity.route.clone());
         receipt.indexed = Indexed {
             confirmed: false,
+            shard: Some(shard),
             ..Indexed::after(&update)
         };
         Some(update)
@@ -63,7 +67,8 @@ impl<B: Backend> Engine<B> {
         let Some(mut update) = update else {
             return true;
         };
-        let mut written = self.backend.index(update.clone()).await;
+        let place = self.index_place(&update);
+        let mut written = self.backend.index(update.clone(), &place).await;
         if let Ok(IndexWrite::Outdated { row_version }) = written {
             // The row holds a version this object never planned after this
             // write (one from before a restart or an earlier life, ahead of
@@ -74,7 +79,7 @@ impl<B: Backend> Engine<B> {
                 self.index_floor
                     .set(self.index_floor.get().max(row_version));
                 update = update.at_version(self.next_index_version(self.backend.now_ms()));
-                written = self.backend.index(update.clone()).await;
+                written = self.backend.index(update.clone(), &place).await;
             }
         }
         let landed = match written {
@@ -104,6 +109,39 @@ impl<B: Backend> Engine<B> {
             self.arm_index_repair().await;
         }
         landed
+    }
+
+    /// The shard this object's row goes to: the one it is in, else the
+    /// one `object` hashes to among the route's shards now.
+    fn shard_for(&self, known: Option<u16>, object: &str) -> u16 {
+        let shard = known
+            .or(self.index_shard.get())
+            .unwrap_or_else(|| shard_of(object, self.backend.index_shards()));
+        self.index_shard.set(Some(shard));
+        shard
+    }
+
+    /// Where `update` is written: its route (the row's, the receipt's, or
+    /// the call's; an empty one when none is known, which no shard takes)
+    /// and its shard.
+    fn index_place(&self, update: &IndexUpdate) -> IndexPlace {
+        let route = match update {
+            IndexUpdate::Upsert(row) => Some(row.identity.route.clone()),
+            IndexUpdate::Remove { .. } => None,
+        }
+        .or_else(|| {
+            self.with_receipt(|receipt| {
+                receipt
+                    .as_ref()
+                    .map(|receipt| receipt.identity.route.clone())
+            })
+            .ok()
+            .flatten()
+        })
+        .or_else(|| self.known_route.borrow().clone())
+        .unwrap_or_default();
+        let shard = self.shard_for(None, update.object());
+        IndexPlace { route, shard }
     }
 
     /// Brings the alarm within [`INDEX_REPAIR_MS`] while the receipt's row

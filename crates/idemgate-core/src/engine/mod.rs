@@ -26,6 +26,8 @@ mod order;
 mod order_tests;
 mod permits;
 mod receipt_acts;
+#[cfg(test)]
+mod shard_tests;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -41,6 +43,7 @@ use crate::config::{Delivery as DeliveryMode, InFlightPolicy, RouteConfig};
 use crate::decision_log::{DecisionLog, Trace};
 use crate::delivery::{Delivery, DeliveryRequest, Identity};
 use crate::flow::{FlowLimits, PermitReply, PermitRequest};
+use crate::index::shard::IndexPlace;
 use crate::index::{IndexUpdate, IndexWrite};
 use crate::mutation::{is_active, Mutation};
 use crate::origin::OutboundRequest;
@@ -88,9 +91,14 @@ pub trait Backend {
     fn new_receipt_id(&self, now_ms: u64) -> String;
     /// One event per decision: counted, and logged when `logged`.
     fn emit(&self, event: &DecisionLog, logged: bool);
-    /// Writes the receipt index (D1): whether the row changed, or had a
-    /// write of the same or a higher version already.
-    async fn index(&self, update: IndexUpdate) -> Result<IndexWrite, String>;
+    /// Writes the receipt index (the route's shard `place` names, SPEC
+    /// §15 v5): whether the row changed, or had a write of the same or a
+    /// higher version already.
+    async fn index(&self, update: IndexUpdate, place: &IndexPlace) -> Result<IndexWrite, String>;
+    /// `INDEX_SHARDS`: how many shards a new row's route has.
+    fn index_shards(&self) -> u16 {
+        1
+    }
     /// A Worker secret by its name (an async receipt signs each attempt
     /// with the secret its terms name, as it is now).
     fn secret(&self, name: &str) -> Option<Secret>;
@@ -242,6 +250,14 @@ pub struct Engine<B: Backend> {
     /// acknowledgement has left (SPEC §2b, v5): the acknowledgement waits
     /// on this object alone.
     index_after_answer: RefCell<Option<index_writes::AfterAnswer>>,
+    /// The shard this object's row is in, once known (its receipt's, or
+    /// the one its last write went to): a removal written after the
+    /// receipt is gone goes there too.
+    index_shard: Cell<Option<u16>>,
+    /// The object's route, as its receipt or the call being answered
+    /// named it last: where a removal goes once the receipt is gone, or
+    /// when the object holds nothing (a wake from a row left behind).
+    known_route: RefCell<Option<String>>,
 }
 
 impl<B: Backend> Engine<B> {
@@ -258,6 +274,8 @@ impl<B: Backend> Engine<B> {
             woken: Cell::new(false),
             first_attempt: RefCell::new(None),
             index_after_answer: RefCell::new(None),
+            index_shard: Cell::new(None),
+            known_route: RefCell::new(None),
         }
     }
 
@@ -376,7 +394,13 @@ impl<B: Backend> Engine<B> {
     fn with_receipt<T>(&self, f: impl FnOnce(&mut Option<Receipt>) -> T) -> Result<T, String> {
         let mut cache = self.cache.borrow_mut();
         if cache.is_none() {
-            *cache = Some(self.backend.load()?);
+            let loaded = self.backend.load()?;
+            if let Some(receipt) = &loaded {
+                self.index_shard
+                    .set(receipt.indexed.shard.or(self.index_shard.get()));
+                *self.known_route.borrow_mut() = Some(receipt.identity.route.clone());
+            }
+            *cache = Some(loaded);
         }
         Ok(f(cache.as_mut().expect("filled above")))
     }

@@ -22,6 +22,7 @@
 //! purge removes its row without reading (or parsing) the receipt.
 
 pub mod row;
+pub mod shard;
 pub mod sql;
 
 pub use crate::receipt::Indexed;

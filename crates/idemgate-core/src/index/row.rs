@@ -125,6 +125,7 @@ impl Indexed {
                 state: Some(row.state.clone()),
                 next_wake_at: row.next_wake_at,
                 confirmed: true,
+                shard: None,
             },
             IndexUpdate::Remove { .. } => Indexed::default(),
         }

@@ -20,6 +20,13 @@ pub const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS idemgate_meta ( name TEXT PRIMARY KEY, value INTEGER NOT NULL )",
 ];
 
+/// A shard's schema (SPEC §15, v5): the index's table and its two
+/// indexes, as D1 has them; a shard never held the first version's table
+/// or the upgrade's record.
+pub fn shard_schema() -> [&'static str; 3] {
+    [SCHEMA[2], SCHEMA[3], SCHEMA[4]]
+}
+
 pub fn schema() -> Vec<String> {
     SCHEMA
         .iter()
@@ -155,6 +162,27 @@ pub const OVERDUE: &str = "SELECT object, route, updated_at, version FROM receip
 /// Parameter: the time before which they go.
 pub const FORGET_TOMBSTONES: &str =
     "DELETE FROM receipt_index WHERE state = 'gone' AND updated_at < ?1";
+
+/// The earliest wake a live row waits for: when a shard's alarm is due
+/// (plus the sweep's grace).
+pub const NEXT_WAKE: &str = "SELECT MIN(next_wake_at) AS at FROM receipt_index \
+     WHERE next_wake_at IS NOT NULL AND state != 'gone'";
+
+/// A row whose object was woken and did not write it again holds no
+/// receipt's row here (the object's row is in another shard, or it has
+/// none): it becomes a tombstone, unless the object wrote it since.
+/// Parameters: object, the version the sweep read.
+pub const TOMBSTONE_UNCHANGED: &str = "UPDATE receipt_index SET state = 'gone', \
+     next_wake_at = NULL WHERE object = ?1 AND version = ?2 AND state != 'gone'";
+
+/// The old table's rows still to move into the shards (an upgrade from
+/// the D1 index, SPEC §15 v5), the most overdue first; a row whose wake
+/// failed was backed off behind the others. Parameter: the page's size.
+pub const LEGACY_PAGE: &str = "SELECT object, route, updated_at, version FROM receipt_index \
+     WHERE state != 'gone' ORDER BY COALESCE(next_wake_at, 0) LIMIT ?1";
+
+/// How many rows the old table still holds.
+pub const LEGACY_COUNT: &str = "SELECT COUNT(*) AS count FROM receipt_index WHERE state != 'gone'";
 
 /// Records when this version first ran, once. Parameters: the name
 /// ([`crate::upgrade::SINCE`]), now.

@@ -142,6 +142,7 @@ fn an_unconfirmed_row_is_written_again() {
         state: None,
         next_wake_at: None,
         confirmed: false,
+        shard: None,
     };
     assert!(
         matches!(
@@ -162,6 +163,7 @@ fn a_purge_removes_the_row_without_the_receipt() {
         state: Some("dead".into()),
         next_wake_at: Some(1),
         confirmed: true,
+        shard: None,
     };
     assert_eq!(
         update_for("obj", None, &dead, 9, 100),

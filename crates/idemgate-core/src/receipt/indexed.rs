@@ -16,6 +16,11 @@ pub struct Indexed {
     /// next transition (or the sweep) writes the row again.
     #[serde(default = "yes")]
     pub confirmed: bool,
+    /// The index shard that holds the row (SPEC §15, v5), once one was
+    /// written: kept across the object's lives, so that a change of
+    /// `INDEX_SHARDS` never strands it. `None`: none yet, or the D1 index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u16>,
 }
 
 fn yes() -> bool {
@@ -29,6 +34,7 @@ impl Default for Indexed {
             state: None,
             next_wake_at: None,
             confirmed: true,
+            shard: None,
         }
     }
 }
@@ -47,11 +53,13 @@ impl Indexed {
                 state: Some(state),
                 next_wake_at: None,
                 confirmed: false,
+                shard: None,
             },
             Some(object) => serde_json::from_value(object).unwrap_or(Indexed {
                 state: None,
                 next_wake_at: None,
                 confirmed: false,
+                shard: None,
             }),
         })
     }

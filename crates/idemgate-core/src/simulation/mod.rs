@@ -1090,6 +1090,7 @@ impl Simulation {
                 state: Some(row.state.clone()),
                 next_wake_at: row.next_wake_at,
                 confirmed: true,
+                shard: None,
             });
             let Some(needed) = update_for(&object(key), state.stored.as_ref(), &shown, 0, now)
             else {

@@ -1120,10 +1120,16 @@ impl Backend for SimBackend {
 
     fn emit(&self, _event: &DecisionLog, _logged: bool) {}
 
-    /// D1, over the network: the write fails at once, or is sent and
-    /// lands now, later (after writes sent after it), or never; its reply
-    /// may be lost. A crash may fall before it is sent or after.
-    async fn index(&self, update: IndexUpdate) -> Result<crate::index::IndexWrite, String> {
+    /// The key's index shard, over the network (each key's row is in one
+    /// shard, so one table models them all): the write fails at once, or
+    /// is sent and lands now, later (after writes sent after it), or
+    /// never; its reply may be lost. A crash may fall before it is sent
+    /// or after.
+    async fn index(
+        &self,
+        update: IndexUpdate,
+        _place: &crate::index::shard::IndexPlace,
+    ) -> Result<crate::index::IndexWrite, String> {
         self.end_turn();
         let mut outdated = None;
         if !self.alive() || self.crash_point() {
