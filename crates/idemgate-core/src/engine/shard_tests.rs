@@ -26,7 +26,7 @@ fn a_receipt_keeps_its_row_in_its_shard_when_index_shards_changes() {
         route: "default".into(),
         shard: shard.unwrap(),
     };
-    assert_eq!(places(backend), [first.clone()]);
+    assert_eq!(places(backend), std::slice::from_ref(&first));
     // The deployment moves to 3 shards; a new instance of the object
     // keeps writing where its row is.
     let restarted = Engine::new(MemoryBackend::new(NOW));
