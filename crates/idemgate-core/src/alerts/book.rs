@@ -25,6 +25,8 @@ pub const MAX_OUTBOX: usize = 500;
 /// How long an alert is retried before it is given up (and counted).
 pub const GIVE_UP_AFTER_MS: u64 = 86_400_000;
 const FIRST_RETRY_MS: u64 = 5_000;
+/// The signature window's bucket: a second.
+const WINDOW_BUCKET_MS: u64 = 1_000;
 const LONGEST_RETRY_MS: u64 = 600_000;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,7 +105,14 @@ impl AlertBook {
         state.last_seen = now;
         state.unsent = state.unsent.saturating_add(count);
         if condition == Condition::SignatureFailures {
-            state.window.push((now, count));
+            // Counted per second, so the window holds at most 300 entries
+            // however many signs come (SPEC §15, v5: a flood of forged
+            // 401s must not grow the book).
+            let second = now - now % WINDOW_BUCKET_MS;
+            match state.window.last_mut() {
+                Some((at, signs)) if *at == second => *signs = signs.saturating_add(count),
+                _ => state.window.push((second, count)),
+            }
             state
                 .window
                 .retain(|(at, _)| now.saturating_sub(*at) < SIGNATURE_WINDOW_MS);

@@ -577,3 +577,40 @@ fn decisions_are_signs_of_conditions() {
         None
     );
 }
+
+/// The review's flood (SPEC §15, v5): 100,000 forged 401s 3 ms apart,
+/// each its own observation. The book counts them per second, so its size
+/// stays bounded; and a `dead` letter on another route still goes out.
+#[test]
+fn a_flood_of_forgeries_keeps_the_book_small_and_another_routes_dead_letter_goes_out() {
+    let config = config(60);
+    let mut book = AlertBook::default();
+    let mut largest = 0;
+    for n in 0..100_000u64 {
+        book.observe(
+            "pay",
+            Condition::SignatureFailures,
+            1,
+            "401",
+            T0 + n * 3,
+            &config,
+        );
+        if n % 1_000 == 0 {
+            largest = largest.max(serde_json::to_string(&book).unwrap().len());
+            let _ = book.due(T0 + n * 3);
+        }
+    }
+    let end = T0 + 300_000;
+    book.observe("refunds", Condition::Dead, 1, "dead", end, &config);
+    let size = serde_json::to_string(&book).unwrap().len();
+    assert!(
+        largest.max(size) < 64 * 1024,
+        "the book stays small: {largest} bytes at most, {size} at the end"
+    );
+    let due = book.due(end);
+    assert!(
+        due.iter().any(|outgoing| outgoing.alert.route == "refunds"
+            && outgoing.alert.condition == Condition::Dead),
+        "the other route's dead letter is due"
+    );
+}
