@@ -8,7 +8,6 @@ use worker::{web_sys, Env};
 use idemgate_core::access::TokenUsed;
 use idemgate_core::answer::render_problem;
 use idemgate_core::config::Config;
-use idemgate_core::flow::{FlowCall, FlowStatus};
 use idemgate_core::headers;
 use idemgate_core::object_call::ObjectOp;
 use idemgate_core::operator::{authorize, listing, query_pairs, receipt_address, route_of};
@@ -71,6 +70,8 @@ pub async fn handle(
         ("POST", "/__idemgate/receipts/redrive") => redrive(&call, env).await,
         ("GET" | "POST", "/__idemgate/reconcile") => reconcile(&call, env).await,
         ("GET", "/__idemgate/audit") => audit(&call, env).await,
+        #[cfg(feature = "test-hooks")]
+        ("POST", "/__idemgate/test/index-shards") => test_index_shards(&call, env).await,
         _ => Err(Problem::NotFound),
     };
     match answer {
@@ -92,9 +93,24 @@ fn binding_state(env: &Env, needed: bool, binding: &str) -> String {
 /// never a value) and the receipt index, which async delivery and the
 /// sweep need. It needs no token, so it tells nothing more.
 async fn health(env: &Env) -> worker::Result<web_sys::Response> {
-    let index = match receipt_index::health(env).await {
+    let (shards, legacy) = receipt_index::health(env).await;
+    let index = match shards {
         Ok(()) => "ok".to_string(),
         Err(problem) => problem,
+    };
+    // A v4 deployment's D1 index, while its rows move into the shards
+    // (SPEC §15, v5): empty, its binding can go.
+    let legacy_index = match legacy {
+        None => serde_json::Value::Null,
+        Some(Ok(0)) => serde_json::json!({
+            "rows": 0,
+            "state": "empty: the IDEMGATE_INDEX binding can go",
+        }),
+        Some(Ok(rows)) => serde_json::json!({
+            "rows": rows,
+            "state": "moving into the index shards",
+        }),
+        Some(Err(_)) => serde_json::json!({ "state": "unavailable" }),
     };
     let configuration = match config_from_env(env) {
         Ok(config) => serde_json::json!({
@@ -140,6 +156,7 @@ async fn health(env: &Env) -> worker::Result<web_sys::Response> {
             "service": "idemgate",
             "configuration": configuration,
             "index": index,
+            "legacy_index": legacy_index,
             "alerts": alerts,
         }),
     )
@@ -179,8 +196,7 @@ async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
         .iter()
         .filter_map(|route| Some((route.name.as_str(), route.flow?)));
     let statuses = futures::future::join_all(limited.map(|(name, limits)| async move {
-        let status = flow_client::call(env, name, &FlowCall::Status).await;
-        let status = status.and_then(|reply| FlowStatus::decode(&reply));
+        let status = flow_client::status(env, name, limits.shards).await;
         (name, limits, status.ok())
     }))
     .await;
@@ -325,6 +341,26 @@ async fn actor(call: &Call, config: &Config, route: &str) -> String {
         Err(_) => TokenUsed::Route(route.to_string()),
     };
     idemgate_core::access::actor(email.as_deref(), &token)
+}
+
+/// The end-to-end tests' hook: every index shard of `route=` fails
+/// (`fail=true`) or answers again. Never in the release worker.
+#[cfg(feature = "test-hooks")]
+async fn test_index_shards(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
+    let config = config_from_env(env)?;
+    authorize(config.admin_token.as_ref(), call.authorization.as_deref())?;
+    let param = |name: &str| {
+        call.query
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    };
+    let route = param("route").unwrap_or("default");
+    let fail = param("fail") == Some("true");
+    crate::test_hooks::fail_index_shards(env, route, fail)
+        .await
+        .map_err(|message| Problem::IndexUnavailable { message })?;
+    json(&serde_json::json!({ "route": route, "failing": fail }))
 }
 
 /// An act's intent for the audit log.

@@ -14,6 +14,7 @@ use idemgate_core::decision_log::DecisionLog;
 use idemgate_core::delivery::DeliveryRequest;
 use idemgate_core::engine::{Backend, Policy, StorageOps};
 use idemgate_core::flow::{FlowCall, FlowLimits, PermitReply, PermitRequest};
+use idemgate_core::index::shard::IndexPlace;
 use idemgate_core::index::{IndexUpdate, IndexWrite};
 use idemgate_core::order::{OrderCall, OrderReply};
 use idemgate_core::origin::OutboundRequest;
@@ -342,9 +343,19 @@ impl Backend for DurableBackend {
         events::emit(&self.env, event, logged);
     }
 
-    async fn index(&self, update: IndexUpdate) -> Result<IndexWrite, String> {
+    async fn index(&self, update: IndexUpdate, place: &IndexPlace) -> Result<IndexWrite, String> {
         StorageOps::bump(&self.ops, |ops| ops.index_writes += 1);
-        receipt_index::write(&self.env, update).await
+        #[cfg(feature = "test-hooks")]
+        if crate::test_hooks::v4_index(&self.env) {
+            return receipt_index::write_legacy(&self.env, update).await;
+        }
+        receipt_index::write(&self.env, update, place).await
+    }
+
+    fn index_shards(&self) -> u16 {
+        config_from_env(&self.env)
+            .map(|config| config.index_shards)
+            .unwrap_or(idemgate_core::index::shard::DEFAULT_SHARDS)
     }
 
     async fn acquire_permit(

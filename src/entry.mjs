@@ -2,7 +2,7 @@
 // (`DedupObject`, one per key; `FlowCoordinator`, one per flow-limited
 // route; `ReconcileObject`, one per reconciled route; `AuditLog` and
 // `AlertObject`, one per deployment; `OrderObject`, one per entity of an
-// ordered route) as plain classes, and workerd serves RPC only on classes that
+// ordered route; `IndexShard`, `INDEX_SHARDS` per route) as plain classes, and workerd serves RPC only on classes that
 // extend `DurableObject`; these subclasses hand each call to the Rust
 // object, so it is reached over RPC instead of the much slower `fetch` path.
 import { DurableObject } from "cloudflare:workers";
@@ -13,6 +13,7 @@ import gateway, {
   AuditLog as RustAuditLog,
   AlertObject as RustAlertObject,
   OrderObject as RustOrderObject,
+  IndexShard as RustIndexShard,
 } from "../build/index.js";
 
 export default gateway;
@@ -98,6 +99,27 @@ export class AlertObject extends DurableObject {
 
   call(line) {
     return this.#object.call(line);
+  }
+}
+
+export class IndexShard extends DurableObject {
+  #object;
+
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.#object = new RustIndexShard(ctx, env);
+  }
+
+  fetch(request) {
+    return this.#object.fetch(request);
+  }
+
+  alarm() {
+    return this.#object.alarm();
+  }
+
+  call(route, line) {
+    return this.#object.call(route, line);
   }
 }
 

@@ -200,6 +200,7 @@ impl Store<Coordinator> for FlowRows {
                 limits: FlowLimits {
                     max_in_flight: row.get(4).and_then(number).map(|max| max as u32),
                     rate_thousandths: row.get(5).and_then(number),
+                    shards: 1,
                 },
             };
             Some((text(row.first()?)?, meta))

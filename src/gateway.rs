@@ -94,7 +94,7 @@ impl Edge for WorkerEdge {
     }
 
     fn has_index(&self) -> bool {
-        crate::receipt_index::database(&self.env).is_some()
+        crate::receipt_index::has_shards(&self.env)
     }
 
     async fn upgrade_since(&self) -> Option<u64> {

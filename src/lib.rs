@@ -45,6 +45,8 @@ mod events;
 mod flow_client;
 mod flow_coordinator;
 pub mod gateway;
+mod index_db;
+pub mod index_shard;
 mod isolate;
 mod log_sink;
 mod object_client;

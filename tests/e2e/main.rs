@@ -15,6 +15,7 @@ mod dedup;
 mod demo_origin;
 mod failures;
 mod flow;
+mod index_shards;
 mod inputs;
 mod money;
 mod operator;
@@ -316,8 +317,10 @@ fn main() {
         upgrade::a_retry_that_spans_the_upgrade_is_not_forwarded_again,
         sweep::the_sweep_delivers_what_no_alarm_will,
         sweep::the_cron_trigger_wrangler_prints_runs_the_sweep,
-        sweep::the_index_is_created_on_first_use,
+        sweep::a_gateway_without_d1_lists_what_it_acknowledged,
         sweep::without_an_index_nothing_is_acknowledged,
+        index_shards::an_async_delivery_is_acknowledged_while_every_index_shard_fails,
+        index_shards::an_upgrade_from_the_d1_index_moves_every_row_and_loses_none,
         sweep::purges_of_pending_deliveries_take_force_and_dead_letters_redrive_in_bulk,
         ui::the_operator_page_drives_the_operator_api_in_a_browser,
         operator::logs_have_state_changes_and_rejections_but_no_secrets,

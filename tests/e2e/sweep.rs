@@ -31,10 +31,11 @@ async fn run_sweep(gateway: &Gateway) {
     assert!(reply.status().is_success(), "the sweep ran");
 }
 
-/// Alarms vanish (the test-hooks worker drops every one it sets): the
-/// first attempts, which the accepting calls make, fail, and only the
-/// Cron sweep can make the next ones; it delivers each acknowledged
-/// delivery once, however often it runs.
+/// Alarms vanish (the test-hooks worker drops every one a key's object
+/// sets): the first attempts, which the accepting calls make, fail, and
+/// only the sweep (each index shard's alarm, SPEC §15 v5) can make the
+/// next ones; it delivers each acknowledged delivery once, however often
+/// the Cron Trigger runs too.
 pub async fn the_sweep_delivers_what_no_alarm_will(world: &'static World) {
     let origin = world.origin.url();
     let gateway = Gateway::start_with_hooks(&[
@@ -118,9 +119,10 @@ pub async fn the_release_worker_has_no_test_hook(_world: &'static World) {
     assert!(!holds(Worker::Release), "the release wasm has no test hook");
 }
 
-/// A plain `wrangler dev` applies no migration: the worker creates the
-/// index on first use, so a delivery is acknowledged, listed and swept.
-pub async fn the_index_is_created_on_first_use(world: &'static World) {
+/// A deployment with no D1 binding at all (SPEC §15, v5): a delivery is
+/// acknowledged, listed from the index's shards, and health says the
+/// index is well, with no old table to move.
+pub async fn a_gateway_without_d1_lists_what_it_acknowledged(world: &'static World) {
     let origin = world.origin.url();
     let vars = [
         ("ORIGIN_URL", origin.as_str()),
@@ -128,7 +130,7 @@ pub async fn the_index_is_created_on_first_use(world: &'static World) {
         ("RETRY_SCHEDULE", "1s"),
         ("ADMIN_TOKEN", ADMIN_TOKEN),
     ];
-    let gateway = Gateway::start_with_index(Index::Unmigrated, &vars).await;
+    let gateway = Gateway::start_with_index(Index::Shards, &vars).await;
     world.origin.fail("/unmigrated/", true);
     let path = "/unmigrated/pay";
     let ack = post_json(&client(), &gateway.url(path), Some("first-use-1"), BODY).await;
@@ -153,6 +155,7 @@ pub async fn the_index_is_created_on_first_use(world: &'static World) {
     assert_eq!(listing.json()["receipts"][0]["key"], "first-use-1");
     let health = operator_get_open(&gateway, "/__idemgate/health").await;
     assert_eq!(health["index"], "ok");
+    assert_eq!(health["legacy_index"], serde_json::Value::Null);
     world.origin.fail("/unmigrated/", false);
 }
 
@@ -161,14 +164,14 @@ async fn operator_get_open(gateway: &Gateway, path: &str) -> serde_json::Value {
     serde_json::from_slice(&reply.bytes().await.unwrap()).unwrap()
 }
 
-/// Without a D1 binding, an async route takes nothing (the sweep could not
-/// find it): its deliveries are refused as misconfigured, before anything
-/// is stored; health says why, and the operator API says what to run, with
-/// no word of forwarding.
+/// Without the index's shards, an async route takes nothing (the sweep
+/// could not find it): its deliveries are refused as misconfigured, before
+/// anything is stored; health says why, and the operator API says what to
+/// bind, with no word of forwarding.
 pub async fn without_an_index_nothing_is_acknowledged(world: &'static World) {
     let origin = world.origin.url();
     let gateway = Gateway::start_with_index(
-        Index::Unbound,
+        Index::Missing,
         &[
             ("ORIGIN_URL", &origin),
             ("DELIVERY", "async"),
@@ -185,10 +188,10 @@ pub async fn without_an_index_nothing_is_acknowledged(world: &'static World) {
     .await;
     refused.assert_problem(500, "misconfigured");
     let detail = refused.json()["detail"].as_str().unwrap().to_string();
-    assert!(detail.starts_with("IDEMGATE_INDEX"), "{detail}");
+    assert!(detail.starts_with("INDEX_SHARD"), "{detail}");
     let health = operator_get_open(&gateway, "/__idemgate/health").await;
     assert!(
-        health["index"].as_str().unwrap().contains("IDEMGATE_INDEX"),
+        health["index"].as_str().unwrap().contains("INDEX_SHARD"),
         "{health}"
     );
     let listing = operator(
@@ -200,7 +203,7 @@ pub async fn without_an_index_nothing_is_acknowledged(world: &'static World) {
     .await;
     listing.assert_problem(500, "misconfigured");
     let detail = listing.json()["detail"].as_str().unwrap().to_string();
-    assert!(detail.contains("wrangler d1 migrations apply"), "{detail}");
+    assert!(detail.contains("INDEX_SHARD"), "{detail}");
     assert!(!detail.contains("forward"), "{detail}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(

@@ -85,6 +85,7 @@ fn flow(criterion: &mut Criterion) {
     let limits = FlowLimits {
         max_in_flight: Some(50),
         rate_thousandths: None,
+        shards: 1,
     };
     let ask = |holder: String, accepted_at: u64| PermitRequest {
         holder,

@@ -421,7 +421,9 @@ fn operator_paths() -> BTreeSet<String> {
                 .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-'))
                 .collect();
             let path = path.trim_end_matches('/').to_string();
-            if path.len() > "/__idemgate/".len() {
+            // The end-to-end tests' hooks are no route of the release worker.
+            let hook = path.starts_with("/__idemgate/test/");
+            if path.len() > "/__idemgate/".len() && !hook {
                 paths.insert(path);
             }
             rest = &rest[at + 1..];

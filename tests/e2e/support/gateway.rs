@@ -186,20 +186,27 @@ fn repository_setting(name: &str) -> String {
         .unwrap_or_else(|| panic!("wrangler.toml sets {name}"))
 }
 
-/// How a gateway's receipt index (D1) is set up.
+/// How a gateway's receipt index is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Index {
-    /// Bound, with the repository's migrations applied (as the README's
-    /// commands do).
-    Migrated,
-    /// Bound, no migration applied: a plain `wrangler dev`.
-    Unmigrated,
-    /// No D1 binding at all.
-    Unbound,
+    /// Its shards (SPEC §15, v5), and no D1 binding at all: a new
+    /// deployment, as the repository's `wrangler.toml` has it.
+    Shards,
+    /// Its shards, and a v4 deployment's D1 index beside them, with the
+    /// repository's migrations applied: an upgraded deployment.
+    Legacy,
+    /// No shard binding (nor D1): a deployment whose config lost it.
+    Missing,
 }
 
+/// The index's shards' binding (its class is migrated with the others).
+const SHARDS: &str = r#"[[durable_objects.bindings]]
+name = "INDEX_SHARD"
+class_name = "IndexShard"
+"#;
+
 /// The config the tests run with: the snapshot's entry module, the
-/// repository's compatibility date, bindings and D1 migrations, no build
+/// repository's compatibility date, bindings and Durable Object migrations, no build
 /// step (the test command builds
 /// once), and the variables of the test. `extra` is appended as it is (a
 /// `[vars.ROUTES.x]` table, say).
@@ -265,6 +272,10 @@ new_sqlite_classes = ["AlertObject"]
 tag = "v6"
 new_sqlite_classes = ["OrderObject"]
 
+[[migrations]]
+tag = "v7"
+new_sqlite_classes = ["IndexShard"]
+
 {}
 [triggers]
 crons = ["* * * * *"]
@@ -278,16 +289,19 @@ dataset = "idemgate_test"
         snapshot(worker).join("src/entry.mjs").display(),
         repository_setting("compatibility_date"),
         match index {
-            Index::Unbound => String::new(),
-            Index::Migrated | Index::Unmigrated => format!(
-                r#"[[d1_databases]]
+            Index::Shards => SHARDS.to_string(),
+            Index::Missing => String::new(),
+            Index::Legacy =>
+                SHARDS.to_string()
+                    + &format!(
+                        r#"[[d1_databases]]
 binding = "IDEMGATE_INDEX"
 database_name = "idemgate-index"
 database_id = "00000000-0000-0000-0000-000000000000"
 migrations_dir = "{}"
 "#,
-                root().join("migrations").display()
-            ),
+                        root().join("migrations").display()
+                    ),
         },
     );
     // Secrets go where real deployments keep them locally (`.dev.vars`),
@@ -346,13 +360,13 @@ impl Gateway {
     /// `[vars.ROUTES.name]` table.
     pub async fn start_with(vars: &[(&str, &str)], extra: &str) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        Gateway::start_configured(dir, Worker::Release, Index::Migrated, vars, extra).await
+        Gateway::start_configured(dir, Worker::Release, Index::Shards, vars, extra).await
     }
 
     /// Starts on `dir`, whose `state/` may hold Durable Objects of an
     /// earlier run (a restart).
     pub async fn start_in(dir: tempfile::TempDir, vars: &[(&str, &str)]) -> Gateway {
-        Gateway::start_configured(dir, Worker::Release, Index::Migrated, vars, "").await
+        Gateway::start_configured(dir, Worker::Release, Index::Shards, vars, "").await
     }
 
     /// Starts `worker` on `dir`, whose `state/` may hold an earlier run's.
@@ -361,13 +375,24 @@ impl Gateway {
         worker: Worker,
         vars: &[(&str, &str)],
     ) -> Gateway {
-        Gateway::start_configured(dir, worker, Index::Migrated, vars, "").await
+        Gateway::start_configured(dir, worker, Index::Shards, vars, "").await
+    }
+
+    /// Starts `worker` on `dir` with the receipt index set up as `index`
+    /// says: an upgrade, on an earlier run's state.
+    pub async fn start_in_with_index(
+        dir: tempfile::TempDir,
+        worker: Worker,
+        index: Index,
+        vars: &[(&str, &str)],
+    ) -> Gateway {
+        Gateway::start_configured(dir, worker, index, vars, "").await
     }
 
     /// Starts the worker built with test hooks (`src/test_hooks.rs`).
     pub async fn start_with_hooks(vars: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        Gateway::start_configured(dir, Worker::TestHooks, Index::Migrated, vars, "").await
+        Gateway::start_configured(dir, Worker::TestHooks, Index::Shards, vars, "").await
     }
 
     /// Starts with the receipt index set up as `index` says.
@@ -389,7 +414,7 @@ impl Gateway {
         extra: &str,
     ) -> Gateway {
         let config = write_config(dir.path(), worker, index, vars, extra);
-        if index == Index::Migrated {
+        if index == Index::Legacy {
             migrate(&config, &dir.path().join("state"));
         }
         let port = free_port();
@@ -417,8 +442,7 @@ impl Gateway {
         vars: &[(&str, &str)],
         level: &str,
     ) -> Gateway {
-        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
-        migrate(&config, &dir.path().join("state"));
+        let config = write_config(dir.path(), Worker::Release, Index::Shards, vars, "");
         Gateway::start_command(dir, config, level).await
     }
 
@@ -427,8 +451,7 @@ impl Gateway {
     /// curl the Cron trigger wrangler prints.
     pub async fn start_as_a_developer_would(vars: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
-        migrate(&config, &dir.path().join("state"));
+        let config = write_config(dir.path(), Worker::Release, Index::Shards, vars, "");
         Gateway::start_command(dir, config, "info").await
     }
 
@@ -456,7 +479,7 @@ impl Gateway {
     /// first request is the isolate's first, and its CPU can be sampled.
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_cold_inspected(vars: &[(&str, &str)]) -> Gateway {
-        let (dir, config) = migrated_release(vars);
+        let (dir, config) = release_config(vars);
         Gateway::start_command_unready(dir, config).await
     }
 
@@ -491,8 +514,7 @@ impl Gateway {
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_without_inspector(vars: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
-        migrate(&config, &dir.path().join("state"));
+        let config = write_config(dir.path(), Worker::Release, Index::Shards, vars, "");
         Gateway::start_plain(dir, config).await
     }
 
@@ -524,7 +546,7 @@ impl Gateway {
     /// caller's first request is the isolate's first (a cold start).
     #[allow(dead_code)] // the benchmark's alone
     pub async fn start_cold(vars: &[(&str, &str)]) -> Gateway {
-        let (dir, config) = migrated_release(vars);
+        let (dir, config) = release_config(vars);
         Gateway::start_plain_cold(dir, config).await
     }
 
@@ -559,12 +581,11 @@ impl Gateway {
 }
 
 /// A fresh directory holding the release worker's configuration with
-/// `vars`, its receipt index migrated.
+/// `vars`.
 #[allow(dead_code)] // the benchmark's alone
-fn migrated_release(vars: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+fn release_config(vars: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), Worker::Release, Index::Migrated, vars, "");
-    migrate(&config, &dir.path().join("state"));
+    let config = write_config(dir.path(), Worker::Release, Index::Shards, vars, "");
     (dir, config)
 }
 

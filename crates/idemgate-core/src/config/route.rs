@@ -8,7 +8,7 @@ use super::{
     DEFAULT_RETRY_SCHEDULE, MAX_ASYNC_BODY_BYTES, MAX_BODY_BYTES_LIMIT,
     MAX_STORABLE_RESPONSE_BYTES, WEBHOOK_KEY_SOURCES,
 };
-use crate::flow::FlowLimits;
+use crate::flow::{FlowLimits, MAX_FLOW_SHARDS};
 use crate::headers::is_header_name;
 use crate::key::{KeyScope, KeySource};
 use crate::problem::Problem;
@@ -212,7 +212,16 @@ pub(super) fn route_config(
     let flow = (max_in_flight.is_some() || rate_thousandths.is_some()).then_some(FlowLimits {
         max_in_flight: max_in_flight.map(|max| max as u32),
         rate_thousandths,
+        shards: 1,
     });
+    let flow = match flow {
+        Some(limits) => Some(
+            limits
+                .split(settings.number("FLOW_SHARDS", 1, 1, u64::from(MAX_FLOW_SHARDS))? as u16)
+                .map_err(|reason| misconfigured("FLOW_SHARDS", reason))?,
+        ),
+        None => None,
+    };
     // A receipt must outlive the lookback, a dead letter's too.
     let kept_seconds = match &delivery {
         Delivery::Async(terms) => retention_seconds.min(terms.dead_retention_seconds),

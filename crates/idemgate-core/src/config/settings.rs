@@ -121,6 +121,7 @@ const ROUTE_VARIABLES: &[&str] = &[
     "DEAD_RETENTION_SECONDS",
     "MAX_IN_FLIGHT",
     "RATE_PER_SECOND",
+    "FLOW_SHARDS",
     "ACK_STATUS",
     "ACK_BODY",
     "MAX_BODY_BYTES",

@@ -1539,3 +1539,37 @@ fn order_settings_that_cannot_hold_are_misconfigured_and_blamed_by_name() {
     let problem = config(&[("ROUTES", sync.as_str()), ("ORIGIN_URL", "https://o")]).unwrap_err();
     assert_eq!(variable_of(problem), "ROUTES.r.order_key", "a sync route");
 }
+
+/// `FLOW_SHARDS` (SPEC §15, v5): the route's limits over that many
+/// coordinators; a share below 1 is misconfigured; `INDEX_SHARDS`
+/// likewise bounded.
+#[test]
+fn flow_shards_split_a_routes_limits_and_refuse_a_share_below_one() {
+    let limited = route(&[("MAX_IN_FLIGHT", "8"), ("FLOW_SHARDS", "8")]).unwrap();
+    assert_eq!(limited.flow.unwrap().shards, 8);
+    assert_eq!(limited.flow.unwrap().max_in_flight, Some(8));
+    let unsharded = route(&[("MAX_IN_FLIGHT", "8")]).unwrap();
+    assert_eq!(unsharded.flow.unwrap().shards, 1);
+    let problem = route(&[("MAX_IN_FLIGHT", "4"), ("FLOW_SHARDS", "8")]).unwrap_err();
+    assert_eq!(
+        crate::problem::misconfigured_variable(&problem),
+        Some("FLOW_SHARDS")
+    );
+    let problem = route(&[("RATE_PER_SECOND", "1.5"), ("FLOW_SHARDS", "2")]).unwrap_err();
+    assert_eq!(
+        crate::problem::misconfigured_variable(&problem),
+        Some("FLOW_SHARDS")
+    );
+    assert_eq!(
+        config(&[("ORIGIN_URL", "http://o")]).unwrap().index_shards,
+        16
+    );
+    assert_eq!(
+        config(&[("ORIGIN_URL", "http://o"), ("INDEX_SHARDS", "4")])
+            .unwrap()
+            .index_shards,
+        4
+    );
+    assert!(config(&[("ORIGIN_URL", "http://o"), ("INDEX_SHARDS", "0")]).is_err());
+    assert!(config(&[("ORIGIN_URL", "http://o"), ("INDEX_SHARDS", "257")]).is_err());
+}

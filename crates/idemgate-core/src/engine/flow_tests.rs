@@ -17,6 +17,7 @@ use crate::receipt::ReceiptState;
 const ONE_AT_A_TIME: FlowLimits = FlowLimits {
     max_in_flight: Some(1),
     rate_thousandths: None,
+    shards: 1,
 };
 
 fn limited(mut policy: Policy) -> Policy {

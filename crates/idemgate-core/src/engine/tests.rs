@@ -62,6 +62,7 @@ pub(super) fn queued_policy(schedule: &[u64]) -> Policy {
         flow: Some(crate::flow::FlowLimits {
             max_in_flight: Some(100),
             rate_thousandths: None,
+            shards: 1,
         }),
         ..async_policy(schedule)
     }
@@ -735,6 +736,7 @@ fn a_limited_route_queues_an_accepted_delivery_for_its_permit() {
         flow: Some(crate::flow::FlowLimits {
             max_in_flight: Some(1),
             rate_thousandths: None,
+            shards: 1,
         }),
         ..async_policy(&[10_000])
     };

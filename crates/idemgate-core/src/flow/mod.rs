@@ -22,7 +22,7 @@ mod wire;
 pub use coordinator::{Changes, Coordinator, Meta, Permit, Step, Waiter};
 
 /// A route's limits (a route with flow control sets at least one).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlowLimits {
     /// Forwards at the origin at once (`MAX_IN_FLIGHT`, 1 to 10000).
     pub max_in_flight: Option<u32>,
@@ -30,6 +30,70 @@ pub struct FlowLimits {
     /// (`0.5` is 500): a token bucket holding one second's worth, and at
     /// least one token. Whole numbers keep the bucket exact.
     pub rate_thousandths: Option<u64>,
+    /// How many coordinators share the route's limits (`FLOW_SHARDS`,
+    /// SPEC §15 v5): the limits above are the route's, each coordinator
+    /// keeping its share ([`FlowLimits::share`]). A coordinator is sent
+    /// its share, with 1 here.
+    pub shards: u16,
+}
+
+/// No limit, one coordinator.
+impl Default for FlowLimits {
+    fn default() -> FlowLimits {
+        FlowLimits {
+            max_in_flight: None,
+            rate_thousandths: None,
+            shards: 1,
+        }
+    }
+}
+
+/// `FLOW_SHARDS`' bound.
+pub const MAX_FLOW_SHARDS: u16 = 64;
+
+impl FlowLimits {
+    /// The route's limits over `shards` coordinators: refused when a
+    /// coordinator's share would be below 1 (in flight, or a forward a
+    /// second).
+    pub fn split(self, shards: u16) -> Result<FlowLimits, String> {
+        let shards = shards.max(1);
+        if self
+            .max_in_flight
+            .is_some_and(|max| max < u32::from(shards))
+        {
+            return Err(format!(
+                "splits MAX_IN_FLIGHT {} over {shards} coordinators: each needs at least 1",
+                self.max_in_flight.unwrap_or(0)
+            ));
+        }
+        if self
+            .rate_thousandths
+            .is_some_and(|rate| rate < 1_000 * u64::from(shards))
+        {
+            return Err(format!(
+                "splits RATE_PER_SECOND over {shards} coordinators: each needs at least 1 a second"
+            ));
+        }
+        Ok(FlowLimits { shards, ..self })
+    }
+
+    /// The coordinator `holder` asks, and its share of the limits: even,
+    /// the first coordinators taking what does not divide, so the shares
+    /// sum to the route's limits exactly.
+    pub fn share(self, holder: &str) -> (u16, FlowLimits) {
+        let shards = self.shards.max(1);
+        let shard = crate::index::shard::shard_of(holder, shards);
+        let part = |whole: u64| {
+            let (each, rest) = (whole / u64::from(shards), whole % u64::from(shards));
+            each + u64::from(u64::from(shard) < rest)
+        };
+        let share = FlowLimits {
+            max_in_flight: self.max_in_flight.map(|max| part(u64::from(max)) as u32),
+            rate_thousandths: self.rate_thousandths.map(part),
+            shards: 1,
+        };
+        (shard, share)
+    }
 }
 
 /// A key's object asks for a permit.
@@ -86,6 +150,15 @@ pub struct FlowStatus {
 /// The name of `route`'s coordinator object, in a class of its own.
 pub fn coordinator_name(route: &str) -> String {
     format!("idemgate/flow/v1|{route}")
+}
+
+/// The name of `route`'s coordinator number `shard` (`FLOW_SHARDS`):
+/// the first keeps the name of the route's only coordinator.
+pub fn shard_coordinator_name(route: &str, shard: u16) -> String {
+    match shard {
+        0 => coordinator_name(route),
+        shard => format!("idemgate/flow/v1|{route}|{shard}"),
+    }
 }
 
 /// The last moment, on the holder's clock, that a forward under a permit

@@ -1,3 +1,5 @@
+use sha2::Digest;
+
 use super::*;
 
 const LEASE: u64 = 15_000;
@@ -6,6 +8,7 @@ fn limits(max_in_flight: Option<u32>, rate_per_second: Option<f64>) -> FlowLimit
     FlowLimits {
         max_in_flight,
         rate_thousandths: rate_per_second.map(|rate| (rate * 1000.0) as u64),
+        shards: 1,
     }
 }
 
@@ -718,4 +721,47 @@ fn a_call_is_applied_as_the_coordinator_object_answers_it() {
         Coordinator::limits_of(&FlowCall::Status),
         FlowLimits::default()
     );
+}
+
+/// `FLOW_SHARDS` (SPEC §15, v5): the route's limits over its
+/// coordinators, each share at least 1, the shares summing to the whole.
+#[test]
+fn a_routes_limits_split_evenly_over_its_coordinators() {
+    let route = FlowLimits {
+        max_in_flight: Some(10),
+        rate_thousandths: Some(8_500),
+        shards: 1,
+    };
+    let split = route.split(3).unwrap();
+    let mut in_flight = [0u32; 3];
+    let mut rate = [0u64; 3];
+    for n in 0..3_000u64 {
+        let holder = hex::encode(sha2::Sha256::digest(n.to_be_bytes()));
+        let (shard, share) = split.share(&holder);
+        assert_eq!(share.shards, 1, "a coordinator is sent its share");
+        in_flight[shard as usize] = share.max_in_flight.unwrap();
+        rate[shard as usize] = share.rate_thousandths.unwrap();
+    }
+    assert_eq!(in_flight, [4, 3, 3]);
+    assert_eq!(in_flight.iter().sum::<u32>(), 10);
+    assert_eq!(rate, [2_834, 2_833, 2_833]);
+    assert_eq!(rate.iter().sum::<u64>(), 8_500);
+    // One coordinator: the route's limits as they are.
+    let (shard, share) = route.split(1).unwrap().share("anyone");
+    assert_eq!(
+        (shard, share.max_in_flight, share.rate_thousandths),
+        (0, Some(10), Some(8_500))
+    );
+    assert!(route.split(8).is_ok());
+    assert!(route.split(9).unwrap_err().contains("RATE_PER_SECOND"));
+    assert!(route.split(11).unwrap_err().contains("MAX_IN_FLIGHT"));
+    let rate_only = FlowLimits {
+        max_in_flight: None,
+        rate_thousandths: Some(2_000),
+        shards: 1,
+    };
+    assert!(rate_only.split(2).is_ok());
+    assert!(rate_only.split(3).unwrap_err().contains("RATE_PER_SECOND"));
+    assert_eq!(shard_coordinator_name("r", 0), coordinator_name("r"));
+    assert_ne!(shard_coordinator_name("r", 1), coordinator_name("r"));
 }

@@ -147,6 +147,7 @@ impl<'a, I: Iterator<Item = &'a str>> Words<'a, I> {
         Ok(FlowLimits {
             max_in_flight,
             rate_thousandths: self.optional()?,
+            shards: 1,
         })
     }
 
@@ -167,6 +168,7 @@ mod tests {
         let limits = FlowLimits {
             max_in_flight: Some(4),
             rate_thousandths: Some(500),
+            shards: 1,
         };
         let calls = [
             FlowCall::Acquire(PermitRequest {

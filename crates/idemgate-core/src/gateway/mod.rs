@@ -306,8 +306,8 @@ async fn answer_from_previous<E: Edge>(
 
 fn no_index() -> Problem {
     Problem::Misconfigured {
-        variable: crate::index::BINDING.into(),
-        reason: "async delivery needs the receipt index: bind a D1 database as IDEMGATE_INDEX (wrangler.toml [[d1_databases]])".into(),
+        variable: crate::index::SHARD_BINDING.into(),
+        reason: "async delivery needs the receipt index: bind the IndexShard Durable Object class as INDEX_SHARD (wrangler.toml [[durable_objects.bindings]] and its migration)".into(),
     }
 }
 

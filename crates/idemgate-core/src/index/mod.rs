@@ -31,8 +31,12 @@ pub use row::{IndexRow, IndexUpdate, IndexWrite, TableRow};
 use crate::delivery::Identity;
 use crate::receipt::{DeliveryKind, Receipt, ReceiptState};
 
-/// The D1 binding the index lives in.
+/// The D1 binding a v4 deployment's index lived in (SPEC §15, v5: read
+/// while its rows move into the shards).
 pub const BINDING: &str = "IDEMGATE_INDEX";
+
+/// The binding of the index's shards' Durable Object class.
+pub const SHARD_BINDING: &str = "INDEX_SHARD";
 
 /// States an operator can list.
 pub const LISTABLE_STATES: &[&str] = &["queued", "in_flight", "failed", "dead", "superseded"];

@@ -100,3 +100,53 @@ pub fn merge_counts(parts: Vec<Vec<StateCount>>) -> Vec<StateCount> {
 
 #[cfg(test)]
 mod tests;
+
+/// A statement a shard runs for its route (the index's own SQL, from
+/// [`super::sql`] and the operator's filters): the line its RPC takes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ShardQuery {
+    /// The shard's number among its route's, so that a new shard can
+    /// record the route's extent ([`super::sql::RECORD_EXTENT`]).
+    #[serde(default)]
+    pub shard: u16,
+    pub sql: String,
+    /// Text, integer or null, in order.
+    pub params: Vec<serde_json::Value>,
+}
+
+impl ShardQuery {
+    pub fn new(sql: &str, params: &[super::sql::Param<'_>]) -> ShardQuery {
+        use super::sql::Param;
+        ShardQuery {
+            shard: 0,
+            sql: sql.to_string(),
+            params: params
+                .iter()
+                .map(|param| match *param {
+                    Param::Text(text) => serde_json::Value::from(text),
+                    Param::Integer(number) => serde_json::Value::from(number),
+                    Param::Null => serde_json::Value::Null,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What a statement gave: its rows, column by name, and how many rows it
+/// changed.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ShardRows {
+    pub rows: Vec<serde_json::Map<String, serde_json::Value>>,
+    pub changes: u64,
+}
+
+impl ShardRows {
+    /// The rows as `T`s.
+    pub fn read<T: serde::de::DeserializeOwned>(self) -> Result<Vec<T>, String> {
+        self.rows
+            .into_iter()
+            .map(|row| serde_json::from_value(serde_json::Value::Object(row)))
+            .collect::<Result<_, _>>()
+            .map_err(|error| error.to_string())
+    }
+}

@@ -23,9 +23,23 @@ pub const SCHEMA: &[&str] = &[
 /// A shard's schema (SPEC §15, v5): the index's table and its two
 /// indexes, as D1 has them; a shard never held the first version's table
 /// or the upgrade's record.
-pub fn shard_schema() -> [&'static str; 3] {
-    [SCHEMA[2], SCHEMA[3], SCHEMA[4]]
+pub fn shard_schema() -> [&'static str; 4] {
+    [SCHEMA[2], SCHEMA[3], SCHEMA[4], SHARD_EXTENT]
 }
+
+/// Shard 0 of a route records how many shards the route has had at most
+/// (each shard says so when it is made), so that listings visit every
+/// shard that may hold a row after `INDEX_SHARDS` is lowered.
+pub const SHARD_EXTENT: &str = "CREATE TABLE IF NOT EXISTS shard_extent \
+     (id INTEGER PRIMARY KEY CHECK (id = 1), shards INTEGER NOT NULL)";
+
+/// A shard's word that the route has at least that many. Parameter: the
+/// count.
+pub const RECORD_EXTENT: &str = "INSERT INTO shard_extent (id, shards) VALUES (1, ?1) \
+     ON CONFLICT (id) DO UPDATE SET shards = MAX(shards, excluded.shards)";
+
+/// How many shards the route has had at most.
+pub const READ_EXTENT: &str = "SELECT shards FROM shard_extent WHERE id = 1";
 
 pub fn schema() -> Vec<String> {
     SCHEMA

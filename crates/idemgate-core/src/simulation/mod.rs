@@ -373,6 +373,7 @@ impl Simulation {
             policy.flow = Some(crate::flow::FlowLimits {
                 max_in_flight: Some(rng.pick(&[1, 2])),
                 rate_thousandths: None,
+                shards: 1,
             });
             *world.route_policy.borrow_mut() = Some(policy.clone());
         }
