@@ -2,11 +2,13 @@
 //! own (`AuditLog`, binding `AUDIT_LOG`), one object per deployment, so
 //! one writer keeps the chain in `seq` order. Its SQLite holds the chain
 //! (`audit_entry`, one row per entry, never deleted: kept at least 400
-//! days, in fact for the deployment's life) and the intents of acts under
-//! way (`audit_intent`). Each call's reads and writes run in one turn
-//! with no await between them, so they commit together and no two
-//! appends see the same head. The chain's rules are
-//! [`idemgate_core::audit`]'s.
+//! days, in fact for the deployment's life), the intents of acts under
+//! way (`audit_intent`) and the counters (`audit_counter`). What a call
+//! or the alarm does is the core's ([`idemgate_core::audit::writer`]);
+//! here are its rows as SQL ([`SqlRows`]) and the RPC and alarm that
+//! forward to it. Each call's reads and writes run in one turn with no
+//! await between them, so they commit together and no two appends see
+//! the same head.
 
 use wasm_bindgen::prelude::*;
 use worker::js_sys::{Date as JsDate, Number};
@@ -16,10 +18,9 @@ use worker::{
 };
 
 use idemgate_core::answer::render_problem;
-use idemgate_core::audit::checkpoint::{Checkpoint, CheckpointSchedule};
-use idemgate_core::audit::{
-    next_intent_id, AuditCall, Begun, Chain, Entry, Head, Intent, Page, SETTLE_AFTER_MS,
-};
+use idemgate_core::audit::rows::AuditRows;
+use idemgate_core::audit::writer::Writer;
+use idemgate_core::audit::{AuditCall, Entry, Head, Intent};
 use idemgate_core::problem::Problem;
 
 use crate::edge_http;
@@ -58,14 +59,14 @@ impl DurableObject for AuditLog {
     /// head's checkpoint when one is due.
     async fn alarm(&self) -> worker::Result<Response> {
         let now = Date::now().as_millis();
-        self.settle(now).map_err(worker::Error::RustError)?;
-        let head = self.head().map_err(worker::Error::RustError)?;
-        let mut schedule = self.schedule().map_err(worker::Error::RustError)?;
-        if schedule.due(head.seq, now) {
-            let sent = crate::audit_checkpoint::send(&self.env, &Checkpoint::of(&head, now)).await;
-            // Not delivered everywhere: tried again a minute on.
-            schedule.sent(if sent { head.seq } else { schedule.sent_seq }, now);
-            self.keep_schedule(schedule)
+        let due = self
+            .writer()
+            .and_then(|mut writer| writer.alarm(now))
+            .map_err(worker::Error::RustError)?;
+        if let Some(due) = due {
+            let sent = crate::audit_checkpoint::send(&self.env, &due.checkpoint).await;
+            Writer::new(self.rows())
+                .checkpoint_sent(due, sent, now)
                 .map_err(worker::Error::RustError)?;
         }
         self.arm().await;
@@ -84,11 +85,14 @@ impl AuditLog {
     pub async fn call(&self, line: String) -> Result<String, JsValue> {
         let call: AuditCall =
             serde_json::from_str(&line).map_err(|error| JsValue::from_str(&error.to_string()))?;
-        let changes = matches!(call, AuditCall::Begin { .. } | AuditCall::Finish { .. });
+        let writes = call.writes();
+        // One call, in one turn (no await): its reads and writes commit
+        // together.
         let answer = self
-            .answer(call)
+            .writer()
+            .and_then(|mut writer| writer.answer(call, Date::now().as_millis()))
             .map_err(|message| JsValue::from_str(&message))?;
-        if changes {
+        if writes {
             // An intent is settled as `unknown` if its result never comes,
             // and a new head goes out as a checkpoint. Best effort: the
             // intent is durable, so the act goes ahead, and every later
@@ -100,115 +104,78 @@ impl AuditLog {
 }
 
 impl AuditLog {
-    /// One call, in one turn (no await): its reads and writes commit
-    /// together.
-    fn answer(&self, call: AuditCall) -> Result<String, String> {
+    fn rows(&self) -> SqlRows<'_> {
+        SqlRows {
+            storage: &self.storage,
+        }
+    }
+
+    /// The core's writer over this object's rows, its tables made.
+    fn writer(&self) -> Result<Writer<SqlRows<'_>>, String> {
+        let rows = self.rows();
         for table in TABLES {
-            self.exec(table, Vec::new())?;
+            rows.exec(table, Vec::new())?;
         }
+        Ok(Writer::new(rows))
+    }
+
+    /// The alarm at the writer's next moment.
+    async fn arm(&self) {
         let now = Date::now().as_millis();
-        self.settle(now)?;
-        match call {
-            AuditCall::Begin { intent, fail } => {
-                if fail {
-                    return Err("the audit log refused the write (test hook)".into());
-                }
-                let counter = self
-                    .rows(
-                        "SELECT value FROM audit_counter WHERE name = 'intent'",
-                        Vec::new(),
-                    )?
-                    .first()
-                    .and_then(|row| number(row.first()?));
-                let highest_open = self
-                    .rows("SELECT COALESCE(MAX(id), 0) FROM audit_intent", Vec::new())?
-                    .first()
-                    .and_then(|row| number(row.first()?))
-                    .unwrap_or(0);
-                let id = next_intent_id(counter, self.head()?.seq, highest_open);
-                self.exec(
-                    "INSERT INTO audit_counter (name, value) VALUES ('intent', ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value",
-                    vec![integer(id)],
-                )?;
-                self.exec(
-                    "INSERT INTO audit_intent (id, at, actor, action, route, target) VALUES (?, ?, ?, ?, ?, ?)",
-                    vec![
-                        integer(id),
-                        integer(intent.at),
-                        intent.actor.into(),
-                        intent.action.into(),
-                        intent.route.into(),
-                        intent.target.into(),
-                    ],
-                )?;
-                Ok(json(&Begun { intent_id: id }))
-            }
-            AuditCall::Finish {
-                intent_id,
-                result,
-                fail,
-            } => {
-                if fail {
-                    return Err("the audit log refused the write (test hook)".into());
-                }
-                let intent = self
-                    .intents("WHERE id = ?", vec![integer(intent_id)])?
-                    .into_iter()
-                    .next();
-                match intent {
-                    Some((id, intent)) => Ok(json(&self.append(id, &intent, &result)?)),
-                    // Settled already (as `unknown`): it is in the chain.
-                    None => Err(format!("intent {intent_id} is no longer open")),
-                }
-            }
-            AuditCall::Head => Ok(json(&self.head()?)),
-            AuditCall::Page {
-                routes,
-                before,
-                limit,
-            } => {
-                let mut query = format!("SELECT {ENTRY_COLUMNS} FROM audit_entry WHERE seq < ?");
-                let mut values = vec![integer(before.unwrap_or(i64::MAX as u64))];
-                if let Some(routes) = routes {
-                    let marks = vec!["?"; routes.len()].join(", ");
-                    query.push_str(&format!(" AND route IN ({marks})"));
-                    values.extend(routes.into_iter().map(SqlStorageValue::from));
-                }
-                query.push_str(" ORDER BY seq DESC LIMIT ?");
-                values.push(integer(limit.into()));
-                let entries = self.entries(&query, values)?;
-                Ok(json(&Page {
-                    cursor: Page::cursor_of(&entries, limit),
-                    entries,
-                    head: self.head()?,
-                }))
-            }
-            AuditCall::Export { after, limit } => {
-                let entries = self.entries(
-                    &format!(
-                        "SELECT {ENTRY_COLUMNS} FROM audit_entry WHERE seq > ? ORDER BY seq LIMIT ?"
-                    ),
-                    vec![integer(after), integer(limit.into())],
-                )?;
-                Ok(json(&Page {
-                    cursor: Page::cursor_of(&entries, limit),
-                    entries,
-                    head: self.head()?,
-                }))
-            }
+        if let Some(next) = Writer::new(self.rows()).next_alarm(now) {
+            let _ = self.storage.set_alarm(alarm_at(next)).await;
         }
     }
+}
 
-    /// Appends the intent `id` as the next entry, and closes the intent.
-    fn append(&self, id: u64, intent: &Intent, result: &str) -> Result<Entry, String> {
-        let mut chain = Chain::restore(self.head()?);
-        let entry = chain.append(intent, result);
-        self.store(id, &entry)?;
-        Ok(entry)
+/// The writer's rows in the object's SQLite: each operation one statement.
+struct SqlRows<'a> {
+    storage: &'a Storage,
+}
+
+impl AuditRows for SqlRows<'_> {
+    fn head(&mut self) -> Result<Head, String> {
+        let rows = self.rows(
+            "SELECT seq, hash FROM audit_entry ORDER BY seq DESC LIMIT 1",
+            Vec::new(),
+        )?;
+        Ok(rows
+            .first()
+            .and_then(|row| {
+                Some(Head {
+                    seq: number(row.first()?)?,
+                    hash: text(row.get(1)?)?,
+                })
+            })
+            .unwrap_or_default())
     }
 
-    /// Stores `entry` and closes the intent `id` it came from.
-    fn store(&self, id: u64, entry: &Entry) -> Result<(), String> {
+    fn newest(
+        &mut self,
+        before: u64,
+        routes: Option<&[String]>,
+        limit: u32,
+    ) -> Result<Vec<Entry>, String> {
+        let mut query = format!("SELECT {ENTRY_COLUMNS} FROM audit_entry WHERE seq < ?");
+        let mut values = vec![integer(before)];
+        if let Some(routes) = routes {
+            let marks = vec!["?"; routes.len()].join(", ");
+            query.push_str(&format!(" AND route IN ({marks})"));
+            values.extend(routes.iter().cloned().map(SqlStorageValue::from));
+        }
+        query.push_str(" ORDER BY seq DESC LIMIT ?");
+        values.push(integer(limit.into()));
+        self.entries(&query, values)
+    }
+
+    fn oldest(&mut self, after: u64, limit: u32) -> Result<Vec<Entry>, String> {
+        self.entries(
+            &format!("SELECT {ENTRY_COLUMNS} FROM audit_entry WHERE seq > ? ORDER BY seq LIMIT ?"),
+            vec![integer(after), integer(limit.into())],
+        )
+    }
+
+    fn append(&mut self, id: u64, entry: &Entry) -> Result<(), String> {
         self.exec(
             &format!(
                 "INSERT INTO audit_entry ({ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -243,91 +210,57 @@ impl AuditLog {
         Ok(())
     }
 
-    /// Intents older than [`SETTLE_AFTER_MS`] become entries whose result
-    /// is `unknown`: the act may have happened, so it is on record.
-    fn settle(&self, now: u64) -> Result<(), String> {
-        for table in TABLES {
-            self.exec(table, Vec::new())?;
-        }
-        let stale = self.intents(
-            "WHERE at < ? ORDER BY id",
-            vec![integer(now.saturating_sub(SETTLE_AFTER_MS))],
+    fn open(&mut self, id: u64, intent: &Intent) -> Result<(), String> {
+        self.exec(
+            "INSERT INTO audit_intent (id, at, actor, action, route, target) VALUES (?, ?, ?, ?, ?, ?)",
+            vec![
+                integer(id),
+                integer(intent.at),
+                intent.actor.clone().into(),
+                intent.action.clone().into(),
+                intent.route.clone().into(),
+                intent.target.clone().into(),
+            ],
         )?;
-        if stale.is_empty() {
-            return Ok(());
-        }
-        let mut chain = Chain::restore(self.head()?);
-        for (id, entry) in chain.settle(&stale, now) {
-            self.store(id, &entry)?;
-        }
         Ok(())
     }
 
-    /// The alarm at the next moment there is work: the oldest open
-    /// intent's settling, or the next checkpoint.
-    async fn arm(&self) {
-        let oldest_intent = self
-            .rows("SELECT MIN(at) FROM audit_intent", Vec::new())
-            .ok()
-            .and_then(|rows| number(rows.first()?.first()?))
-            .map(|at| at + SETTLE_AFTER_MS + 1_000);
-        let checkpoint = match (self.head(), self.schedule()) {
-            (Ok(head), Ok(schedule)) => schedule.next_at(head.seq),
-            _ => None,
-        };
-        let now = Date::now().as_millis();
-        if let Some(next) = [oldest_intent, checkpoint].into_iter().flatten().min() {
-            let _ = self.storage.set_alarm(alarm_at(next.max(now))).await;
-        }
+    fn intent(&mut self, id: u64) -> Result<Option<Intent>, String> {
+        let intents = self.intents("WHERE id = ?", vec![integer(id)])?;
+        Ok(intents.into_iter().next().map(|(_, intent)| intent))
     }
 
-    /// When a checkpoint was last sent, and of which head.
-    fn schedule(&self) -> Result<CheckpointSchedule, String> {
-        let value = |name: &str| -> Result<u64, String> {
-            Ok(self
-                .rows(
-                    "SELECT value FROM audit_counter WHERE name = ?",
-                    vec![name.into()],
-                )?
-                .first()
-                .and_then(|row| number(row.first()?))
-                .unwrap_or(0))
-        };
-        Ok(CheckpointSchedule {
-            sent_at: value("checkpoint_at")?,
-            sent_seq: value("checkpoint_seq")?,
-        })
+    fn opened_before(&mut self, at: u64) -> Result<Vec<(u64, Intent)>, String> {
+        self.intents("WHERE at < ? ORDER BY id", vec![integer(at)])
     }
 
-    fn keep_schedule(&self, schedule: CheckpointSchedule) -> Result<(), String> {
-        for (name, value) in [
-            ("checkpoint_at", schedule.sent_at),
-            ("checkpoint_seq", schedule.sent_seq),
-        ] {
-            self.exec(
-                "INSERT INTO audit_counter (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value",
-                vec![name.into(), integer(value)],
-            )?;
-        }
+    fn highest_open(&mut self) -> Result<u64, String> {
+        Ok(self
+            .value("SELECT COALESCE(MAX(id), 0) FROM audit_intent", Vec::new())?
+            .unwrap_or(0))
+    }
+
+    fn oldest_open_at(&mut self) -> Result<Option<u64>, String> {
+        self.value("SELECT MIN(at) FROM audit_intent", Vec::new())
+    }
+
+    fn counter(&mut self, name: &str) -> Result<Option<u64>, String> {
+        self.value(
+            "SELECT value FROM audit_counter WHERE name = ?",
+            vec![name.into()],
+        )
+    }
+
+    fn set_counter(&mut self, name: &str, value: u64) -> Result<(), String> {
+        self.exec(
+            "INSERT INTO audit_counter (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+            vec![name.into(), integer(value)],
+        )?;
         Ok(())
     }
+}
 
-    fn head(&self) -> Result<Head, String> {
-        let rows = self.rows(
-            "SELECT seq, hash FROM audit_entry ORDER BY seq DESC LIMIT 1",
-            Vec::new(),
-        )?;
-        Ok(rows
-            .first()
-            .and_then(|row| {
-                Some(Head {
-                    seq: number(row.first()?)?,
-                    hash: text(row.get(1)?)?,
-                })
-            })
-            .unwrap_or_default())
-    }
-
+impl SqlRows<'_> {
     fn intents(
         &self,
         condition: &str,
@@ -374,6 +307,14 @@ impl AuditLog {
             .collect())
     }
 
+    /// The first column of the first row, as a number.
+    fn value(&self, query: &str, values: Vec<SqlStorageValue>) -> Result<Option<u64>, String> {
+        Ok(self
+            .rows(query, values)?
+            .first()
+            .and_then(|row| number(row.first()?)))
+    }
+
     fn rows(
         &self,
         query: &str,
@@ -389,11 +330,6 @@ impl AuditLog {
             .exec(query, Some(values))
             .map_err(|error| error.to_string())
     }
-}
-
-/// A reply as its line.
-fn json(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).expect("a reply serializes")
 }
 
 /// The alarm's time: a date, as `set_alarm` reads a bare number as an

@@ -41,6 +41,14 @@ pub enum AuditCall {
     Export { after: u64, limit: u32 },
 }
 
+impl AuditCall {
+    /// Whether the call writes the chain or its intents: after one, the
+    /// writer's alarm is set again (an intent settles, a head goes out).
+    pub fn writes(&self) -> bool {
+        matches!(self, AuditCall::Begin { .. } | AuditCall::Finish { .. })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Begun {
     pub intent_id: u64,

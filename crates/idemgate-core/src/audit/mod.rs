@@ -1,8 +1,10 @@
 //! The audit log (SPEC §13): every operator act, one hash chain per
 //! deployment, in `seq` order. Pure: the chain's head, how an entry is
-//! hashed, who acted and what an act names. The writer (one Durable Object,
-//! `src/audit_object.rs`) keeps the rows; the verifiers of an exported
-//! chain are in `idemgate-origin` and the Node and Python packages.
+//! hashed, who acted and what an act names; and its one writer's decisions
+//! ([`writer`]) over the rows it keeps ([`rows`]: SQLite in the Durable
+//! Object, `src/audit_object.rs`, memory in the tests). The verifiers of an
+//! exported chain are in `idemgate-origin` and the Node and Python
+//! packages.
 //!
 //! An act is written in two steps so that "written before its answer" and
 //! "an audit write that fails fails the act" both hold with one entry per
@@ -17,6 +19,8 @@
 pub mod call;
 mod chain;
 pub mod checkpoint;
+pub mod rows;
+pub mod writer;
 
 pub use call::{AuditCall, Begun, Page, WRITER_NAME};
 pub use chain::{Chain, Head};
@@ -135,3 +139,5 @@ pub fn key_sha256(key: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod writer_tests;

@@ -7,7 +7,7 @@ use crate::api_origin::parse_api_origin;
 use crate::json::{Json, Member};
 use crate::key::{KeyPart, KeySource};
 use crate::problem::Problem;
-use crate::reconcile::{ReconcileConfig, Source, TypeFilter};
+use crate::reconcile::{Endpoint, ReconcileConfig, Source, TypeFilter};
 use crate::signature::SignatureScheme;
 
 const FIELDS: &[&str] = &[
@@ -79,7 +79,10 @@ pub(super) fn reconcile_config(
         }
     };
 
-    let names = Source::ALL.map(Source::name).join(", ");
+    let names = Source::all()
+        .map(Source::name)
+        .collect::<Vec<_>>()
+        .join(", ");
     let source_name = text("source")?
         .ok_or_else(|| misconfigured(label("source"), format!("is required: one of {names}")))?;
     let source = Source::parse(&source_name).ok_or_else(|| {
@@ -189,40 +192,31 @@ pub(super) fn reconcile_config(
         })?,
         None => source.default_api_base().to_string(),
     };
-    let endpoint = match (source, text("endpoint")?) {
-        (Source::Github, Some(hook)) if is_hook_path(&hook) => Some(hook),
-        (Source::Github, _) => {
+    let endpoint = match (source.entry().endpoint, text("endpoint")?) {
+        (Endpoint::Required { valid, .. }, Some(endpoint)) if valid(&endpoint) => Some(endpoint),
+        (Endpoint::Required { what, .. }, _) => {
             return Err(misconfigured(
                 label("endpoint"),
-                "is required for github: the hook, as repos/OWNER/REPO/hooks/ID, orgs/ORG/hooks/ID or app/hook",
+                format!("is required for {}: {what}", source.name()),
             ))
         }
-        (Source::Paddle, Some(destination)) if is_id(&destination) => Some(destination),
-        (Source::Paddle, _) => {
-            return Err(misconfigured(
-                label("endpoint"),
-                "is required for paddle: the notification destination's id (ntfset_...)",
-            ))
+        (Endpoint::OrSigningSecret { valid, .. }, Some(endpoint)) if valid(&endpoint) => {
+            Some(endpoint)
         }
-        (Source::Paypal, Some(webhook)) if is_id(&webhook) => Some(webhook),
-        (Source::Paypal, Some(_)) => {
-            return Err(misconfigured(
-                label("endpoint"),
-                "must be the id of the route's PayPal webhook (letters, digits, - and _), or left out to take the route's signing secret",
-            ))
+        (Endpoint::OrSigningSecret { wrong, .. }, Some(_)) => {
+            return Err(misconfigured(label("endpoint"), wrong))
         }
-        // PayPal's signing secret is the webhook id.
-        (Source::Paypal, None) => settings
+        (Endpoint::OrSigningSecret { .. }, None) => settings
             .signing_secrets()?
             .first()
             .map(|secret| secret.expose().to_string()),
-        (_, Some(_)) => {
+        (Endpoint::Unused, Some(_)) => {
             return Err(misconfigured(
                 label("endpoint"),
                 format!("is not used by {}", source.name()),
             ))
         }
-        (_, None) => None,
+        (Endpoint::Unused, None) => None,
     };
     Ok(Some(ReconcileConfig {
         source,
@@ -242,31 +236,4 @@ fn member<'a>(table: &'a [Member<'a>], field: &str) -> Option<&'a Json<'a>> {
         .iter()
         .find(|(name, _)| name == field)
         .map(|(_, value)| value)
-}
-
-fn is_id(text: &str) -> bool {
-    (1..=128).contains(&text.len())
-        && text
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || b"-_".contains(&byte))
-}
-
-/// `repos/OWNER/REPO/hooks/ID`, `orgs/ORG/hooks/ID` or `app/hook`.
-fn is_hook_path(text: &str) -> bool {
-    let parts: Vec<&str> = text.split('/').collect();
-    let numeric = |part: &str| !part.is_empty() && part.bytes().all(|byte| byte.is_ascii_digit());
-    let name = |part: &str| {
-        !part.is_empty()
-            && part
-                .bytes()
-                .all(|byte| byte.is_ascii_alphanumeric() || b"-_.".contains(&byte))
-            && part != "."
-            && part != ".."
-    };
-    match parts.as_slice() {
-        ["repos", owner, repo, "hooks", id] => name(owner) && name(repo) && numeric(id),
-        ["orgs", org, "hooks", id] => name(org) && numeric(id),
-        ["app", "hook"] => true,
-        _ => false,
-    }
 }

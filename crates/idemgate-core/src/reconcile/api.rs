@@ -1,8 +1,9 @@
-//! A route's events API: which provider's file answers each question a
-//! run asks (the first page, the next, a re-send, an error's words).
+//! A route's events API: each question a run asks (the first page, the
+//! next, a re-send, an error's words), answered by the route's source's
+//! entry ([`super::SourceEntry`]).
 
+use super::source::{Listed, ReconcileConfig, SourceEntry};
 use super::wire::{json_text, ApiError, ApiRequest, ApiResponse, ListedEvent, Page, Window};
-use super::{github, paddle, paypal, square, stripe, ReconcileConfig, Source};
 
 /// A route's events API: the requests a run sends and how their answers
 /// read, for the route's source.
@@ -10,7 +11,17 @@ pub struct EventsApi<'a> {
     pub config: &'a ReconcileConfig,
 }
 
+impl ReconcileConfig {
+    pub fn api(&self) -> EventsApi<'_> {
+        EventsApi { config: self }
+    }
+}
+
 impl EventsApi<'_> {
+    fn source(&self) -> &'static SourceEntry {
+        self.config.source.entry()
+    }
+
     fn base(&self) -> &str {
         &self.config.api_base
     }
@@ -18,57 +29,32 @@ impl EventsApi<'_> {
     /// A request to run first for an access token (PayPal's OAuth client
     /// credentials); `None` when the key is used as it is.
     pub fn token_request(&self) -> Option<ApiRequest> {
-        match self.config.source {
-            Source::Paypal => Some(paypal::token_request(
-                self.base(),
-                self.config.api_key.expose(),
-            )),
-            _ => None,
-        }
+        let token = self.source().token?;
+        Some((token.request)(self.base(), self.config.api_key.expose()))
     }
 
+    /// The token the answer to [`EventsApi::token_request`] holds.
     pub fn read_token(&self, response: &ApiResponse) -> Result<String, ApiError> {
-        paypal::read_token(response)
+        match self.source().token {
+            Some(token) => (token.read)(response),
+            None => Err(ApiError::unreadable("the API gives no token")),
+        }
     }
 
     /// The request for the page at `cursor` (the first with `None`).
     /// `token` is what [`EventsApi::read_token`] gave, if anything.
     pub fn list(&self, window: Window, cursor: Option<&str>, token: Option<&str>) -> ApiRequest {
         let credential = token.unwrap_or(self.config.api_key.expose());
-        let types = &self.config.types;
-        match self.config.source {
-            Source::Stripe => stripe::list(self.base(), credential, window, types, cursor),
-            Source::Square => square::list(self.base(), credential, window, types, cursor),
-            Source::Paddle => paddle::list(
-                self.base(),
-                credential,
-                window,
-                self.config.endpoint.as_deref().unwrap_or_default(),
-                cursor,
-            ),
-            Source::Paypal => paypal::list(self.base(), credential, window, types, cursor),
-            Source::Github => github::list(
-                self.base(),
-                credential,
-                self.config.endpoint.as_deref().unwrap_or_default(),
-                cursor,
-            ),
-        }
+        (self.source().list)(self.config, credential, window, cursor)
     }
 
     /// The page an answer holds, only its events inside `window`; or the
     /// API's error.
     pub fn read_page(&self, window: Window, response: &ApiResponse) -> Result<Page, ApiError> {
-        let mut page = match self.config.source {
-            Source::Stripe => stripe::read_page(response),
-            Source::Square => square::read_page(response),
-            Source::Paddle => paddle::read_page(response, self.base()),
-            Source::Paypal => paypal::read_page(response, self.base()),
-            Source::Github => github::read_page(response, window, self.base()),
-        }?;
-        // A GitHub event is placed by its first delivery, which may be on a
-        // later page: the run places it once all of it is read.
-        if self.config.source != Source::Github {
+        let mut page = (self.source().read_page)(self.config, window, response)?;
+        // An event listed by its deliveries is placed by its first, which
+        // may be on a later page: the run places it once all of it is read.
+        if self.source().lists == Listed::Events {
             page.events.retain(|event| window.contains(event.created));
         }
         Ok(page)
@@ -78,22 +64,8 @@ impl EventsApi<'_> {
     pub fn resend(&self, event: &ListedEvent, token: Option<&str>) -> Option<ApiRequest> {
         let credential = token.unwrap_or(self.config.api_key.expose());
         let id = event.resend_id.as_deref()?;
-        match self.config.source {
-            Source::Paddle => Some(paddle::resend(self.base(), credential, id)),
-            Source::Paypal => Some(paypal::resend(
-                self.base(),
-                credential,
-                id,
-                self.config.endpoint.as_deref(),
-            )),
-            Source::Github => Some(github::resend(
-                self.base(),
-                credential,
-                self.config.endpoint.as_deref().unwrap_or_default(),
-                id,
-            )),
-            Source::Stripe | Source::Square => None,
-        }
+        let resend = self.source().resend?;
+        Some(resend(self.config, credential, id))
     }
 
     /// Whether the provider took a re-send request (GitHub, PayPal and
@@ -107,15 +79,9 @@ impl EventsApi<'_> {
 
     /// The API's error, in its own words where its body says them.
     pub fn error(&self, response: &ApiResponse) -> ApiError {
-        let message = match self.config.source {
-            Source::Stripe => json_text(&response.body, &["/error/message"]),
-            Source::Square => json_text(&response.body, &["/errors/0/detail", "/errors/0/code"]),
-            Source::Paddle => json_text(&response.body, &["/error/detail", "/error/code"]),
-            Source::Paypal => {
-                json_text(&response.body, &["/message", "/error_description", "/name"])
-            }
-            Source::Github => json_text(&response.body, &["/message"]),
-        };
-        ApiError::of(response, message)
+        ApiError::of(
+            response,
+            json_text(&response.body, self.source().error_text),
+        )
     }
 }

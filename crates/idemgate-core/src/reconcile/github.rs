@@ -28,9 +28,58 @@
 
 use serde::Deserialize;
 
+use super::source::{Endpoint, Listed, ReconcileConfig, SourceEntry, DAY};
 use super::wire::Window;
 use super::wire::{on_base, ApiError, ApiRequest, ApiResponse, ListedEvent, Page};
 use crate::time::unix_seconds_or_utc;
+
+pub(super) const SOURCE: SourceEntry = SourceEntry {
+    name: "github",
+    default_api_base: "https://api.github.com",
+    listed_for_seconds: 3 * DAY,
+    // GitHub retries nothing itself, but a delivery can be redelivered by
+    // hand while it is listed: three days.
+    retry_horizon_seconds: 3 * DAY,
+    lists: Listed::Deliveries,
+    // A redelivery is one attempt: each run asks again while none reached
+    // the route.
+    retries_resends: false,
+    resends_new_bytes: false,
+    endpoint: Endpoint::Required {
+        what: "the hook, as repos/OWNER/REPO/hooks/ID, orgs/ORG/hooks/ID or app/hook",
+        valid: is_hook_path,
+    },
+    error_text: &["/message"],
+    token: None,
+    list: |config, token, _, cursor| list(&config.api_base, token, hook(config), cursor),
+    read_page: |config, window, response| read_page(response, window, &config.api_base),
+    resend: Some(|config, token, delivery| resend(&config.api_base, token, hook(config), delivery)),
+};
+
+/// The route's hook (`endpoint`, which its configuration requires).
+fn hook(config: &ReconcileConfig) -> &str {
+    config.endpoint.as_deref().unwrap_or_default()
+}
+
+/// `repos/OWNER/REPO/hooks/ID`, `orgs/ORG/hooks/ID` or `app/hook`.
+fn is_hook_path(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('/').collect();
+    let numeric = |part: &str| !part.is_empty() && part.bytes().all(|byte| byte.is_ascii_digit());
+    let name = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"-_.".contains(&byte))
+            && part != "."
+            && part != ".."
+    };
+    match parts.as_slice() {
+        ["repos", owner, repo, "hooks", id] => name(owner) && name(repo) && numeric(id),
+        ["orgs", org, "hooks", id] => name(org) && numeric(id),
+        ["app", "hook"] => true,
+        _ => false,
+    }
+}
 
 fn headers(token: &str) -> Vec<(String, String)> {
     vec![

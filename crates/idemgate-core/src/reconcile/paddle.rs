@@ -25,11 +25,37 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::source::{Endpoint, Listed, SourceEntry, DAY};
 use super::wire::Window;
 use super::wire::{
-    bearer, on_base, query_value, ApiError, ApiRequest, ApiResponse, ListedEvent, Page,
+    bearer, is_id, on_base, query_value, ApiError, ApiRequest, ApiResponse, ListedEvent, Page,
 };
 use crate::time::{rfc3339, unix_seconds_or_utc};
+
+pub(super) const SOURCE: SourceEntry = SourceEntry {
+    name: "paddle",
+    default_api_base: "https://api.paddle.com",
+    listed_for_seconds: 90 * DAY,
+    // A live account's notification is retried over three days.
+    retry_horizon_seconds: 3 * DAY,
+    lists: Listed::Events,
+    // A replay is a new notification, which Paddle retries as any other,
+    // with its own `notification_id` in the body.
+    retries_resends: true,
+    resends_new_bytes: true,
+    endpoint: Endpoint::Required {
+        what: "the notification destination's id (ntfset_...)",
+        valid: is_id,
+    },
+    error_text: &["/error/detail", "/error/code"],
+    token: None,
+    list: |config, key, window, cursor| {
+        let destination = config.endpoint.as_deref().unwrap_or_default();
+        list(&config.api_base, key, window, destination, cursor)
+    },
+    read_page: |config, _, response| read_page(response, &config.api_base),
+    resend: Some(|config, key, notification| resend(&config.api_base, key, notification)),
+};
 
 pub(super) fn list(
     base: &str,

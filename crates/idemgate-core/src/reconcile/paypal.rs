@@ -23,12 +23,43 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::source::{Endpoint, Listed, SourceEntry, TokenExchange, DAY};
 use super::types::TypeFilter;
 use super::wire::Window;
 use super::wire::{
-    bearer, on_base, query_value, ApiError, ApiRequest, ApiResponse, ListedEvent, Page,
+    bearer, is_id, on_base, query_value, ApiError, ApiRequest, ApiResponse, ListedEvent, Page,
 };
 use crate::time::{rfc3339, unix_seconds_or_utc};
+
+pub(super) const SOURCE: SourceEntry = SourceEntry {
+    name: "paypal",
+    default_api_base: "https://api-m.paypal.com",
+    // PayPal's dashboard keeps 30 days; its API states none.
+    listed_for_seconds: 30 * DAY,
+    // Up to 25 retries over three days.
+    retry_horizon_seconds: 3 * DAY,
+    lists: Listed::Events,
+    // A resend is retried like the first delivery, with the same bytes.
+    retries_resends: true,
+    resends_new_bytes: false,
+    // The route's signing secret is the webhook id.
+    endpoint: Endpoint::OrSigningSecret {
+        wrong: "must be the id of the route's PayPal webhook (letters, digits, - and _), or left out to take the route's signing secret",
+        valid: is_id,
+    },
+    error_text: &["/message", "/error_description", "/name"],
+    token: Some(TokenExchange {
+        request: token_request,
+        read: read_token,
+    }),
+    list: |config, token, window, cursor| {
+        list(&config.api_base, token, window, &config.types, cursor)
+    },
+    read_page: |config, _, response| read_page(response, &config.api_base),
+    resend: Some(|config, token, event| {
+        resend(&config.api_base, token, event, config.endpoint.as_deref())
+    }),
+};
 
 pub(super) fn token_request(base: &str, client: &str) -> ApiRequest {
     let basic = base64::engine::general_purpose::STANDARD.encode(client);

@@ -20,10 +20,29 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::source::{Endpoint, Listed, SourceEntry, DAY};
 use super::types::TypeFilter;
 use super::wire::Window;
 use super::wire::{bearer, ApiError, ApiRequest, ApiResponse, ListedEvent, Page};
 use crate::time::{rfc3339, unix_seconds_or_utc};
+
+pub(super) const SOURCE: SourceEntry = SourceEntry {
+    name: "square",
+    default_api_base: "https://connect.squareup.com",
+    listed_for_seconds: 28 * DAY,
+    // Retried for up to 72 hours after the event.
+    retry_horizon_seconds: 3 * DAY,
+    lists: Listed::Events,
+    retries_resends: false,
+    resends_new_bytes: false,
+    endpoint: Endpoint::Unused,
+    error_text: &["/errors/0/detail", "/errors/0/code"],
+    token: None,
+    list: |config, key, window, cursor| list(&config.api_base, key, window, &config.types, cursor),
+    read_page: |_, _, response| read_page(response),
+    // The event is delivered as the list holds it.
+    resend: None,
+};
 
 /// The Square API version the requests name.
 const SQUARE_VERSION: &str = "2025-10-16";

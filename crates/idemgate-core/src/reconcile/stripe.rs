@@ -21,9 +21,28 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::source::{Endpoint, Listed, SourceEntry, DAY};
 use super::types::TypeFilter;
 use super::wire::Window;
 use super::wire::{bearer, query_value, ApiError, ApiRequest, ApiResponse, ListedEvent, Page};
+
+pub(super) const SOURCE: SourceEntry = SourceEntry {
+    name: "stripe",
+    default_api_base: "https://api.stripe.com",
+    listed_for_seconds: 30 * DAY,
+    // Live-mode deliveries are retried for up to three days.
+    retry_horizon_seconds: 3 * DAY,
+    lists: Listed::Events,
+    retries_resends: false,
+    resends_new_bytes: false,
+    endpoint: Endpoint::Unused,
+    error_text: &["/error/message"],
+    token: None,
+    list: |config, key, window, cursor| list(&config.api_base, key, window, &config.types, cursor),
+    read_page: |_, _, response| read_page(response),
+    // The event is delivered as the list holds it.
+    resend: None,
+};
 
 /// Stripe's most per page.
 const PAGE_SIZE: u32 = 100;

@@ -3,6 +3,15 @@
 //! (query values, RFC 3339 times, next-page links on the API's origin).
 //! Nothing here sends anything or knows a provider.
 
+/// An id an endpoint is named by (Paddle's destination, PayPal's
+/// webhook): letters, digits, `-` and `_`, at most 128.
+pub(super) fn is_id(text: &str) -> bool {
+    (1..=128).contains(&text.len())
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"-_".contains(&byte))
+}
+
 /// A request to the provider's API. Its headers carry the credential: it
 /// is sent, never logged or stored.
 #[derive(Clone, PartialEq, Eq)]

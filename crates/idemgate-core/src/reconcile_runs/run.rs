@@ -14,7 +14,7 @@ use crate::config::RouteConfig;
 use crate::delivery::{Delivery, Identity};
 pub use crate::engine::Presence;
 use crate::reconcile::wire::{ApiError, ApiRequest, ApiResponse, ListedEvent, Window};
-use crate::reconcile::{FillBy, ReconcileConfig, Source};
+use crate::reconcile::{FillBy, Listed, ReconcileConfig};
 
 /// What a run may spend: subrequests (API calls and calls to key objects)
 /// and milliseconds.
@@ -437,8 +437,10 @@ impl<B: RunBackend> Run<'_, B> {
     /// Settles one event of the route's types. An `Err` is the API's
     /// refusal of a re-send, which ends the run.
     async fn settle(&mut self, event: &ListedEvent, token: Option<&str>) -> Result<(), ApiError> {
-        let arrived = match (self.config.source, self.config.source.fills_by()) {
-            (Source::Github, _) => Ok(Some(event.delivered_per_provider == Some(true))),
+        let source = self.config.source;
+        let arrived = match (source.entry().lists, source.fills_by()) {
+            // The API says itself which deliveries the route answered 2xx.
+            (Listed::Deliveries, _) => Ok(Some(event.delivered_per_provider == Some(true))),
             (_, FillBy::Delivering) => return self.deliver(event).await,
             (_, FillBy::AskingTheProvider) => match self.identity(event) {
                 Ok(delivery) => {

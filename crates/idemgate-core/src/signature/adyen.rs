@@ -24,23 +24,23 @@ use hmac::Mac;
 
 use super::mac::{mac_of, tag_of};
 use super::{
-    setting_error, Message, Rejection, Scheme, SchemeEntry, SecretBytes, Signed, SignedBody,
-    SignedRequest, Verdict,
+    setting_error, Message, Rejection, Scheme, SchemeEntry, SecretBytes, Signed, SignedRequest,
+    Verdict,
 };
 use crate::batch::BatchFormat;
 use crate::json::{self, Json};
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "adyen",
-    configure: |settings| {
-        let secret = settings.required_secret("adyen")?;
-        let key = decode_key(secret.expose())
-            .map_err(|reason| setting_error("SIGNING_SECRET", reason))?;
-        Ok(Box::new(Adyen {
-            key: SecretBytes::new(key),
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("adyen", "scheme-key", |settings| {
+    let secret = settings.required_secret("adyen")?;
+    let key =
+        decode_key(secret.expose()).map_err(|reason| setting_error("SIGNING_SECRET", reason))?;
+    Ok(Box::new(Adyen {
+        key: SecretBytes::new(key),
+    }))
+})
+.signing(Signed::FIELDS)
+.making_scheme_key()
+.batching(&FORMAT);
 
 /// Adyen's envelope: `live`, and the items, each signed on its own (so
 /// each keeps its `hmacSignature` in its part). The third version keyed a
@@ -63,17 +63,6 @@ struct Adyen {
 }
 
 impl Scheme for Adyen {
-    fn default_key_sources(&self) -> &'static str {
-        "scheme-key"
-    }
-
-    fn signed(&self) -> Signed {
-        Signed {
-            headers: &[],
-            body: SignedBody::Fields,
-        }
-    }
-
     /// `/notificationItems/<n>/NotificationRequestItem/<signed field>`.
     fn signs_pointer(&self, pointer: &str) -> bool {
         let mut tokens = pointer.split('/').skip(1);
@@ -95,14 +84,6 @@ impl Scheme for Adyen {
         let items = items(request.body)?;
         let lines: Vec<String> = items.iter().map(signed_string).collect();
         Some(lines.join("\n").into_bytes())
-    }
-
-    fn makes_scheme_key(&self) -> bool {
-        true
-    }
-
-    fn batch(&self) -> Option<&'static BatchFormat> {
-        Some(&FORMAT)
     }
 
     /// `pspReference:eventCode:success` of each item (parts encoded as

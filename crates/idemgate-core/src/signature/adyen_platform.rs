@@ -7,23 +7,15 @@
 use super::body_hmac::{BodyHmac, Encoding};
 use super::{setting_error, SchemeEntry, SecretBytes};
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "adyen-platform",
-    configure: |settings| {
-        let secret = settings.required_secret("adyen-platform")?;
-        let key = super::adyen::decode_key(secret.expose())
-            .map_err(|reason| setting_error("SIGNING_SECRET", reason))?;
-        Ok(Box::new(BodyHmac {
-            key: SecretBytes::new(key),
-            header: HEADER.to_string(),
-            also_header: None,
-            encoding: Encoding::Base64,
-            prefix: String::new(),
-            default_key_sources: "body-sha256",
-            lenient: true,
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("adyen-platform", "body-sha256", |settings| {
+    let secret = settings.required_secret("adyen-platform")?;
+    let key = super::adyen::decode_key(secret.expose())
+        .map_err(|reason| setting_error("SIGNING_SECRET", reason))?;
+    Ok(Box::new(BodyHmac {
+        lenient: true,
+        ..BodyHmac::new(SecretBytes::new(key), HEADER, Encoding::Base64)
+    }))
+});
 
 const HEADER: &str = "HmacSignature";
 

@@ -29,13 +29,24 @@ pub struct BodyHmac {
     pub also_header: Option<&'static str>,
     pub encoding: Encoding,
     pub prefix: String,
-    pub default_key_sources: &'static str,
     /// Several signatures in the header (comma- or space-separated), and
     /// base64 URL-safe or unpadded: where the sender's libraries take them.
     pub lenient: bool,
 }
 
 impl BodyHmac {
+    /// One tag in `header`, in `encoding`, with no prefix.
+    pub fn new(key: SecretBytes, header: &str, encoding: Encoding) -> BodyHmac {
+        BodyHmac {
+            key,
+            header: header.to_string(),
+            also_header: None,
+            encoding,
+            prefix: String::new(),
+            lenient: false,
+        }
+    }
+
     /// The signature(s) the header holds, decoded; `None` for one that
     /// does not decode (it then matches nothing).
     fn candidates<'a>(&'a self, value: &'a str) -> Result<Vec<Option<Vec<u8>>>, Rejection> {
@@ -74,10 +85,6 @@ impl BodyHmac {
 }
 
 impl Scheme for BodyHmac {
-    fn default_key_sources(&self) -> &'static str {
-        self.default_key_sources
-    }
-
     fn signature_header(&self) -> Option<&str> {
         Some(&self.header)
     }

@@ -15,31 +15,28 @@ use sha1::{Digest, Sha1};
 
 use super::mac::set_header;
 use super::{
-    setting_error, Message, Rejection, Scheme, SchemeEntry, Secret, Signed, SignedBody,
-    SignedRequest, Verdict,
+    setting_error, Message, Rejection, Scheme, SchemeEntry, Secret, Signed, SignedRequest, Verdict,
 };
 use crate::form;
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "braintree",
-    configure: |settings| {
-        let secret = settings.required_secret("braintree")?;
-        let (public, private) = secret
-            .expose()
-            .split_once(':')
-            .filter(|(public, private)| !public.is_empty() && !private.is_empty())
-            .ok_or_else(|| {
-                setting_error(
-                    "SIGNING_SECRET",
-                    "is not <public key>:<private key>, as Braintree's API keys are",
-                )
-            })?;
-        Ok(Box::new(Braintree {
-            public_key: public.to_string(),
-            key: Secret::new(hex::encode(Sha1::digest(private.as_bytes()))),
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("braintree", "body-sha256", |settings| {
+    let secret = settings.required_secret("braintree")?;
+    let (public, private) = secret
+        .expose()
+        .split_once(':')
+        .filter(|(public, private)| !public.is_empty() && !private.is_empty())
+        .ok_or_else(|| {
+            setting_error(
+                "SIGNING_SECRET",
+                "is not <public key>:<private key>, as Braintree's API keys are",
+            )
+        })?;
+    Ok(Box::new(Braintree {
+        public_key: public.to_string(),
+        key: Secret::new(hex::encode(Sha1::digest(private.as_bytes()))),
+    }))
+})
+.signing(Signed::FIELDS);
 
 const SIGNATURE: &str = "bt_signature";
 const PAYLOAD: &str = "bt_payload";
@@ -77,17 +74,6 @@ fn fields(body: &[u8]) -> Result<(String, String), Rejection> {
 }
 
 impl Scheme for Braintree {
-    fn default_key_sources(&self) -> &'static str {
-        "body-sha256"
-    }
-
-    fn signed(&self) -> Signed {
-        Signed {
-            headers: &[],
-            body: SignedBody::Fields,
-        }
-    }
-
     fn signs_pointer(&self, _pointer: &str) -> bool {
         false
     }

@@ -1,25 +1,15 @@
 //! Checkout.com: `Cko-Signature: <hex HMAC-SHA256(signature key, raw body)>`.
 //! The event id `id` (`evt_...`) is in the signed body: the default key.
 
-use super::body_hmac::{BodyHmac, Encoding};
+use super::body_hmac::{key_of, BodyHmac, Encoding};
 use super::SchemeEntry;
 
 const HEADER: &str = "Cko-Signature";
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "checkout",
-    configure: |settings| {
-        Ok(Box::new(BodyHmac {
-            key: super::body_hmac::key_of(&settings.required_secret("checkout")?),
-            header: HEADER.to_string(),
-            also_header: None,
-            encoding: Encoding::Hex,
-            prefix: "".to_string(),
-            default_key_sources: "json:/id",
-            lenient: false,
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("checkout", "json:/id", |settings| {
+    let key = key_of(&settings.required_secret("checkout")?);
+    Ok(Box::new(BodyHmac::new(key, HEADER, Encoding::Hex)))
+});
 
 #[cfg(test)]
 mod tests {

@@ -2,26 +2,19 @@
 //! GitHub signs no time and no id; its default key is the body's hash
 //! (`X-GitHub-Delivery` is not signed).
 
-use super::body_hmac::{BodyHmac, Encoding};
+use super::body_hmac::{key_of, BodyHmac, Encoding};
 use super::SchemeEntry;
 
 const HEADER: &str = "X-Hub-Signature-256";
 const PREFIX: &str = "sha256=";
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "github",
-    configure: |settings| {
-        Ok(Box::new(BodyHmac {
-            key: super::body_hmac::key_of(&settings.required_secret("github")?),
-            header: HEADER.to_string(),
-            also_header: None,
-            encoding: Encoding::Hex,
-            prefix: PREFIX.to_string(),
-            default_key_sources: "body-sha256",
-            lenient: false,
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("github", "body-sha256", |settings| {
+    let key = key_of(&settings.required_secret("github")?);
+    Ok(Box::new(BodyHmac {
+        prefix: PREFIX.to_string(),
+        ..BodyHmac::new(key, HEADER, Encoding::Hex)
+    }))
+});
 
 #[cfg(test)]
 mod tests {

@@ -7,8 +7,8 @@
 //! is held off by its events' keys for as long as they are kept
 //! (`RETENTION_SECONDS`): a batch captured and replayed after that is new.
 
-use super::body_hmac::{BodyHmac, Encoding};
-use super::{Message, Rejection, Scheme, SchemeEntry, SignedRequest, Verdict};
+use super::body_hmac::{key_of, BodyHmac, Encoding};
+use super::SchemeEntry;
 use crate::batch::BatchFormat;
 
 const HEADER: &str = "Webhook-Signature";
@@ -25,52 +25,11 @@ pub const FORMAT: BatchFormat = BatchFormat {
     envelope: None,
 };
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "gocardless",
-    configure: |settings| {
-        Ok(Box::new(GoCardless(BodyHmac {
-            key: super::body_hmac::key_of(&settings.required_secret("gocardless")?),
-            header: HEADER.to_string(),
-            also_header: None,
-            encoding: Encoding::Hex,
-            prefix: String::new(),
-            default_key_sources: "json:/events/0/id",
-            lenient: false,
-        })))
-    },
-};
-
-/// The body's HMAC, as GitHub's, with GoCardless's batches.
-#[derive(Debug)]
-struct GoCardless(BodyHmac);
-
-impl Scheme for GoCardless {
-    fn default_key_sources(&self) -> &'static str {
-        self.0.default_key_sources()
-    }
-
-    fn signature_header(&self) -> Option<&str> {
-        self.0.signature_header()
-    }
-
-    fn verify(
-        &self,
-        request: &SignedRequest,
-        now: u64,
-        tolerance: u64,
-    ) -> Result<Verdict, Rejection> {
-        self.0.verify(request, now, tolerance)
-    }
-
-    fn batch(&self) -> Option<&'static BatchFormat> {
-        Some(&FORMAT)
-    }
-
-    #[cfg(feature = "sign")]
-    fn sign(&self, message: &mut Message, now: u64) {
-        self.0.sign(message, now)
-    }
-}
+pub const ENTRY: SchemeEntry = SchemeEntry::new("gocardless", "json:/events/0/id", |settings| {
+    let key = key_of(&settings.required_secret("gocardless")?);
+    Ok(Box::new(BodyHmac::new(key, HEADER, Encoding::Hex)))
+})
+.batching(&FORMAT);
 
 #[cfg(test)]
 mod tests {

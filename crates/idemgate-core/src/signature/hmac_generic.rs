@@ -5,14 +5,13 @@
 //! comma- or space-separated, pass when any one matches. Nothing else is
 //! signed, so the default key is the body's hash.
 
-use super::body_hmac::{BodyHmac, Encoding};
+use super::body_hmac::{key_of, BodyHmac, Encoding};
 use super::{setting_error, SchemeEntry, SchemeSettings, SettingError};
 use crate::headers::is_header_name;
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "hmac",
-    configure: |settings| Ok(Box::new(configure(settings)?)),
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("hmac", "body-sha256", |settings| {
+    Ok(Box::new(configure(settings)?))
+});
 
 fn configure(settings: &SchemeSettings) -> Result<BodyHmac, SettingError> {
     let header = settings
@@ -38,14 +37,11 @@ fn configure(settings: &SchemeSettings) -> Result<BodyHmac, SettingError> {
             ))
         }
     };
+    let key = key_of(&settings.required_secret("hmac")?);
     Ok(BodyHmac {
-        key: super::body_hmac::key_of(&settings.required_secret("hmac")?),
-        header,
-        also_header: None,
-        encoding,
         prefix: settings.prefix.clone().unwrap_or_default(),
-        default_key_sources: "body-sha256",
         lenient: true,
+        ..BodyHmac::new(key, &header, encoding)
     })
 }
 

@@ -1,13 +1,16 @@
 //! What the HMAC schemes share: the MAC itself, the comparison against the
 //! signatures a sender sent, the freshness of a signed time, the template
 //! of the schemes that sign a time ([`TimestampedMac`]: Stripe, Paddle,
-//! Slack), and the header shape Stripe and Paddle use.
+//! Slack), the header shape Stripe and Paddle use, and one base64
+//! signature in a header (Square, Twilio).
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::Rejection;
-use crate::headers;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+
+use super::{required_header, Rejection};
 
 /// HMAC-SHA256 under `key` of `parts` written one after the other.
 pub fn mac_of(key: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
@@ -89,6 +92,13 @@ impl TimestampedMac {
     }
 }
 
+/// The one base64 signature in the header `name`.
+pub fn base64_signature(headers: &[(String, String)], name: &str) -> Result<Vec<u8>, Rejection> {
+    STANDARD
+        .decode(required_header(headers, name)?.trim())
+        .map_err(|_| Rejection::malformed(name, "the signature is not base64"))
+}
+
 /// A hex signature's bytes.
 pub fn hex_signature(signature: &str) -> Option<Vec<u8>> {
     hex::decode(signature).ok()
@@ -124,8 +134,7 @@ pub struct Timestamped<'a> {
 
 impl TimestampedHeader {
     pub fn parse<'a>(&self, headers: &'a [(String, String)]) -> Result<Timestamped<'a>, Rejection> {
-        let value =
-            headers::get(headers, self.header).ok_or_else(|| Rejection::missing(self.header))?;
+        let value = required_header(headers, self.header)?;
         let mut time_text = None;
         let mut signatures = Vec::new();
         for entry in value.split(self.separator) {
@@ -191,13 +200,12 @@ pub fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: String
 }
 
 /// A scheme that is one [`TimestampedHeader`] over the raw body and
-/// nothing else (Stripe, Paddle): its format, its secret and the key its
-/// deliveries carry in the signed body. Each such sender's file names its
-/// format and key; this holds what they would write alike.
+/// nothing else (Stripe, Paddle): its format and its secret. Each such
+/// sender's file names its format (and, in its entry, its key); this
+/// holds what they would write alike.
 pub struct TimestampedHeaderScheme {
     pub format: &'static TimestampedHeader,
     pub secret: super::Secret,
-    pub default_key_sources: &'static str,
 }
 
 /// Names the format by its header; never the secret.
@@ -212,10 +220,6 @@ impl std::fmt::Debug for TimestampedHeaderScheme {
 }
 
 impl super::Scheme for TimestampedHeaderScheme {
-    fn default_key_sources(&self) -> &'static str {
-        self.default_key_sources
-    }
-
     fn verify(
         &self,
         request: &super::SignedRequest,

@@ -1,10 +1,12 @@
 //! Sender authentication (SPEC §4): one file per scheme, one table.
 //!
-//! Each scheme's file owns everything about its sender: the name
-//! `SIGNATURE_SCHEME` knows it by, the settings it takes, its default key
-//! sources, how it verifies a delivery and how the sender signs one (the
-//! tests and `scripts/send` sign with the same code the gateway verifies
-//! with). [`SCHEMES`] is the one list of them.
+//! Each scheme's file owns everything about its sender: its [`SchemeEntry`]
+//! (the name `SIGNATURE_SCHEME` knows it by, its default key sources, what
+//! its signature covers, its batches, the settings it takes), how it
+//! verifies a delivery and how the sender signs one (the tests and
+//! `scripts/send` sign with the same code the gateway verifies with).
+//! [`SCHEMES`] is the one list of them: a scheme is added by its file, its
+//! `mod` line and its row there.
 //!
 //! Verification runs before the Durable Object is touched, so a forged or
 //! stale delivery can neither lock nor poison a key. Every comparison of a
@@ -39,6 +41,7 @@ mod square;
 pub mod standard_webhooks;
 mod stripe;
 mod twilio;
+mod verdict;
 pub mod x509;
 
 use std::fmt;
@@ -46,6 +49,8 @@ use std::sync::Arc;
 
 pub use body_hmac::Encoding;
 pub use secret::{Secret, SecretBytes};
+pub(crate) use verdict::required_header;
+pub use verdict::{PublicKey, PublicKeyAlgorithm, PublicKeyCheck, Rejection, Verdict};
 
 use crate::batch::BatchFormat;
 use crate::headers::HeaderList;
@@ -97,43 +102,39 @@ impl Signed {
         headers: &[],
         body: SignedBody::Whole,
     };
+
+    /// Fields of the body the scheme names, and no header.
+    pub const FIELDS: Signed = Signed {
+        headers: &[],
+        body: SignedBody::Fields,
+    };
 }
 
-/// One sender's scheme, configured with its secret. `Debug` never shows a
+/// One sender's scheme, configured with its secret: what differs from
+/// one secret or setting to another (what holds for the scheme whatever
+/// its settings is data, in its [`SchemeEntry`]). `Debug` never shows a
 /// secret.
 pub trait Scheme: fmt::Debug + Send + Sync {
-    /// `KEY_SOURCES` when the route sets none: taken from what the
-    /// signature covers, never from an unsigned header, so that one
-    /// genuine delivery cannot be replayed under fresh keys.
-    fn default_key_sources(&self) -> &'static str;
-
-    /// What the signature covers.
-    fn signed(&self) -> Signed {
-        Signed::BODY
-    }
-
     /// What `body-sha256` hashes on this route, when it is not the raw
     /// body: the signed fields, in their canonical order.
     fn signed_content(&self, _request: &SignedRequest) -> Option<Vec<u8>> {
         None
     }
 
-    /// Whether `json:POINTER` reads only signed bytes.
+    /// Whether `json:POINTER` reads only signed bytes, for a scheme that
+    /// signs only fields ([`SignedBody::Fields`]; any other signs them
+    /// all).
     fn signs_pointer(&self, _pointer: &str) -> bool {
-        self.signed().body != SignedBody::Fields
-    }
-
-    /// Whether `form:NAME` reads only signed bytes.
-    fn signs_form_field(&self, _name: &str) -> bool {
-        self.signed().body != SignedBody::Fields
-    }
-
-    /// Whether the scheme makes a `scheme-key`.
-    fn makes_scheme_key(&self) -> bool {
         false
     }
 
-    /// The key the scheme makes from what it signs (`scheme-key`).
+    /// Whether `form:NAME` reads only signed bytes, likewise.
+    fn signs_form_field(&self, _name: &str) -> bool {
+        false
+    }
+
+    /// The key the scheme makes from what it signs (`scheme-key`), for
+    /// a scheme whose entry says it makes one.
     fn scheme_key(&self, _request: &SignedRequest) -> Option<String> {
         None
     }
@@ -175,12 +176,6 @@ pub trait Scheme: fmt::Debug + Send + Sync {
         None
     }
 
-    /// How the sender lays out several events in one request, for a
-    /// sender that does (SPEC §4, v4 "Batches").
-    fn batch(&self) -> Option<&'static BatchFormat> {
-        None
-    }
-
     /// Signs `message` at `now` (Unix seconds) as the sender does.
     #[cfg(feature = "sign")]
     fn sign(&self, message: &mut Message, now: u64);
@@ -212,6 +207,16 @@ impl SchemeSettings {
             )
         })
     }
+
+    /// The URL a scheme signs (`SIGNATURE_URL`), which `what` describes.
+    pub(crate) fn required_url(&self, scheme: &str, what: &str) -> Result<String, SettingError> {
+        self.url.clone().ok_or_else(|| {
+            setting_error(
+                "SIGNATURE_URL",
+                format!("is required by SIGNATURE_SCHEME={scheme}: {what}"),
+            )
+        })
+    }
 }
 
 /// Why a scheme's settings do not make a scheme: the setting at fault
@@ -229,13 +234,65 @@ pub(crate) fn setting_error(setting: &'static str, reason: impl Into<String>) ->
     }
 }
 
-/// One row of [`SCHEMES`]: a scheme's name and how it is configured.
+/// One row of [`SCHEMES`], in its scheme's file: what the scheme is
+/// whatever its settings, and how it is configured.
 pub struct SchemeEntry {
     pub name: &'static str,
+    /// `KEY_SOURCES` when the route sets none: taken from what the
+    /// signature covers, never from an unsigned header, so that one
+    /// genuine delivery cannot be replayed under fresh keys.
+    pub default_key_sources: &'static str,
+    /// What the signature covers.
+    pub signed: Signed,
+    /// Whether the scheme makes a `scheme-key` ([`Scheme::scheme_key`]).
+    pub makes_scheme_key: bool,
+    /// How the sender lays out several events in one request, for a
+    /// sender that does (SPEC §4, v4 "Batches").
+    pub batch: Option<&'static BatchFormat>,
     pub configure: fn(&SchemeSettings) -> Result<Box<dyn Scheme>, SettingError>,
 }
 
-/// Every scheme but `none`, by the name `SIGNATURE_SCHEME` takes.
+impl SchemeEntry {
+    /// A scheme whose signature covers the raw body and no header, that
+    /// makes no `scheme-key` and sends no batches (the methods below say
+    /// otherwise).
+    pub const fn new(
+        name: &'static str,
+        default_key_sources: &'static str,
+        configure: fn(&SchemeSettings) -> Result<Box<dyn Scheme>, SettingError>,
+    ) -> SchemeEntry {
+        SchemeEntry {
+            name,
+            default_key_sources,
+            signed: Signed::BODY,
+            makes_scheme_key: false,
+            batch: None,
+            configure,
+        }
+    }
+
+    pub const fn signing(self, signed: Signed) -> SchemeEntry {
+        SchemeEntry { signed, ..self }
+    }
+
+    pub const fn making_scheme_key(self) -> SchemeEntry {
+        SchemeEntry {
+            makes_scheme_key: true,
+            ..self
+        }
+    }
+
+    pub const fn batching(self, format: &'static BatchFormat) -> SchemeEntry {
+        SchemeEntry {
+            batch: Some(format),
+            ..self
+        }
+    }
+}
+
+/// Every scheme but `none`, by the name `SIGNATURE_SCHEME` takes. A
+/// private scheme module whose entry is missing here is dead code, which
+/// the lints refuse.
 pub const SCHEMES: &[SchemeEntry] = &[
     stripe::ENTRY,
     standard_webhooks::ENTRY,
@@ -265,7 +322,7 @@ pub fn scheme_names() -> impl Iterator<Item = &'static str> {
 /// per secret the route names (SPEC §4, v3: while a sender rotates its
 /// secret, a delivery verified by any one of them passes).
 #[derive(Clone)]
-pub struct SignatureScheme(Option<(&'static str, Vec<Arc<dyn Scheme>>)>);
+pub struct SignatureScheme(Option<(&'static SchemeEntry, Vec<Arc<dyn Scheme>>)>);
 
 impl SignatureScheme {
     pub const NONE: SignatureScheme = SignatureScheme(None);
@@ -317,11 +374,15 @@ impl SignatureScheme {
                 })
                 .collect::<Result<Vec<Arc<dyn Scheme>>, _>>()?,
         };
-        Ok(SignatureScheme(Some((entry.name, instances))))
+        Ok(SignatureScheme(Some((entry, instances))))
     }
 
     pub fn name(&self) -> &'static str {
-        self.0.as_ref().map_or("none", |(name, _)| name)
+        self.entry().map_or("none", |entry| entry.name)
+    }
+
+    fn entry(&self) -> Option<&'static SchemeEntry> {
+        self.0.as_ref().map(|(entry, _)| *entry)
     }
 
     pub fn is_none(&self) -> bool {
@@ -335,13 +396,13 @@ impl SignatureScheme {
 
     /// The scheme's default `KEY_SOURCES` (none for `none`).
     pub fn default_key_sources(&self) -> Option<&'static str> {
-        self.first().map(|scheme| scheme.default_key_sources())
+        self.entry().map(|entry| entry.default_key_sources)
     }
 
     /// Whether `part` reads only what the signature covers; always on an
     /// unsigned route. The reason when it does not.
     pub fn allows(&self, part: &KeyPart) -> Result<(), String> {
-        let Some(scheme) = self.first() else {
+        let (Some(entry), Some(scheme)) = (self.entry(), self.first()) else {
             return match part {
                 KeyPart::SchemeKey => {
                     Err("scheme-key needs a SIGNATURE_SCHEME that makes one".into())
@@ -349,13 +410,14 @@ impl SignatureScheme {
                 _ => Ok(()),
             };
         };
-        let name = self.name();
+        let name = entry.name;
+        let whole = entry.signed.body != SignedBody::Fields;
         let signed = match part {
             KeyPart::Header(header) => self.signs_header(header),
-            KeyPart::JsonPointer(pointer) => scheme.signs_pointer(pointer),
-            KeyPart::Form(field) => scheme.signs_form_field(field),
+            KeyPart::JsonPointer(pointer) => whole || scheme.signs_pointer(pointer),
+            KeyPart::Form(field) => whole || scheme.signs_form_field(field),
             KeyPart::BodySha256 => true,
-            KeyPart::SchemeKey if scheme.makes_scheme_key() => true,
+            KeyPart::SchemeKey if entry.makes_scheme_key => true,
             KeyPart::SchemeKey => {
                 return Err(format!("SIGNATURE_SCHEME={name} makes no scheme-key"));
             }
@@ -371,9 +433,9 @@ impl SignatureScheme {
 
     /// Whether the signature covers the header `name` (any case).
     pub fn signs_header(&self, name: &str) -> bool {
-        self.first().is_none_or(|scheme| {
-            scheme
-                .signed()
+        self.entry().is_none_or(|entry| {
+            entry
+                .signed
                 .headers
                 .iter()
                 .any(|signed| signed.eq_ignore_ascii_case(name))
@@ -453,7 +515,7 @@ impl SignatureScheme {
 
     /// How the route's sender batches events, if it does.
     pub fn batch(&self) -> Option<&'static BatchFormat> {
-        self.first().and_then(|scheme| scheme.batch())
+        self.entry().and_then(|entry| entry.batch)
     }
 
     pub fn cert_hosts(&self) -> &[String] {
@@ -464,47 +526,6 @@ impl SignatureScheme {
     pub fn api_base(&self) -> Option<&str> {
         self.first().and_then(|scheme| scheme.api_base())
     }
-}
-
-/// A signature's verdict, as far as the core can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Verified,
-    /// Public-key signatures the runtime's WebCrypto checks: the delivery
-    /// passes when any one of them verifies.
-    PublicKey(Vec<PublicKeyCheck>),
-}
-
-/// One public-key signature to check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicKeyCheck {
-    pub algorithm: PublicKeyAlgorithm,
-    pub key: PublicKey,
-    /// The bytes signed: one copy however many signatures are checked
-    /// against it (a body may be a MiB).
-    pub message: std::rc::Rc<[u8]>,
-    pub signature: Vec<u8>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PublicKeyAlgorithm {
-    /// Ed25519 (Standard Webhooks `v1a`).
-    Ed25519,
-    /// RSASSA-PKCS1-v1_5 with SHA-256 (PayPal's `SHA256withRSA`).
-    RsaPkcs1Sha256,
-    /// ECDSA on P-256 with SHA-256, the signature `r || s` (JWS `ES256`,
-    /// Plaid's).
-    EcdsaP256Sha256,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PublicKey {
-    /// The key's raw bytes (an Ed25519 public key).
-    Raw(Vec<u8>),
-    /// The X.509 certificate at this URL, from an allowed host, holds it.
-    Certificate { url: String },
-    /// Plaid's JWK of this key id, fetched from the route's API base.
-    Plaid(plaid::KeyRequest),
 }
 
 impl fmt::Debug for SignatureScheme {
@@ -539,52 +560,6 @@ impl PartialEq for SignatureScheme {
 
 #[cfg(feature = "sign")]
 impl Eq for SignatureScheme {}
-
-/// Why a delivery's signature was rejected.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Rejection {
-    MissingHeader(String),
-    Malformed(String, &'static str),
-    Stale {
-        skew_seconds: u64,
-        tolerance: u64,
-    },
-    Mismatch,
-    /// Genuine, but a batch that repeats an event: 400, nothing stored.
-    InvalidBatch(&'static str),
-}
-
-impl Rejection {
-    pub(crate) fn missing(header: &str) -> Rejection {
-        Rejection::MissingHeader(header.to_string())
-    }
-
-    pub(crate) fn malformed(header: &str, what: &'static str) -> Rejection {
-        Rejection::Malformed(header.to_string(), what)
-    }
-}
-
-impl From<Rejection> for Problem {
-    fn from(rejection: Rejection) -> Problem {
-        let reason = match rejection {
-            Rejection::InvalidBatch(reason) => {
-                return Problem::InvalidBatch {
-                    reason: reason.to_string(),
-                }
-            }
-            Rejection::MissingHeader(header) => format!("missing header {header}"),
-            Rejection::Malformed(header, what) => format!("malformed {header}: {what}"),
-            Rejection::Stale {
-                skew_seconds,
-                tolerance,
-            } => format!(
-                "stale: the signed timestamp is {skew_seconds} s from now, over SIGNATURE_TOLERANCE_SECONDS ({tolerance})"
-            ),
-            Rejection::Mismatch => "mismatch: no signature matches the body".to_string(),
-        };
-        Problem::BadSignature { reason }
-    }
-}
 
 #[cfg(test)]
 pub(crate) mod tests;

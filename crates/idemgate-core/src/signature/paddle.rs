@@ -7,16 +7,12 @@
 use super::mac::{TimestampedHeader, TimestampedHeaderScheme, TimestampedMac};
 use super::SchemeEntry;
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "paddle",
-    configure: |settings| {
-        Ok(Box::new(TimestampedHeaderScheme {
-            format: &FORMAT,
-            secret: settings.required_secret("paddle")?,
-            default_key_sources: "json:/event_id",
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("paddle", "json:/event_id", |settings| {
+    Ok(Box::new(TimestampedHeaderScheme {
+        format: &FORMAT,
+        secret: settings.required_secret("paddle")?,
+    }))
+});
 
 const FORMAT: TimestampedHeader = TimestampedHeader {
     header: "Paddle-Signature",

@@ -17,26 +17,27 @@ use base64::Engine;
 
 use super::mac::check_freshness;
 use super::{
-    Message, PublicKey, PublicKeyAlgorithm, PublicKeyCheck, Rejection, Scheme, SchemeEntry, Secret,
-    Signed, SignedBody, SignedRequest, Verdict,
+    required_header, Message, PublicKey, PublicKeyAlgorithm, PublicKeyCheck, Rejection, Scheme,
+    SchemeEntry, Secret, Signed, SignedBody, SignedRequest, Verdict,
 };
 use crate::headers;
 use crate::time::unix_seconds;
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "paypal",
-    configure: |settings| {
-        let hosts = settings
-            .cert_hosts
-            .clone()
-            .unwrap_or_else(|| DEFAULT_CERT_HOSTS.to_string());
-        Ok(Box::new(PayPal {
-            webhook_id: settings.required_secret("paypal")?,
-            cert_hosts: parse_cert_hosts(&hosts)
-                .map_err(|reason| super::setting_error("SIGNATURE_CERT_HOSTS", reason))?,
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("paypal", "json:/id", |settings| {
+    let hosts = settings
+        .cert_hosts
+        .clone()
+        .unwrap_or_else(|| DEFAULT_CERT_HOSTS.to_string());
+    Ok(Box::new(PayPal {
+        webhook_id: settings.required_secret("paypal")?,
+        cert_hosts: parse_cert_hosts(&hosts)
+            .map_err(|reason| super::setting_error("SIGNATURE_CERT_HOSTS", reason))?,
+    }))
+})
+.signing(Signed {
+    headers: &["paypal-transmission-id", "paypal-transmission-time"],
+    body: SignedBody::Checksum,
+});
 
 /// PayPal's live API origins: a route takes one environment's
 /// certificates, and the live one unless it names the sandbox's.
@@ -125,28 +126,13 @@ pub fn signed_string(transmission_id: &str, time: &str, webhook_id: &str, body: 
 }
 
 impl Scheme for PayPal {
-    fn default_key_sources(&self) -> &'static str {
-        "json:/id"
-    }
-
-    fn signed(&self) -> Signed {
-        Signed {
-            headers: &["paypal-transmission-id", "paypal-transmission-time"],
-            body: SignedBody::Checksum,
-        }
-    }
-
     fn verify(
         &self,
         request: &SignedRequest,
         now: u64,
         tolerance: u64,
     ) -> Result<Verdict, Rejection> {
-        let header = |name: &str| {
-            headers::get(request.headers, name)
-                .map(str::trim)
-                .ok_or_else(|| Rejection::missing(name))
-        };
+        let header = |name: &str| required_header(request.headers, name).map(str::trim);
         let (id, time, signature) = (header(ID)?, header(TIME)?, header(SIGNATURE)?);
         let (cert_url, algorithm) = (header(CERT_URL)?, header(ALGORITHM)?);
         if algorithm != "SHA256withRSA" {

@@ -37,36 +37,32 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::{
-    Message, PublicKey, PublicKeyAlgorithm, PublicKeyCheck, Rejection, Scheme, SchemeEntry, Secret,
-    SignedRequest, Verdict,
+    required_header, Message, PublicKey, PublicKeyAlgorithm, PublicKeyCheck, Rejection, Scheme,
+    SchemeEntry, Secret, SignedRequest, Verdict,
 };
-use crate::headers;
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "plaid",
-    configure: |settings| {
-        let secret = settings.required_secret("plaid")?;
-        let base = settings.api_base.as_deref().unwrap_or(DEFAULT_API_BASE);
-        let api_base = crate::api_origin::parse_api_origin(base.trim().trim_end_matches('/'))
+pub const ENTRY: SchemeEntry = SchemeEntry::new("plaid", "body-sha256", |settings| {
+    let secret = settings.required_secret("plaid")?;
+    let base = settings.api_base.as_deref().unwrap_or(DEFAULT_API_BASE);
+    let api_base = crate::api_origin::parse_api_origin(base.trim().trim_end_matches('/'))
             .ok_or_else(|| {
                 super::setting_error(
                     "SIGNATURE_API_BASE",
                     "is not an https://host[:port] origin (plain http only for 127.0.0.1, [::1] or localhost)",
                 )
             })?;
-        let client_id = settings.client_id.clone().ok_or_else(|| {
+    let client_id = settings.client_id.clone().ok_or_else(|| {
             super::setting_error(
                 "PLAID_CLIENT_ID",
                 "is required by SIGNATURE_SCHEME=plaid: it names the secret holding the Plaid client id",
             )
         })?;
-        Ok(Box::new(Plaid {
-            secret,
-            client_id: Secret::new(client_id),
-            api_base,
-        }))
-    },
-};
+    Ok(Box::new(Plaid {
+        secret,
+        client_id: Secret::new(client_id),
+        api_base,
+    }))
+});
 
 /// Plaid's production API: a route takes its keys unless it names
 /// another environment (`https://sandbox.plaid.com`) or a local fake.
@@ -407,10 +403,6 @@ fn check_issued_at(iat: u64, now: u64, tolerance: u64) -> Result<(), Rejection> 
 }
 
 impl Scheme for Plaid {
-    fn default_key_sources(&self) -> &'static str {
-        "body-sha256"
-    }
-
     fn verify(
         &self,
         request: &SignedRequest,
@@ -418,9 +410,7 @@ impl Scheme for Plaid {
         tolerance: u64,
     ) -> Result<Verdict, Rejection> {
         let malformed = |what| Rejection::malformed(HEADER, what);
-        let token = headers::get(request.headers, HEADER)
-            .map(str::trim)
-            .ok_or_else(|| Rejection::missing(HEADER))?;
+        let token = required_header(request.headers, HEADER)?.trim();
         let token = split_token(token)?;
         let header: JoseHeader = serde_json::from_slice(&token.header)
             .map_err(|_| malformed("the JWT header is not a JSON object with alg"))?;

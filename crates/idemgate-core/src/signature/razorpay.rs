@@ -2,25 +2,15 @@
 //! Its event id (`x-razorpay-event-id`) is an unsigned header and the body
 //! holds none, so the default key is the body's hash.
 
-use super::body_hmac::{BodyHmac, Encoding};
+use super::body_hmac::{key_of, BodyHmac, Encoding};
 use super::SchemeEntry;
 
 const HEADER: &str = "X-Razorpay-Signature";
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "razorpay",
-    configure: |settings| {
-        Ok(Box::new(BodyHmac {
-            key: super::body_hmac::key_of(&settings.required_secret("razorpay")?),
-            header: HEADER.to_string(),
-            also_header: None,
-            encoding: Encoding::Hex,
-            prefix: "".to_string(),
-            default_key_sources: "body-sha256",
-            lenient: false,
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("razorpay", "body-sha256", |settings| {
+    let key = key_of(&settings.required_secret("razorpay")?);
+    Ok(Box::new(BodyHmac::new(key, HEADER, Encoding::Hex)))
+});
 
 #[cfg(test)]
 mod tests {

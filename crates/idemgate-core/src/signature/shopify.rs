@@ -4,25 +4,18 @@
 //! Shopify signs no time; its ids (`X-Shopify-Webhook-Id`) are unsigned
 //! headers, so the default key is the body's hash.
 
-use super::body_hmac::{BodyHmac, Encoding};
+use super::body_hmac::{key_of, BodyHmac, Encoding};
 use super::SchemeEntry;
 
 const HEADER: &str = "X-Shopify-Hmac-Sha256";
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "shopify",
-    configure: |settings| {
-        Ok(Box::new(BodyHmac {
-            key: super::body_hmac::key_of(&settings.required_secret("shopify")?),
-            header: HEADER.to_string(),
-            also_header: Some("Shopify-Hmac-Sha256"),
-            encoding: Encoding::Base64,
-            prefix: "".to_string(),
-            default_key_sources: "body-sha256",
-            lenient: false,
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("shopify", "body-sha256", |settings| {
+    let key = key_of(&settings.required_secret("shopify")?);
+    Ok(Box::new(BodyHmac {
+        also_header: Some("Shopify-Hmac-Sha256"),
+        ..BodyHmac::new(key, HEADER, Encoding::Base64)
+    }))
+});
 
 #[cfg(test)]
 mod tests {

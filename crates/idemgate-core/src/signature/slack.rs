@@ -9,18 +9,23 @@
 
 use super::mac::{hex_signature, set_header, Timestamped, TimestampedMac};
 use super::{
-    Message, Rejection, Scheme, SchemeEntry, Secret, Signed, SignedBody, SignedRequest, Verdict,
+    required_header, Message, Rejection, Scheme, SchemeEntry, Secret, Signed, SignedBody,
+    SignedRequest, Verdict,
 };
-use crate::headers;
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "slack",
-    configure: |settings| {
-        Ok(Box::new(Slack {
-            secret: settings.required_secret("slack")?,
-        }))
-    },
-};
+/// The event's `event_id` (a JSON event), else the body's hash: a
+/// slash command or an interactivity callback is a form, which a
+/// `json:` source would refuse (415) before the hash is reached.
+pub const ENTRY: SchemeEntry = SchemeEntry::new("slack", "scheme-key,body-sha256", |settings| {
+    Ok(Box::new(Slack {
+        secret: settings.required_secret("slack")?,
+    }))
+})
+.signing(Signed {
+    headers: &["x-slack-request-timestamp"],
+    body: SignedBody::Whole,
+})
+.making_scheme_key();
 
 const SIGNATURE: &str = "X-Slack-Signature";
 const MAC: TimestampedMac = TimestampedMac {
@@ -35,29 +40,11 @@ struct Slack {
 }
 
 impl Scheme for Slack {
-    /// The event's `event_id` (a JSON event), else the body's hash: a
-    /// slash command or an interactivity callback is a form, which a
-    /// `json:` source would refuse (415) before the hash is reached.
-    fn default_key_sources(&self) -> &'static str {
-        "scheme-key,body-sha256"
-    }
-
-    fn makes_scheme_key(&self) -> bool {
-        true
-    }
-
     /// A JSON event's `event_id` (the key `json:/event_id` made, so
     /// receipts stored under it are found); nothing for a form.
     fn scheme_key(&self, request: &SignedRequest) -> Option<String> {
         let event = crate::json::parse(request.body).ok()?;
         event.get("event_id")?.as_str().map(str::to_string)
-    }
-
-    fn signed(&self) -> Signed {
-        Signed {
-            headers: &["x-slack-request-timestamp"],
-            body: SignedBody::Whole,
-        }
     }
 
     fn verify(
@@ -66,9 +53,7 @@ impl Scheme for Slack {
         now: u64,
         tolerance: u64,
     ) -> Result<Verdict, Rejection> {
-        let header = |name: &str| {
-            headers::get(request.headers, name).ok_or_else(|| Rejection::missing(name))
-        };
+        let header = |name: &str| required_header(request.headers, name);
         let signature = header(SIGNATURE)?;
         let timestamp_text = header(TIMESTAMP)?.trim();
         let timestamp = timestamp_text

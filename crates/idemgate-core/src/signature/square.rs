@@ -7,27 +7,19 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
-use super::mac::{any_matches, mac_of, set_header, tag_of};
-use super::{
-    setting_error, Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest, Verdict,
-};
-use crate::headers;
+use super::mac::{any_matches, base64_signature, mac_of, set_header, tag_of};
+use super::{Message, Rejection, Scheme, SchemeEntry, Secret, SignedRequest, Verdict};
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "square",
-    configure: |settings| {
-        let url = settings.url.clone().ok_or_else(|| {
-            setting_error(
-                "SIGNATURE_URL",
-                "is required by SIGNATURE_SCHEME=square: the notification URL registered with Square, byte for byte",
-            )
-        })?;
-        Ok(Box::new(Square {
-            key: settings.required_secret("square")?,
-            url,
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("square", "json:/event_id", |settings| {
+    let url = settings.required_url(
+        "square",
+        "the notification URL registered with Square, byte for byte",
+    )?;
+    Ok(Box::new(Square {
+        key: settings.required_secret("square")?,
+        url,
+    }))
+});
 
 const HEADER: &str = "x-square-hmacsha256-signature";
 
@@ -39,10 +31,6 @@ struct Square {
 }
 
 impl Scheme for Square {
-    fn default_key_sources(&self) -> &'static str {
-        "json:/event_id"
-    }
-
     fn verify(
         &self,
         request: &SignedRequest,
@@ -74,10 +62,7 @@ fn verify(
     headers: &[(String, String)],
     body: &[u8],
 ) -> Result<(), Rejection> {
-    let value = headers::get(headers, HEADER).ok_or_else(|| Rejection::missing(HEADER))?;
-    let signature = STANDARD
-        .decode(value.trim())
-        .map_err(|_| Rejection::malformed(HEADER, "the signature is not base64"))?;
+    let signature = base64_signature(headers, HEADER)?;
     any_matches(
         &mac_of(key, &[url.as_bytes(), body]),
         std::iter::once(Some(signature)),

@@ -17,20 +17,25 @@ use base64::Engine;
 
 use super::mac::{any_matches, check_freshness, mac_of, set_header, tag_of};
 use super::{
-    setting_error, Message, PublicKey, PublicKeyAlgorithm, PublicKeyCheck, Rejection, Scheme,
-    SchemeEntry, SecretBytes, Signed, SignedBody, SignedRequest, Verdict,
+    required_header, setting_error, Message, PublicKey, PublicKeyAlgorithm, PublicKeyCheck,
+    Rejection, Scheme, SchemeEntry, SecretBytes, Signed, SignedBody, SignedRequest, Verdict,
 };
 use crate::headers;
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "standard-webhooks",
-    configure: |settings| {
+pub const ENTRY: SchemeEntry = SchemeEntry::new(
+    "standard-webhooks",
+    "header:webhook-id,header:svix-id",
+    |settings| {
         let secret = settings.required_secret("standard-webhooks")?;
         let key = decode_secret(secret.expose())
             .map_err(|reason| setting_error("SIGNING_SECRET", reason))?;
         Ok(Box::new(StandardWebhooks { key }))
     },
-};
+)
+.signing(Signed {
+    headers: &[WEBHOOK.id, WEBHOOK.timestamp, SVIX.id, SVIX.timestamp],
+    body: SignedBody::Whole,
+});
 
 /// The header names of one brand.
 struct Brand {
@@ -108,7 +113,7 @@ fn read<'a>(headers: &'a [(String, String)]) -> Result<Sent<'a>, Rejection> {
         (None, Some(_)) => &SVIX,
         _ => &WEBHOOK,
     };
-    let header = |name: &str| headers::get(headers, name).ok_or_else(|| Rejection::missing(name));
+    let header = |name: &str| required_header(headers, name);
     let id = header(brand.id)?;
     for other in [&WEBHOOK, &SVIX] {
         if headers::get(headers, other.id).is_some_and(|other_id| other_id != id) {
@@ -165,17 +170,6 @@ fn entries<'a>(signatures: &'a str, version: &'a str) -> impl Iterator<Item = &'
 }
 
 impl Scheme for StandardWebhooks {
-    fn default_key_sources(&self) -> &'static str {
-        "header:webhook-id,header:svix-id"
-    }
-
-    fn signed(&self) -> Signed {
-        Signed {
-            headers: &[WEBHOOK.id, WEBHOOK.timestamp, SVIX.id, SVIX.timestamp],
-            body: SignedBody::Whole,
-        }
-    }
-
     fn verify(
         &self,
         request: &SignedRequest,

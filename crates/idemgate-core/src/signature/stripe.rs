@@ -6,16 +6,12 @@
 use super::mac::{TimestampedHeader, TimestampedHeaderScheme, TimestampedMac};
 use super::SchemeEntry;
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "stripe",
-    configure: |settings| {
-        Ok(Box::new(TimestampedHeaderScheme {
-            format: &FORMAT,
-            secret: settings.required_secret("stripe")?,
-            default_key_sources: "json:/id",
-        }))
-    },
-};
+pub const ENTRY: SchemeEntry = SchemeEntry::new("stripe", "json:/id", |settings| {
+    Ok(Box::new(TimestampedHeaderScheme {
+        format: &FORMAT,
+        secret: settings.required_secret("stripe")?,
+    }))
+});
 
 const FORMAT: TimestampedHeader = TimestampedHeader {
     header: "Stripe-Signature",

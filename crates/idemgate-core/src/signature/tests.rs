@@ -234,3 +234,45 @@ fn rejections_name_the_failed_check_without_the_expected_value() {
     let missing = Problem::from(Rejection::missing("X-Hub-Signature-256"));
     assert_eq!(missing.detail(), "missing header X-Hub-Signature-256");
 }
+
+/// What holds for a scheme whatever its settings is its entry's data:
+/// what it signs, whether it makes a `scheme-key`, whether it batches.
+#[test]
+fn an_entry_says_what_its_scheme_signs_makes_and_batches() {
+    use crate::key::KeyPart;
+    let names = |says: fn(&SchemeEntry) -> bool| -> Vec<&str> {
+        SCHEMES
+            .iter()
+            .filter(|entry| says(entry))
+            .map(|entry| entry.name)
+            .collect()
+    };
+    assert_eq!(
+        names(|entry| entry.batch.is_some()),
+        ["adyen", "gocardless"]
+    );
+    assert_eq!(names(|entry| entry.makes_scheme_key), ["adyen", "slack"]);
+    assert_eq!(
+        names(|entry| entry.signed.body == SignedBody::Fields),
+        ["adyen", "twilio", "braintree"]
+    );
+    let scheme = |name: &str| SignatureScheme::configure(name, &working_settings(name)).unwrap();
+    let pointer = |pointer: &str| KeyPart::JsonPointer(pointer.into());
+    assert_eq!(scheme("stripe").allows(&pointer("/data/object/id")), Ok(()));
+    assert!(scheme("twilio").allows(&pointer("/id")).is_err());
+    assert!(scheme("braintree").allows(&pointer("/id")).is_err());
+    assert_eq!(
+        scheme("braintree").allows(&KeyPart::Form("bt_payload".into())),
+        Ok(())
+    );
+    assert!(scheme("braintree")
+        .allows(&KeyPart::Form("bt_signature".into()))
+        .is_err());
+    assert!(scheme("paypal").signs_header("PayPal-Transmission-Id"));
+    assert!(!scheme("paypal").signs_header("PayPal-Cert-Url"));
+    assert!(scheme("github").allows(&KeyPart::SchemeKey).is_err());
+    assert_eq!(
+        scheme("gocardless").batch().map(|format| format.events),
+        Some("events")
+    );
+}

@@ -15,30 +15,29 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
 
-use super::mac::set_header;
-use super::{
-    setting_error, Message, Rejection, Scheme, SchemeEntry, Secret, Signed, SignedBody,
-    SignedRequest, Verdict,
-};
+use super::mac::{base64_signature, set_header};
+use super::{Message, Rejection, Scheme, SchemeEntry, Secret, Signed, SignedRequest, Verdict};
 use crate::canonical::sha256_hex;
 use crate::form;
 use crate::headers;
 
-pub const ENTRY: SchemeEntry = SchemeEntry {
-    name: "twilio",
-    configure: |settings| {
-        let url = settings.url.clone().ok_or_else(|| {
-            setting_error(
-                "SIGNATURE_URL",
-                "is required by SIGNATURE_SCHEME=twilio: the webhook URL as configured in Twilio, without its query",
-            )
-        })?;
-        Ok(Box::new(Twilio {
-            token: settings.required_secret("twilio")?,
-            url,
-        }))
-    },
-};
+/// Twilio signs each parameter's name and value run together, with
+/// nothing between them or between pairs, so a pair's boundary can
+/// move (`a=bc` and `ab=c` sign alike) without breaking the signature:
+/// no one field is signed. Only the hash of the sorted signed
+/// parameters ([`Scheme::signed_content`], `body-sha256`) is a key
+/// source; `form:` and `json:` are refused as unsigned.
+pub const ENTRY: SchemeEntry = SchemeEntry::new("twilio", "body-sha256", |settings| {
+    let url = settings.required_url(
+        "twilio",
+        "the webhook URL as configured in Twilio, without its query",
+    )?;
+    Ok(Box::new(Twilio {
+        token: settings.required_secret("twilio")?,
+        url,
+    }))
+})
+.signing(Signed::FIELDS);
 
 const HEADER: &str = "X-Twilio-Signature";
 const SETTINGS: &str = "X-Twilio-Webhooks-Signature-Settings";
@@ -149,23 +148,6 @@ fn sorted_parameters(body: &str) -> Vec<u8> {
 }
 
 impl Scheme for Twilio {
-    fn default_key_sources(&self) -> &'static str {
-        "body-sha256"
-    }
-
-    /// Twilio signs each parameter's name and value run together, with
-    /// nothing between them or between pairs, so a pair's boundary can
-    /// move (`a=bc` and `ab=c` sign alike) without breaking the signature:
-    /// no one field is signed. Only the hash of the sorted signed
-    /// parameters ([`Scheme::signed_content`], `body-sha256`) is a key
-    /// source; `form:` and `json:` are refused as unsigned.
-    fn signed(&self) -> Signed {
-        Signed {
-            headers: &[],
-            body: SignedBody::Fields,
-        }
-    }
-
     /// The sorted parameters a form's signature covers (a JSON body is
     /// covered whole, through the URL's hash).
     fn signed_content(&self, request: &SignedRequest) -> Option<Vec<u8>> {
@@ -187,11 +169,7 @@ impl Scheme for Twilio {
                 "shared-key signatures are not taken: sign with the auth token",
             ));
         }
-        let signature =
-            headers::get(request.headers, HEADER).ok_or_else(|| Rejection::missing(HEADER))?;
-        let signature = STANDARD
-            .decode(signature.trim())
-            .map_err(|_| Rejection::malformed(HEADER, "the signature is not base64"))?;
+        let signature = base64_signature(request.headers, HEADER)?;
         let content = Twilio::content(request)?;
         let matches = self
             .called_urls(request.query)
