@@ -227,7 +227,7 @@ async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
     }
     // Alerts (SPEC §13): each visible route's conditions, firing first.
     if matches!(crate::alerts::config(env), Ok(Some(_))) {
-        let book = crate::alerts::call(env, &crate::alerts::AlertCall::View).await;
+        let book = crate::alerts::view(env).await;
         if let Some(routes) = summary["routes"].as_array_mut() {
             for entry in routes.iter_mut() {
                 let conditions: Vec<serde_json::Value> = match &book {
@@ -249,7 +249,7 @@ async fn summary(call: &Call, env: &Env) -> Result<web_sys::Response, Problem> {
                 "delivered": book["delivered"],
                 "given_up": book["given_up"],
             }),
-            Err(_) => serde_json::json!({ "error": "the alert object could not be reached" }),
+            Err(_) => serde_json::json!({ "error": "an alert object could not be reached" }),
         };
     }
     // The audit log's head (SPEC §13): its latest seq and hash.

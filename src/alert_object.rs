@@ -1,10 +1,12 @@
-//! The deployment's alerts (SPEC §13, v4): one Durable Object
-//! (`AlertObject`, binding `ALERT_OBJECT`, named `alerts`) keeps the alert
-//! book ([`idemgate_core::alerts::book`]) as one JSON value. Isolates and
-//! objects send it what they observed ([`crate::alerts`]); its alarm sends
-//! what is due to the sinks of `ALERTS`, signing each attempt afresh, and
-//! wakes again when the book next has something to do. Nothing here is on
-//! a delivery's path.
+//! Alerts (SPEC §13, v4; §15, v5): a Durable Object class
+//! (`AlertObject`, binding `ALERT_OBJECT`), one object per route (named
+//! `alerts:<route>`) and one for the deployment's own condition (`alerts`),
+//! each keeping its alert book ([`idemgate_core::alerts::book`]) as one
+//! JSON value. Isolates and objects send each what they observed of its
+//! route ([`crate::alerts`]); its alarm sends what is due to the sinks of
+//! `ALERTS`, signing each attempt afresh, and wakes again when the book
+//! next has something to do. Nothing here is on a delivery's path, and a
+//! flood on one route is kept by that route's object alone.
 
 use std::cell::RefCell;
 

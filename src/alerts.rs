@@ -1,9 +1,12 @@
-//! What an isolate (or a Durable Object) tells the alert object: signs of
-//! trouble noted as decision events happen ([`note`]), sent in one call
-//! after the request's answer ([`flush`], under `waitUntil`), never on a
-//! delivery's path. While one call is on its way, new signs wait for the
-//! next, so a storm of 401s costs one call at a time per isolate, not one
-//! per request. Signs noted in an isolate that is evicted before its next
+//! What an isolate (or a Durable Object) tells the alert objects: signs of
+//! trouble noted as decision events happen ([`note`]), summed per route and
+//! condition, and sent after the request's answer ([`flush`], under
+//! `waitUntil`), never on a delivery's path: one call to each route's own
+//! alert object (SPEC §15, v5), so that a flood on one route neither slows
+//! nor silences another's alerts; the deployment's own condition (a route
+//! that fails to load) goes to an object of its own. While one flush is on
+//! its way, new signs wait for the next, so a storm of 401s costs one call
+//! per route at a time per isolate, not one per request. Signs noted in an isolate that is evicted before its next
 //! flush are lost: an alert is a nudge to a person, the receipts and logs
 //! are the record.
 
@@ -18,8 +21,21 @@ use idemgate_core::alerts::{self, AlertsConfig, Condition, SEND_BOUND_MS};
 use serde::{Deserialize, Serialize};
 
 pub const ALERT_OBJECT_BINDING: &str = "ALERT_OBJECT";
-/// The one object's name.
+/// The deployment's object's name (the one object of earlier versions).
 pub const ALERT_OBJECT_NAME: &str = "alerts";
+
+/// The object that keeps `route`'s signs of `condition`: the route's own,
+/// or the deployment's for a route that failed to load.
+fn object_for(route: &str, condition: Condition) -> String {
+    match condition {
+        Condition::Misconfigured => ALERT_OBJECT_NAME.to_string(),
+        _ => route_object(route),
+    }
+}
+
+fn route_object(route: &str) -> String {
+    format!("{ALERT_OBJECT_NAME}:{route}")
+}
 /// What the object is asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -102,32 +118,46 @@ pub async fn flush(env: Env) {
         return;
     }
     loop {
-        let observations: Vec<Observation> = crate::isolate::with(|isolate| {
-            std::mem::take(&mut *isolate.alerts.pending.borrow_mut())
-                .into_iter()
-                .map(|((route, condition), (count, detail))| Observation {
-                    route,
-                    condition,
-                    count,
-                    detail,
-                })
-                .collect()
+        let mut by_object: BTreeMap<String, Vec<Observation>> = BTreeMap::new();
+        crate::isolate::with(|isolate| {
+            for ((route, condition), (count, detail)) in
+                std::mem::take(&mut *isolate.alerts.pending.borrow_mut())
+            {
+                by_object
+                    .entry(object_for(&route, condition))
+                    .or_default()
+                    .push(Observation {
+                        route,
+                        condition,
+                        count,
+                        detail,
+                    });
+            }
         });
-        if observations.is_empty() {
+        if by_object.is_empty() {
             break;
         }
-        let observe = AlertCall::Observe(observations);
-        let sent = call(&env, &observe);
-        let bound = worker::Delay::from(std::time::Duration::from_millis(SEND_BOUND_MS));
-        let answered = match select(Box::pin(sent), bound).await {
-            Either::Left((answered, _)) => answered.map(|_| ()),
-            Either::Right(_) => Err("the alert object did not answer in time".to_string()),
-        };
-        if let Err(message) = answered {
-            crate::log_sink::emit_text(
-                &serde_json::json!({"event": "idemgate.alerts", "error": message}).to_string(),
-            );
-        }
+        // Each object apart, at once: one that hangs or fails costs the
+        // others nothing.
+        let sends = by_object.into_iter().map(|(name, observations)| {
+            let env = &env;
+            async move {
+                let observe = AlertCall::Observe(observations);
+                let sent = call_object(env, &name, &observe);
+                let bound = worker::Delay::from(std::time::Duration::from_millis(SEND_BOUND_MS));
+                let answered = match select(Box::pin(sent), bound).await {
+                    Either::Left((answered, _)) => answered.map(|_| ()),
+                    Either::Right(_) => Err("the alert object did not answer in time".to_string()),
+                };
+                if let Err(message) = answered {
+                    crate::log_sink::emit_text(
+                        &serde_json::json!({"event": "idemgate.alerts", "object": name, "error": message})
+                            .to_string(),
+                    );
+                }
+            }
+        });
+        futures::future::join_all(sends).await;
         if worker::Date::now().as_millis() >= taken_at.saturating_add(SEND_BOUND_MS) {
             // Past its bound another flush may hold the gate: leave the
             // rest to it.
@@ -141,29 +171,65 @@ pub async fn flush(env: Env) {
     });
 }
 
-/// One call to the alert object; its JSON answer.
-pub async fn call(env: &Env, call: &AlertCall) -> Result<serde_json::Value, String> {
-    let line = serde_json::to_string(call).expect("a call serializes");
-    let answer = crate::object_rpc::call(
-        env,
-        ALERT_OBJECT_BINDING,
-        ALERT_OBJECT_NAME,
-        None,
-        &line,
-        "alert object",
+/// The deployment's alert objects: each route's and its own.
+fn objects(env: &Env) -> Vec<String> {
+    let mut names = vec![ALERT_OBJECT_NAME.to_string()];
+    if let Ok(config) = crate::env::config_from_env(env) {
+        names.extend(config.routes.iter().map(|route| route_object(&route.name)));
+    }
+    names
+}
+
+/// Every alert object's book as the operator sees it: their conditions
+/// together, their outboxes and counts summed.
+pub async fn view(env: &Env) -> Result<serde_json::Value, String> {
+    let names = objects(env);
+    let views = futures::future::join_all(
+        names
+            .iter()
+            .map(|name| call_object(env, name, &AlertCall::View)),
     )
-    .await?;
+    .await;
+    let mut conditions = Vec::new();
+    let (mut outbox, mut delivered, mut given_up) = (0, 0, 0);
+    for view in views {
+        let view = view?;
+        conditions.extend(view["conditions"].as_array().cloned().unwrap_or_default());
+        outbox += view["outbox"].as_u64().unwrap_or(0);
+        delivered += view["delivered"].as_u64().unwrap_or(0);
+        given_up += view["given_up"].as_u64().unwrap_or(0);
+    }
+    Ok(serde_json::json!({
+        "conditions": conditions,
+        "outbox": outbox,
+        "delivered": delivered,
+        "given_up": given_up,
+    }))
+}
+
+/// One call to the alert object `name`; its JSON answer.
+async fn call_object(env: &Env, name: &str, call: &AlertCall) -> Result<serde_json::Value, String> {
+    let line = serde_json::to_string(call).expect("a call serializes");
+    let answer =
+        crate::object_rpc::call(env, ALERT_OBJECT_BINDING, name, None, &line, "alert object")
+            .await?;
     serde_json::from_str(&answer).map_err(|error| error.to_string())
 }
 
-/// The Cron Trigger's minute: the alert object's clock moves on even when
-/// its alarm was lost.
+/// The Cron Trigger's minute: every alert object's clock moves on even
+/// when its alarm was lost.
 pub async fn tick(env: &Env) {
     let Ok(Some(config)) = config(env) else {
         return;
     };
     note_oldest_pending(env, &config).await;
-    let _ = call(env, &AlertCall::Tick).await;
+    let names = objects(env);
+    futures::future::join_all(
+        names
+            .iter()
+            .map(|name| call_object(env, name, &AlertCall::Tick)),
+    )
+    .await;
 }
 
 /// `oldest_pending`: each route whose oldest pending async delivery (queued,
