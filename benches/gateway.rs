@@ -15,12 +15,16 @@
 //! `CPU_ROUNDS` times), `BENCH_ONLY=level` (one optimisation level's
 //! size, cold start and CPU; `scripts/bench levels` runs it per level and
 //! `BENCH_ONLY=levels` prints their table), `BENCH_ONLY=ordered` (1,000 deliveries over 100
-//! entities, ordered and not) or `BENCH_ONLY=reconcile` (two passes of
-//! reconciliation over `RECONCILE_EVENTS` events, default 10,000) runs
-//! only that part.
+//! entities, ordered and not), `BENCH_ONLY=reconcile` (two passes of
+//! reconciliation over `RECONCILE_EVENTS` events, default 10,000) or
+//! `BENCH_ONLY=capacity` (the capacity table: an async storm of
+//! `CAPACITY_KEYS` distinct keys, default 20,000, counted per class of
+//! object) runs only that part.
 
 #[path = "support/bodies.rs"]
 mod bodies;
+#[path = "support/capacity.rs"]
+mod capacity;
 #[path = "support/cost.rs"]
 mod costs;
 #[path = "support/drain.rs"]
@@ -510,6 +514,7 @@ fn main() {
     let drain_keys = number_from_env("DRAIN_KEYS", 4_000);
     let scaling_keys = number_from_env("SCALING_KEYS", 4_000);
     let reconcile_events = number_from_env("RECONCILE_EVENTS", 10_000);
+    let capacity_keys = number_from_env("CAPACITY_KEYS", 20_000);
     let folder = root().join("benches/results");
     let path = folder.join("latest.json");
     let mut stored: Value = std::fs::read_to_string(&path)
@@ -552,8 +557,9 @@ fn main() {
             "cpu" => runtime.block_on(cpu_only(seconds)),
             "reconcile" => runtime.block_on(reconcile::reconcile(reconcile_events)),
             "ordered" => runtime.block_on(ordered::ordered()),
+            "capacity" => runtime.block_on(capacity::capacity(capacity_keys)),
             other => panic!(
-                "BENCH_ONLY={other}: drain, ordered, bodies, scaling, storms, cpu or reconcile"
+                "BENCH_ONLY={other}: drain, ordered, bodies, scaling, storms, cpu, reconcile or capacity"
             ),
         };
         match part.as_str() {
@@ -567,6 +573,7 @@ fn main() {
             "scaling" => scaling::print(&measured),
             "reconcile" => reconcile::print(&measured),
             "ordered" => ordered::print(&measured),
+            "capacity" => capacity::print(&measured),
             _ => bodies::print(&measured),
         }
         let mut results = stored;
@@ -611,6 +618,7 @@ fn main() {
         let ordered = ordered::ordered().await;
         let scaled = scaling::scaling(scaling_keys, scaling_pace()).await;
         let reconciled = reconcile::reconcile(reconcile_events).await;
+        let capacity = capacity::capacity(capacity_keys).await;
         json!({
             "reference": reference_results,
             "seconds": seconds,
@@ -627,6 +635,7 @@ fn main() {
             "bodies": bodies,
             "scaling": scaled,
             "reconcile": reconciled,
+            "capacity": capacity,
         })
     });
     results["cpu_stolen_share"] = json!(machine::stolen_share(ticks_before, machine::cpu_ticks()));
@@ -636,6 +645,7 @@ fn main() {
     ordered::print(&results["ordered"]);
     scaling::print(&results["scaling"]);
     reconcile::print(&results["reconcile"]);
+    capacity::print(&results["capacity"]);
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
     println!("\nwrote {}", path.display());

@@ -114,6 +114,13 @@ pub struct GatewayStats {
     pub order_book_writes: u64,
     /// Key objects an order object woke.
     pub order_wakes: u64,
+    /// Requests sent to Durable Objects, by binding (SPEC §15, v5: what
+    /// each class takes per delivery, the capacity table's figures).
+    pub requests_by_class: BTreeMap<String, u64>,
+    /// Requests to each object of a class shared by many keys (every class
+    /// but the keys' own), by binding and name: the busiest one is what
+    /// saturates first.
+    pub requests_by_object: BTreeMap<String, u64>,
 }
 
 /// A certificate's key, as this isolate keeps it.

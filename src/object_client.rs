@@ -36,7 +36,13 @@ pub async fn call(env: &Env, mut call: ObjectCall, body: Vec<u8>) -> Result<Repl
     let delivery = call.op.is_delivery();
     let before_sending = |message: String| call_failure(delivery, false, message);
     let after_sending = |message: String| call_failure(delivery, true, message);
-    stats::record(|stats| stats.object_requests += 1);
+    stats::record(|stats| {
+        stats.object_requests += 1;
+        *stats
+            .requests_by_class
+            .entry(DEDUP_OBJECT_BINDING.to_string())
+            .or_default() += 1;
+    });
     call.absorbed = take_absorbed(&call.object);
     let stub: DedupObjectStub = env
         .durable_object(DEDUP_OBJECT_BINDING)

@@ -33,6 +33,16 @@ pub async fn call(
     line: &str,
     what: &str,
 ) -> Result<String, String> {
+    crate::stats::record(|stats| {
+        *stats
+            .requests_by_class
+            .entry(binding.to_string())
+            .or_default() += 1;
+        *stats
+            .requests_by_object
+            .entry(format!("{binding} {name}"))
+            .or_default() += 1;
+    });
     let stub: LineObjectStub = env
         .durable_object(binding)
         .and_then(|namespace| namespace.get_by_name(name))

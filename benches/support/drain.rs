@@ -35,8 +35,11 @@ const QUICK_KEYS: usize = 2_000;
 /// Longer than a forward's lease (the default `ORIGIN_TIMEOUT_MS` and its
 /// margin): a run is over when nothing arrived for this long.
 const QUIET: Duration = Duration::from_secs(20);
-/// Limited routes, whose coordinators each summary call asks.
-const LIMITED_ROUTES: f64 = 5.0;
+/// The coordinators each summary call asks: one for each of five limited
+/// routes, and the sharded route's [`FLOW_SHARDS`].
+const LIMITED_ROUTES: f64 = 5.0 + FLOW_SHARDS as f64;
+/// The sharded backlog's coordinators (SPEC §15, v5: `flow_shards`).
+const FLOW_SHARDS: u64 = 8;
 /// The slow origin of the review's case (round 4): each forward takes this
 /// long, under these limits, with a backlog of this many forwards per
 /// permit (an ideal drain of 8 x 2 s = 16 s at every limit).
@@ -49,6 +52,8 @@ pub(crate) const SAMPLED_RECEIPTS: usize = 20;
 fn routes() -> String {
     json!({
         "drain": {"path": "/drain/limited", "delivery": "async", "max_in_flight": LIMIT},
+        "sharded": {"path": "/drain/sharded", "delivery": "async", "max_in_flight": LIMIT,
+                    "flow_shards": FLOW_SHARDS},
         "quick": {"path": "/drain/quick", "delivery": "async", "max_in_flight": LIMIT},
         "free": {"path": "/drain/free", "delivery": "async"},
         "slow1": {"path": "/drain/slow1", "delivery": "async", "max_in_flight": SLOW_LIMITS[0]},
@@ -372,6 +377,17 @@ pub async fn drain(keys: usize) -> Value {
         ORIGIN_MS,
     )
     .await;
+    eprintln!("bench: the same backlog over {FLOW_SHARDS} coordinators (flow_shards)");
+    let sharded = run(
+        &gateway,
+        &origin,
+        "sharded",
+        "/drain/sharded/",
+        &format!("slow/{ORIGIN_MS}/"),
+        keys,
+        ORIGIN_MS,
+    )
+    .await;
     eprintln!("bench: {QUICK_KEYS} keys to an origin that answers at once, limited and not");
     let quick = run(
         &gateway,
@@ -414,6 +430,8 @@ pub async fn drain(keys: usize) -> Value {
         "origin_ms": ORIGIN_MS,
         "ideal_seconds": ideal,
         "backlog": backlog,
+        "flow_shards": FLOW_SHARDS,
+        "sharded_backlog": sharded,
         "quick_limited": quick,
         "quick_unlimited": free,
         "slow_origin": slow,
@@ -447,6 +465,17 @@ pub fn print(drain: &Value) {
         "  {} of the {} waited for a permit (a delivery that finds one free does not)",
         backlog["waited_for_permit"], backlog["keys"]
     );
+    let sharded = &drain["sharded_backlog"];
+    if let Some(seconds) = sharded["drain_seconds"].as_f64() {
+        println!(
+            "  flow_shards {}: drained in {seconds:.1} s ({:.2}x flow_shards 1), origin saw at most {} at once (limit {}); keys forwarded twice: {}",
+            drain["flow_shards"],
+            seconds / backlog["drain_seconds"].as_f64().unwrap_or(1.0),
+            sharded["origin_max_concurrency"],
+            drain["limit"],
+            sharded["forwarded_twice"],
+        );
+    }
     let (limited, free) = (&drain["quick_limited"], &drain["quick_unlimited"]);
     let rate = |run: &Value| run["deliveries_per_second"].as_f64().unwrap();
     println!(

@@ -1,0 +1,170 @@
+//! The capacity table (SPEC §15, v5): an async storm of distinct keys on
+//! one route, counted by the gateway itself, per class of Durable Object:
+//! the requests each class takes per delivery, and the busiest single
+//! object of each class shared by many keys (an index shard, a flow
+//! coordinator, an alert object). A class's ceiling per route is then the
+//! published rate of one object (about 1,000 requests a second) over its
+//! busiest object's requests per delivery; docs/capacity.md gives the
+//! arithmetic for every kind of delivery.
+//!
+//! Locally every object lives in one workerd process, whose SQLite heap
+//! holds about 4,300 live objects (docs/benchmarks.md): the storm is sent
+//! in steps, each waiting until the origin received its deliveries and
+//! workerd had time to evict the step's idle objects.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::support::{self, client, Gateway, TestOrigin};
+use crate::{stats, ADMIN_TOKEN, BODY};
+
+/// Keys sent at once, then a pause.
+const STEP: usize = 2_000;
+const SENDERS: usize = 64;
+/// Long enough for workerd to evict a step's idle objects.
+const SETTLE: Duration = Duration::from_secs(12);
+/// Cloudflare's published figure for one Durable Object.
+pub const OBJECT_REQUESTS_PER_SECOND: f64 = 1_000.0;
+const INDEX_SHARDS: &str = "16";
+
+pub async fn capacity(keys: usize) -> Value {
+    let origin = TestOrigin::start().await;
+    let origin_url = origin.url();
+    let gateway = Gateway::start_without_inspector(&[
+        ("ORIGIN_URL", origin_url.as_str()),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+        ("DELIVERY", "async"),
+        ("INDEX_SHARDS", INDEX_SHARDS),
+    ])
+    .await;
+    let before = stats(&gateway).await;
+    let started = Instant::now();
+    let mut acknowledged = 0usize;
+    let mut refused = 0usize;
+    let mut sent = 0usize;
+    while sent < keys {
+        let step = STEP.min(keys - sent);
+        let (ok, not) = send_step(&gateway, sent, step).await;
+        acknowledged += ok;
+        refused += not;
+        sent += step;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while origin.count("/capacity/") < acknowledged && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        eprintln!(
+            "bench: capacity: {sent} of {keys} sent, {} at the origin",
+            origin.count("/capacity/")
+        );
+        tokio::time::sleep(SETTLE).await;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let after = stats(&gateway).await;
+    let deliveries = acknowledged.max(1) as f64;
+    let delta = |map: &str, name: &str| {
+        after[map][name].as_f64().unwrap_or(0.0) - before[map][name].as_f64().unwrap_or(0.0)
+    };
+    let classes: Vec<String> = after["requests_by_class"]
+        .as_object()
+        .map(|classes| classes.keys().cloned().collect())
+        .unwrap_or_default();
+    let rows: Vec<Value> = classes
+        .iter()
+        .map(|class| {
+            let requests = delta("requests_by_class", class);
+            let busiest = after["requests_by_object"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(name, _)| name.starts_with(&format!("{class} ")))
+                .map(|(name, _)| (name.clone(), delta("requests_by_object", name)))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let shared = class != "DEDUP_OBJECT";
+            let busiest_per_delivery = busiest
+                .as_ref()
+                .map_or(0.0, |(_, count)| count / deliveries);
+            json!({
+                "class": class,
+                "requests": requests,
+                "per_delivery": requests / deliveries,
+                "shared": shared,
+                "busiest_object": busiest.as_ref().map(|(name, _)| name.clone()),
+                "busiest_per_delivery": shared.then_some(busiest_per_delivery),
+                "route_ceiling_per_second": (shared && busiest_per_delivery > 0.0)
+                    .then(|| OBJECT_REQUESTS_PER_SECOND / busiest_per_delivery),
+            })
+        })
+        .collect();
+    json!({
+        "keys": keys,
+        "acknowledged": acknowledged,
+        "refused": refused,
+        "delivered": origin.count("/capacity/"),
+        "index_shards": INDEX_SHARDS.parse::<u64>().unwrap(),
+        "seconds": seconds,
+        "classes": rows,
+    })
+}
+
+/// `count` first deliveries of keys from `first`, over [`SENDERS`]
+/// connections: how many were acknowledged (202) and how many not.
+async fn send_step(gateway: &Gateway, first: usize, count: usize) -> (usize, usize) {
+    let gate = Arc::new(Semaphore::new(SENDERS));
+    let mut tasks = JoinSet::new();
+    for n in first..first + count {
+        let gate = gate.clone();
+        let url = gateway.url(&format!("/capacity/{n}"));
+        tasks.spawn(async move {
+            let _held = gate.acquire_owned().await.unwrap();
+            let key = format!("capacity-{n}");
+            support::post_json(&client(), &url, Some(&key), BODY)
+                .await
+                .status
+                == 202
+        });
+    }
+    let mut ok = 0;
+    let mut not = 0;
+    while let Some(done) = tasks.join_next().await {
+        match done.unwrap() {
+            true => ok += 1,
+            false => not += 1,
+        }
+    }
+    (ok, not)
+}
+
+pub fn print(capacity: &Value) {
+    println!(
+        "\ncapacity: {} async deliveries of distinct keys ({} acknowledged, {} refused, {} at the origin), INDEX_SHARDS {}",
+        capacity["keys"], capacity["acknowledged"], capacity["refused"], capacity["delivered"], capacity["index_shards"]
+    );
+    println!(
+        "| class | requests per delivery | busiest object | its requests per delivery | route ceiling (deliveries/s, at {OBJECT_REQUESTS_PER_SECOND} req/s per object) |"
+    );
+    println!("|---|---|---|---|---|");
+    for row in capacity["classes"].as_array().into_iter().flatten() {
+        let busiest = match row["shared"].as_bool() {
+            Some(true) => row["busiest_object"].as_str().unwrap_or("-").to_string(),
+            _ => "each key its own".to_string(),
+        };
+        println!(
+            "| {} | {:.3} | {} | {} | {} |",
+            row["class"].as_str().unwrap_or(""),
+            row["per_delivery"].as_f64().unwrap_or(0.0),
+            busiest,
+            row["busiest_per_delivery"]
+                .as_f64()
+                .map_or("-".to_string(), |value| format!("{value:.4}")),
+            row["route_ceiling_per_second"]
+                .as_f64()
+                .map_or("scales with keys".to_string(), |value| format!(
+                    "{value:.0}"
+                )),
+        );
+    }
+}
