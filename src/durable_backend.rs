@@ -1,7 +1,7 @@
 //! The key's Durable Object's storage and I/O as the [`Engine`] sees them
 //! ([`Backend`]): the receipt and its request in the object's SQLite, its
-//! alarm, timers, `fetch` to the origin, the D1 index, the flow
-//! coordinator, secrets and the event sink.
+//! alarm, timers, `fetch` to the origin, the route's index shards, the
+//! flow coordinator, secrets and the event sink.
 
 use std::cell::Cell;
 use std::future::Future;

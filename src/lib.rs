@@ -10,8 +10,10 @@
 //! | `edge_http` | every answer the worker renders, every request it reads or sends (fetch, proxy); one JS call per header list |
 //! | `isolate` | what one isolate keeps between requests: configuration, replays, counters, certificates, metrics |
 //! | `events` | decision events (SPEC §9): stats, Analytics Engine, log lines |
-//! | `receipt_index` | the D1 receipt index: writes, listings, the summary and the sweep's query (§7) |
-//! | `sweep` | the scheduled sweep: wakes overdue receipts (§2b) |
+//! | `receipt_index` | the receipt index: a row written to its shard; listings, counts and the summary asked of every shard of the route, and of an earlier version's D1 index while it is bound (§7, §15) |
+//! | [`index_shard`] | a shard of a route's receipt index (`IndexShard`): the index's table in its SQLite, its statements over RPC, its alarm that runs the sweep (§15) |
+//! | `index_db` | where an index statement runs: a shard over RPC, the shard's own SQLite, or an earlier version's D1 index |
+//! | `sweep` | the sweep, run by each index shard's alarm: wakes overdue receipts (§2b); the Cron Trigger's moves of a D1 index's rows into the shards |
 //! | `object_client` | the gateway's RPC call to the key's object |
 //! | `object_rpc` | the RPC shape the alert, audit, flow and reconciliation objects share: a line in, a line out |
 //! | `public_key` | Ed25519 and RSA signatures by WebCrypto, PayPal's certificates |
@@ -23,8 +25,8 @@
 //! | `audit_client`, [`audit_object`] | the audit log (§13): every operator act on record before its answer; its one writer, `AuditLog` |
 //! | `bulk_redrive` | re-drive by filter and its dry run (§7, v4) |
 //! | `reconcile_client` | the RPC call to a route's reconciliation object; the Cron Trigger's ticks |
-//! | [`alert_object`] | the deployment's alerts: the alert book, its alarm, the sinks (§13) |
-//! | `alerts` | signs of trouble noted by isolates and objects, sent to the alert object after each answer |
+//! | [`alert_object`] | alerts, one object per route and one for the deployment: the alert book, its alarm, the sinks (§13) |
+//! | `alerts` | signs of trouble noted by isolates and objects, sent after each answer to the alert object that keeps them (the route's, or the deployment's for `misconfigured`) |
 //! | `env` | the configuration, read once per isolate from `env` |
 //! | `log_sink` | writes decision log lines to the console, from a microtask |
 //! | `stats` | per-isolate counters (`/__idemgate/stats`) |

@@ -96,7 +96,8 @@ pub enum Problem {
     NotAcknowledged {
         message: String,
     },
-    /// The receipt index (D1) could not be read or written for the
+    /// The receipt index (a route's index shards, or an earlier version's
+    /// D1 index while it is bound) could not be read or written for the
     /// operator API or the sweep; no delivery was at stake.
     IndexUnavailable {
         message: String,
@@ -245,7 +246,7 @@ impl Problem {
                  never a new one ({message})"
             ),
             Problem::IndexUnavailable { message } => {
-                format!("the receipt index (D1) could not be read or written: {message}")
+                format!("the receipt index could not be read or written: {message}")
             }
             Problem::PendingDelivery { state } => format!(
                 "this async delivery was acknowledged to its sender and is {state}: purging it \

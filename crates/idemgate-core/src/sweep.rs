@@ -1,15 +1,22 @@
-//! The scheduled sweep (SPEC §2b, v3): no alarm is ever the only thing
-//! standing between an acknowledged delivery and its delivery. Every
-//! minute a Cron Trigger reads the receipt index for objects whose next
-//! step is overdue and wakes each ([`crate::engine::Engine::wake`]), which
-//! runs that step itself and puts the index row right. Waking twice does
-//! nothing twice, so overlapping runs are harmless.
+//! The sweep (SPEC §2b, v3; §15, v5): no alarm is ever the only thing
+//! standing between an acknowledged delivery whose index row has landed
+//! and its delivery. Each index shard runs it from its own alarm, set at
+//! the earliest wake its rows wait for plus [`GRACE_MS`]: it reads the
+//! shard's rows for objects whose next step is overdue and wakes each
+//! ([`crate::engine::Engine::wake`]), which runs that step itself and puts
+//! its index row right. Waking twice does nothing twice, so overlapping
+//! runs are harmless. A receipt whose row has not landed is outside the
+//! sweep: its own alarm writes the row until it does.
 //!
-//! A run stays within a Cron invocation's subrequest limit: one index
-//! query, at most [`Sweep::limit`] wakes, one tombstone cleanup. At the
-//! default of 40 wakes a minute that is 2,400 receipts an hour (the free
-//! plan allows 50 subrequests per invocation); on the Paid plan
-//! `SWEEP_LIMIT` may go to 900 (54,000 an hour).
+//! A run stays within one alarm invocation's subrequest limit: one query
+//! of the shard's table, at most [`Sweep::limit`] (`SWEEP_LIMIT`) wakes, one
+//! tombstone cleanup; while its page was full, the shard's alarm runs
+//! again a second later. The default of 40 wakes fits the free plan's 50
+//! subrequests per invocation; on the Paid plan `SWEEP_LIMIT` may go to
+//! 900. A row whose wake failed is backed off ([`retry_wake_at`]). After
+//! an upgrade from a D1 index, the Cron Trigger moves at most
+//! `SWEEP_LIMIT` of its rows into the shards a minute, by waking their
+//! objects (each writes its row into its shard).
 
 /// Work due this long ago is overdue: an alarm normally does it within a
 /// second, and the sweep need not race it.
@@ -28,7 +35,7 @@ pub const MAX_LIMIT: u32 = 900;
 pub const WAKES_AT_ONCE: usize = 8;
 
 /// How long a row whose wake failed waits before the sweep tries it
-/// again: at least a minute (the next run), at most a day.
+/// again: at least a minute, at most a day.
 pub const MIN_RETRY_MS: u64 = 60_000;
 pub const MAX_RETRY_MS: u64 = 86_400_000;
 

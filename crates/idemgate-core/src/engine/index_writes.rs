@@ -1,8 +1,10 @@
-//! How the engine keeps the receipt index (D1) in step with its receipt
-//! (see [`crate::index`]): each write is planned with the receipt, carries
-//! a version above every earlier one of the object, and is confirmed only
-//! once it landed, so a failed or lost write is made again by the next
-//! transition, by a duplicate, or by the sweep's wake.
+//! How the engine keeps the receipt's row in its index shard in step with
+//! the receipt (see [`crate::index`]): each write is planned with the
+//! receipt, carries a version above every earlier one of the object, and
+//! is confirmed only once it landed, so a failed or lost write is made
+//! again by the alarm within [`INDEX_REPAIR_MS`], by the next transition,
+//! by a duplicate, or by the sweep's wake. An acceptance's row is written
+//! after its acknowledgement ([`AfterAnswer`]).
 
 use super::{Backend, Engine};
 

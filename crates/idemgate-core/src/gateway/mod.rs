@@ -66,7 +66,7 @@ pub trait Edge {
     async fn check_public_keys(&self, checks: &[PublicKeyCheck]) -> PublicKeyChecked;
     /// The isolate's replays.
     fn with_replays<T>(&self, f: impl FnOnce(&mut ReplayCache) -> T) -> T;
-    /// Whether the receipt index (D1) is bound.
+    /// Whether the receipt index's shards (`INDEX_SHARD`) are bound.
     fn has_index(&self) -> bool;
     /// Since when this version runs, if the index knows (SPEC §3, v3).
     async fn upgrade_since(&self) -> Option<u64>;

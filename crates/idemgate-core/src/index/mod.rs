@@ -1,7 +1,8 @@
-//! The receipt index (SPEC §7, §2b): a D1 table an operator lists receipts
-//! by state from without knowing their keys, and that the scheduled sweep
-//! reads to wake every object whose next step is overdue. The key's
-//! Durable Object stays the truth; the index follows it:
+//! The receipt index (SPEC §7, §2b, §15 v5): a table in each of a route's
+//! index shards ([`shard`]), which an operator lists receipts by state from
+//! without knowing their keys, and which each shard's sweep reads to wake
+//! every object whose next step is overdue. The key's Durable Object stays
+//! the truth; the index follows it:
 //!
 //! - a sync receipt is indexed when it fails, and leaves the index when it
 //!   completes (a retry in flight keeps its `failed` row);
