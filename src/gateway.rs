@@ -1,5 +1,5 @@
 //! The fetch handler: the Worker's [`Edge`] (the runtime's request, body,
-//! WebCrypto, Durable Objects, D1 and the isolate's replays) under the
+//! WebCrypto, Durable Objects, the index's shards and the isolate's replays) under the
 //! core's [`idemgate_core::gateway`], which runs SPEC §1's steps in order,
 //! and the rendering of what they came to.
 

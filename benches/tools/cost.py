@@ -24,7 +24,7 @@ PRICE_PER_MILLION = {
     "gb_seconds": 12.50,  # Durable Object duration, 128 MB while active
     "rows_written": 1.00,  # SQLite rows written; setAlarm and deletes count as one
     "rows_read": 0.001,
-    "index_writes": 1.00,  # D1 rows written
+    "index_writes": 1.00,  # index rows written (D1 when measured; a shard's row now)
     "metric_points": 0.25,  # Analytics Engine data points
 }
 LOG_PRICE_PER_GB = 0.25  # Observability ingestion
@@ -75,8 +75,8 @@ FLOOR = {
         "rows_written": 1 + 1 + 1 + 1 + 1,
         # the retention alarm's invocation
         "alarm_invocations": 1,
-        # the index row before the 202 (no alarm alone stands between an
-        # acknowledged delivery and its delivery), its removal after
+        # the index row (after the 202 since v5, repaired from the
+        # receipt's alarm), its removal after
         "index_writes": 2,
         # `queued`, `forwarded`, `expired`
         "log_lines": 3,

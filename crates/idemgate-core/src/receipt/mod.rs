@@ -163,7 +163,7 @@ pub struct Receipt {
     /// Async: the terms it was accepted with (none in a record of the
     /// second version, whose route's current settings then apply).
     pub terms: Option<AsyncTerms>,
-    /// What the receipt index (D1) shows for this receipt.
+    /// What the receipt index shows for this receipt.
     pub indexed: Indexed,
     /// Async: since when its next attempt waits for a flow-control permit
     /// (SPEC §2, v3); a wait is not an attempt.

@@ -22,8 +22,11 @@
 //! - alarms: reliable; refused (`set_alarm` fails) for stretches of up to
 //!   minutes, past the runtime's six retries of a failing handler; accepted
 //!   and never fired, at random or for stretches; or dropped for good from
-//!   some step on, through the end of the schedule;
-//! - the receipt index (D1, modelled with `index::sql`'s version rule):
+//!   some step on, through the end of the schedule; but never the alarm of
+//!   a receipt whose index row has not landed, which is all that finds it
+//!   again (SPEC §2b, v5: the platform runs every alarm at least once);
+//! - the receipt index (one table standing for every key's shard, modelled
+//!   with `index::sql`'s version rule):
 //!   writes that fail, land late and out of order with later ones, land
 //!   while their reply is lost, or are lost; outages of seconds to a
 //!   minute;
@@ -31,7 +34,7 @@
 //!   commit together), among them between a receipt's write and its index
 //!   write;
 //! - the scheduled sweep ([`crate::sweep`]): at a seeded cadence (a
-//!   minute, or 15 s), unless the run is missed or D1 is down, every row
+//!   minute, or 15 s), unless the run is missed or the index is down, every row
 //!   whose `next_wake_at` is at or before `now - GRACE_MS` and is not a
 //!   tombstone has its object woken ([`Engine::wake`]), concurrently with
 //!   everything else; old tombstones are forgotten.
