@@ -98,6 +98,12 @@ impl Edge for WorkerEdge {
     }
 
     async fn upgrade_since(&self) -> Option<u64> {
+        // Every deployment of the second version kept its index in D1: one
+        // without it (a new deployment, or one whose D1 rows have moved
+        // out, long after) holds no receipt under a second-version key.
+        if crate::receipt_index::legacy_database(&self.env).is_none() {
+            return Some(0);
+        }
         crate::receipt_index::upgrade_since(&self.env).await
     }
 

@@ -7,7 +7,7 @@
 
 use idemgate_core::signature::{Message, SchemeSettings, SignatureScheme};
 
-use crate::support::gateway::Worker;
+use crate::support::gateway::{Index, Worker};
 use crate::support::{client, Gateway, Reply};
 use crate::{World, ADMIN_TOKEN, FORWARD_SECRET};
 
@@ -103,7 +103,14 @@ pub async fn a_retry_that_spans_the_upgrade_is_not_forwarded_again(world: &'stat
     let deliveries = deliveries(run);
     let mut before_vars = vars.clone();
     before_vars.push(("IDEMGATE_TEST_SECOND_VERSION_KEYS", "true"));
-    let before = Gateway::start_with_hooks(&before_vars).await;
+    // The second version kept its index in D1.
+    let before = Gateway::start_in_with_index(
+        tempfile::tempdir().unwrap(),
+        Worker::TestHooks,
+        Index::Legacy,
+        &before_vars,
+    )
+    .await;
     let mut first = Vec::new();
     for (path, headers, body) in &deliveries {
         let reply = send(&before, path, headers, body).await;
@@ -119,7 +126,7 @@ pub async fn a_retry_that_spans_the_upgrade_is_not_forwarded_again(world: &'stat
     // The upgrade: this version, on the same state.
     let state = before.crash();
     vars.retain(|(name, _)| !name.starts_with("IDEMGATE_TEST"));
-    let after = Gateway::start_in_with(state, Worker::Release, &vars).await;
+    let after = Gateway::start_in_with_index(state, Worker::Release, Index::Legacy, &vars).await;
     for ((path, headers, body), first) in deliveries.iter().zip(&first) {
         let retry = send(&after, path, headers, body).await;
         assert_eq!(
