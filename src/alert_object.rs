@@ -1,29 +1,26 @@
 //! Alerts (SPEC §13, v4; §15, v5): a Durable Object class
 //! (`AlertObject`, binding `ALERT_OBJECT`), one object per route (named
 //! `alerts:<route>`) and one for the deployment's own condition (`alerts`),
-//! each keeping its alert book ([`idemgate_core::alerts::book`]) as one
-//! JSON value. Isolates and objects send each what they observed of its
-//! route ([`crate::alerts`]); its alarm sends what is due to the sinks of
-//! `ALERTS`, signing each attempt afresh, and wakes again when the book
-//! next has something to do. Nothing here is on a delivery's path, and a
-//! flood on one route is kept by that route's object alone.
-
-use std::cell::RefCell;
+//! each a host ([`idemgate_core::host`]) of its alert book
+//! ([`idemgate_core::alerts::kept::KeptAlerts`]), kept as one stored value.
+//! Isolates and objects send each what they observed of its route
+//! ([`crate::alerts`]); its alarm sends what is due to the sinks of
+//! `ALERTS`, signing each attempt afresh. Nothing here is on a delivery's
+//! path, and a flood on one route is kept by that route's object alone.
 
 use wasm_bindgen::prelude::*;
-use worker::js_sys::{Date as JsDate, Number};
-use worker::{
-    durable_object, Date, DurableObject, Env, Request, Response, ScheduledTime, State, Storage,
-};
+use worker::{durable_object, Date, DurableObject, Env, Request, Response, State};
 
-use idemgate_core::alerts::book::AlertBook;
+use idemgate_core::alerts::kept::{not_configured, AlertCall, KeptAlerts};
 use idemgate_core::alerts::{self, AlertsConfig};
 use idemgate_core::answer::render_problem;
+use idemgate_core::host::value::ValueStore;
+use idemgate_core::host::Host;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::ForwardResult;
 
-use crate::alerts::AlertCall;
 use crate::edge_http;
+use crate::object_storage::KeyValues;
 
 const BOOK_KEY: &str = "book";
 /// How long a sink may take to answer.
@@ -31,17 +28,22 @@ const SINK_TIMEOUT_MS: u64 = 5_000;
 
 #[durable_object]
 pub struct AlertObject {
-    storage: Storage,
+    host: Host<KeptAlerts, ValueStore<KeyValues>>,
     env: Env,
-    book: RefCell<Option<AlertBook>>,
 }
 
 impl DurableObject for AlertObject {
     fn new(state: State, env: Env) -> Self {
-        AlertObject {
+        let storage = KeyValues {
             storage: state.storage(),
+            on_write: || {},
+        };
+        AlertObject {
+            host: Host::new(ValueStore {
+                storage,
+                key: BOOK_KEY,
+            }),
             env,
-            book: RefCell::new(None),
         }
     }
 
@@ -49,13 +51,23 @@ impl DurableObject for AlertObject {
         edge_http::response(&render_problem(&Problem::NotFound)).map(Response::from)
     }
 
-    /// Sends what is due, and sleeps until the book's next moment.
+    /// The time passed; what is due goes out, and the book sleeps until
+    /// its next moment. A storage failure is an error, so the runtime runs
+    /// the alarm again.
     async fn alarm(&self) -> worker::Result<Response> {
-        self.answer(AlertCall::Tick)
+        self.host.alarm_rang();
+        let Some(config) = self.config() else {
+            return Response::empty();
+        };
+        let now = Date::now().as_millis();
+        let tick = (AlertCall::Tick, config.clone());
+        self.host
+            .call(&tick, now)
             .await
             .map_err(worker::Error::RustError)?;
-        self.send_due().await.map_err(worker::Error::RustError)?;
-        self.wake_later().await.map_err(worker::Error::RustError)?;
+        self.send_due(&config)
+            .await
+            .map_err(worker::Error::RustError)?;
         Response::empty()
     }
 }
@@ -68,16 +80,8 @@ impl AlertObject {
     /// The object's RPC method: an [`AlertCall`] as JSON; answers JSON.
     #[wasm_bindgen(js_name = call)]
     pub async fn call(&self, line: String) -> Result<String, JsValue> {
-        let call: AlertCall =
-            serde_json::from_str(&line).map_err(|error| JsValue::from_str(&error.to_string()))?;
-        let answer = self
-            .answer(call)
-            .await
-            .map_err(|message| JsValue::from_str(&message))?;
-        self.wake_later()
-            .await
-            .map_err(|message| JsValue::from_str(&message))?;
-        Ok(answer)
+        let answered = self.answer(&line).await;
+        answered.map_err(|message| JsValue::from_str(&message))
     }
 }
 
@@ -86,51 +90,30 @@ impl AlertObject {
         crate::alerts::config(&self.env).ok().flatten()
     }
 
-    async fn answer(&self, call: AlertCall) -> Result<String, String> {
-        self.load().await?;
-        let now = Date::now().as_millis();
+    async fn answer(&self, line: &str) -> Result<String, String> {
+        let call: AlertCall = serde_json::from_str(line).map_err(|error| error.to_string())?;
         let Some(config) = self.config() else {
-            return Ok(serde_json::json!({ "configured": false }).to_string());
+            return Ok(not_configured().to_string());
         };
-        let view = self.with_book(|book| {
-            match &call {
-                AlertCall::Observe(observations) => {
-                    for seen in observations {
-                        book.observe(
-                            &seen.route,
-                            seen.condition,
-                            seen.count,
-                            &seen.detail,
-                            now,
-                            &config,
-                        );
-                    }
-                }
-                AlertCall::Tick => book.tick(now, &config),
-                AlertCall::View => {}
+        let view = match call {
+            // A read: nothing is stored.
+            AlertCall::View => self.host.read(KeptAlerts::view).await?,
+            call => {
+                let (view, _) = self
+                    .host
+                    .call(&(call, config), Date::now().as_millis())
+                    .await?;
+                view
             }
-            serde_json::json!({
-                "configured": true,
-                "conditions": book.view(),
-                "outbox": book.outbox_len(),
-                "delivered": book.delivered,
-                "given_up": book.given_up,
-            })
-        });
-        if call != AlertCall::View {
-            self.save().await?;
-        }
+        };
         Ok(view.to_string())
     }
 
     /// Sends every alert due now, one sink at a time; the book learns what
     /// was delivered and what waits for a retry.
-    async fn send_due(&self) -> Result<(), String> {
-        let Some(config) = self.config() else {
-            return Ok(());
-        };
+    async fn send_due(&self, config: &AlertsConfig) -> Result<(), String> {
         let now = Date::now().as_millis();
-        let due = self.with_book(|book| book.due(now));
+        let (due, _) = self.host.step(now, |kept| kept.book.due(now)).await?;
         let mut results = Vec::with_capacity(due.len());
         for outgoing in due {
             let position = outgoing.sink.min(config.sinks.len() - 1);
@@ -160,55 +143,9 @@ impl AlertObject {
             results.push((outgoing.alert.id.clone(), outgoing.sink, result));
         }
         let after = Date::now().as_millis();
-        self.with_book(|book| book.sent(results, after));
-        self.save().await
-    }
-
-    /// The alarm at the book's next moment (now, if an alert is due).
-    async fn wake_later(&self) -> Result<(), String> {
-        let Some(config) = self.config() else {
-            return Ok(());
-        };
-        let Some(next) = self.with_book(|book| book.next_wake(&config)) else {
-            return Ok(());
-        };
-        // A date: `set_alarm` reads a bare number as an offset from now.
-        let at = JsDate::new(&Number::from(next.max(Date::now().as_millis()) as f64));
-        self.storage
-            .set_alarm(ScheduledTime::new(at))
-            .await
-            .map_err(|error| error.to_string())
-    }
-
-    async fn load(&self) -> Result<(), String> {
-        if self.book.borrow().is_some() {
-            return Ok(());
-        }
-        let stored = self
-            .storage
-            .get::<String>(BOOK_KEY)
-            .await
-            .map_err(|error| error.to_string())?;
-        let book = match stored {
-            Some(json) => serde_json::from_str(&json).map_err(|error| error.to_string())?,
-            None => AlertBook::default(),
-        };
-        self.book.borrow_mut().get_or_insert(book);
+        self.host
+            .step(after, |kept| kept.book.sent(results, after))
+            .await?;
         Ok(())
-    }
-
-    async fn save(&self) -> Result<(), String> {
-        let json = self.with_book(|book| serde_json::to_string(book).expect("a book serializes"));
-        self.storage
-            .put(BOOK_KEY, json)
-            .await
-            .map_err(|error| error.to_string())
-    }
-
-    fn with_book<T>(&self, f: impl FnOnce(&mut AlertBook) -> T) -> T {
-        f(self
-            .book
-            .borrow_mut()
-            .get_or_insert_with(AlertBook::default))
     }
 }

@@ -17,8 +17,8 @@ use worker::js_sys::Promise;
 use worker::Env;
 
 use futures::future::{select, Either};
+pub use idemgate_core::alerts::kept::{AlertCall, Observation};
 use idemgate_core::alerts::{self, AlertsConfig, Condition, SEND_BOUND_MS};
-use serde::{Deserialize, Serialize};
 
 pub const ALERT_OBJECT_BINDING: &str = "ALERT_OBJECT";
 /// The deployment's object's name (the one object of earlier versions).
@@ -36,27 +36,6 @@ fn object_for(route: &str, condition: Condition) -> String {
 fn route_object(route: &str) -> String {
     format!("{ALERT_OBJECT_NAME}:{route}")
 }
-/// What the object is asked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AlertCall {
-    /// Signs observed since the last call.
-    Observe(Vec<Observation>),
-    /// The time passed (the Cron Trigger's minute).
-    Tick,
-    /// The book as the operator sees it.
-    View,
-}
-
-/// `count` signs of `condition` on `route`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observation {
-    pub route: String,
-    pub condition: Condition,
-    pub count: u64,
-    pub detail: String,
-}
-
 /// `ALERTS` and its companions, read once per isolate; `Ok(None)` when
 /// alerting is off; `Err` says what is wrong (health shows it).
 pub fn config(env: &Env) -> Result<Option<AlertsConfig>, String> {

@@ -1,7 +1,7 @@
 //! Alerts (SPEC §13, v4): where a person hears about trouble. Decision
 //! events are observed per route and condition ([`Condition`]); the
-//! deployment's alert book ([`book::AlertBook`], kept by one Durable
-//! Object) decides when a condition fires, sends at most one alert per
+//! alert book of each route ([`book::AlertBook`], kept by the route's
+//! alert object through [`kept::KeptAlerts`]) decides when a condition fires, sends at most one alert per
 //! route and condition per `ALERT_INTERVAL_SECONDS` with the count since
 //! the last, a `resolved` one when it clears, and keeps every alert it
 //! could not deliver in an outbox that it retries ([`message`] renders and
@@ -17,6 +17,7 @@
 //! health and sends nothing, and never stops a delivery.
 
 pub mod book;
+pub mod kept;
 pub mod message;
 mod send_gate;
 
