@@ -31,39 +31,75 @@ const SETTLE: Duration = Duration::from_secs(12);
 pub const OBJECT_REQUESTS_PER_SECOND: f64 = 1_000.0;
 const INDEX_SHARDS: &str = "16";
 
+/// The limited route's coordinators and its limit (a share of 8 each).
+const FLOW_SHARDS: u64 = 8;
+const LIMIT: u64 = 64;
+
+fn routes() -> String {
+    json!({
+        "storm": {"path": "/capacity", "delivery": "async"},
+        "limited": {"path": "/capacity-limited", "delivery": "async",
+                    "max_in_flight": LIMIT, "flow_shards": FLOW_SHARDS},
+    })
+    .to_string()
+}
+
+/// The async storm of `keys` distinct keys on an unlimited route, then
+/// a fifth of them on a route limited over [`FLOW_SHARDS`] coordinators.
 pub async fn capacity(keys: usize) -> Value {
     let origin = TestOrigin::start().await;
     let origin_url = origin.url();
+    let routes = routes();
     let gateway = Gateway::start_without_inspector(&[
+        ("ROUTES", routes.as_str()),
         ("ORIGIN_URL", origin_url.as_str()),
         ("ADMIN_TOKEN", ADMIN_TOKEN),
-        ("DELIVERY", "async"),
         ("INDEX_SHARDS", INDEX_SHARDS),
     ])
     .await;
-    let before = stats(&gateway).await;
+    let unlimited = storm(&gateway, &origin, "/capacity/", keys).await;
+    let limited = storm(
+        &gateway,
+        &origin,
+        "/capacity-limited/",
+        (keys / 5).max(STEP),
+    )
+    .await;
+    json!({
+        "index_shards": INDEX_SHARDS.parse::<u64>().unwrap(),
+        "async": unlimited,
+        "limited": limited,
+        "flow_shards": FLOW_SHARDS,
+        "limit": LIMIT,
+    })
+}
+
+/// `keys` first deliveries to `prefix`, each a key of its own, in steps.
+async fn storm(gateway: &Gateway, origin: &TestOrigin, prefix: &str, keys: usize) -> Value {
+    let gateway = &gateway;
+    let before = stats(gateway).await;
     let started = Instant::now();
     let mut acknowledged = 0usize;
     let mut refused = 0usize;
     let mut sent = 0usize;
     while sent < keys {
         let step = STEP.min(keys - sent);
-        let (ok, not) = send_step(&gateway, sent, step).await;
+        let (ok, not) = send_step(gateway, prefix, sent, step).await;
         acknowledged += ok;
         refused += not;
         sent += step;
         let deadline = Instant::now() + Duration::from_secs(60);
-        while origin.count("/capacity/") < acknowledged && Instant::now() < deadline {
+        while origin.count(prefix) < acknowledged && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         eprintln!(
             "bench: capacity: {sent} of {keys} sent, {} at the origin",
-            origin.count("/capacity/")
+            origin.count(prefix)
         );
         tokio::time::sleep(SETTLE).await;
     }
     let seconds = started.elapsed().as_secs_f64();
-    let after = stats(&gateway).await;
+    let after = stats(gateway).await;
     let deliveries = acknowledged.max(1) as f64;
     let delta = |map: &str, name: &str| {
         after[map][name].as_f64().unwrap_or(0.0) - before[map][name].as_f64().unwrap_or(0.0)
@@ -103,8 +139,7 @@ pub async fn capacity(keys: usize) -> Value {
         "keys": keys,
         "acknowledged": acknowledged,
         "refused": refused,
-        "delivered": origin.count("/capacity/"),
-        "index_shards": INDEX_SHARDS.parse::<u64>().unwrap(),
+        "delivered": origin.count(prefix),
         "seconds": seconds,
         "classes": rows,
     })
@@ -112,12 +147,12 @@ pub async fn capacity(keys: usize) -> Value {
 
 /// `count` first deliveries of keys from `first`, over [`SENDERS`]
 /// connections: how many were acknowledged (202) and how many not.
-async fn send_step(gateway: &Gateway, first: usize, count: usize) -> (usize, usize) {
+async fn send_step(gateway: &Gateway, prefix: &str, first: usize, count: usize) -> (usize, usize) {
     let gate = Arc::new(Semaphore::new(SENDERS));
     let mut tasks = JoinSet::new();
     for n in first..first + count {
         let gate = gate.clone();
-        let url = gateway.url(&format!("/capacity/{n}"));
+        let url = gateway.url(&format!("{prefix}{n}"));
         tasks.spawn(async move {
             let _held = gate.acquire_owned().await.unwrap();
             let key = format!("capacity-{n}");
@@ -139,9 +174,23 @@ async fn send_step(gateway: &Gateway, first: usize, count: usize) -> (usize, usi
 }
 
 pub fn print(capacity: &Value) {
+    print_storm(
+        &format!("async, INDEX_SHARDS {}", capacity["index_shards"]),
+        &capacity["async"],
+    );
+    print_storm(
+        &format!(
+            "async, max_in_flight {} over flow_shards {}",
+            capacity["limit"], capacity["flow_shards"]
+        ),
+        &capacity["limited"],
+    );
+}
+
+fn print_storm(what: &str, capacity: &Value) {
     println!(
-        "\ncapacity: {} async deliveries of distinct keys ({} acknowledged, {} refused, {} at the origin), INDEX_SHARDS {}",
-        capacity["keys"], capacity["acknowledged"], capacity["refused"], capacity["delivered"], capacity["index_shards"]
+        "\ncapacity: {} deliveries of distinct keys, {what} ({} acknowledged, {} refused, {} at the origin)",
+        capacity["keys"], capacity["acknowledged"], capacity["refused"], capacity["delivered"]
     );
     println!(
         "| class | requests per delivery | busiest object | its requests per delivery | route ceiling (deliveries/s, at {OBJECT_REQUESTS_PER_SECOND} req/s per object) |"
