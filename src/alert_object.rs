@@ -125,16 +125,20 @@ impl AlertObject {
                 .map(|secret| secret.to_string());
             let result = match outgoing.alert.request(sink, secret.as_deref(), now / 1_000) {
                 Err(error) => Err(error),
-                Ok(request) => match edge_http::send_forward(request, SINK_TIMEOUT_MS).await {
-                    ForwardResult::Answered(response) if (200..300).contains(&response.status) => {
-                        Ok(())
+                Ok(request) => {
+                    match edge_http::send_forward(request, SINK_TIMEOUT_MS, None).await {
+                        ForwardResult::Answered(response)
+                            if (200..300).contains(&response.status) =>
+                        {
+                            Ok(())
+                        }
+                        ForwardResult::Answered(response) => {
+                            Err(format!("answered {}", response.status))
+                        }
+                        ForwardResult::TimedOut => Err("timed out".into()),
+                        ForwardResult::Unreachable(message) => Err(message),
                     }
-                    ForwardResult::Answered(response) => {
-                        Err(format!("answered {}", response.status))
-                    }
-                    ForwardResult::TimedOut => Err("timed out".into()),
-                    ForwardResult::Unreachable(message) => Err(message),
-                },
+                }
             };
             // The runtime's message may quote the URL: the book keeps it,
             // and the operator's page shows it.

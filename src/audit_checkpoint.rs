@@ -31,7 +31,7 @@ pub async fn send(env: &Env, checkpoint: &Checkpoint) -> bool {
         };
         delivered &= match request {
             Ok(request) => matches!(
-                edge_http::send_forward(request, SINK_TIMEOUT_MS).await,
+                edge_http::send_forward(request, SINK_TIMEOUT_MS, None).await,
                 ForwardResult::Answered(response) if (200..300).contains(&response.status)
             ),
             Err(_) => false,

@@ -315,7 +315,14 @@ impl Backend for DurableBackend {
     }
 
     async fn forward(&self, request: OutboundRequest, timeout_ms: u64) -> ForwardResult {
-        edge_http::send_forward(request, timeout_ms).await
+        let fetcher = match &request.via {
+            None => None,
+            Some(name) => match edge_http::fetcher(&self.env, name) {
+                Ok(fetcher) => Some(fetcher),
+                Err(message) => return ForwardResult::Unreachable(message),
+            },
+        };
+        edge_http::send_forward(request, timeout_ms, fetcher.as_ref()).await
     }
 
     fn sleep(&self, ms: u64) -> impl Future<Output = ()> {

@@ -57,20 +57,23 @@ export async function read_body(request, limit) {
   }
   return body;
 }
-export function proxy(request, url, headers) {
-  return fetch(url, {
+function send(fetcher, url, init) {
+  return fetcher ? fetcher.fetch(url, init) : fetch(url, init);
+}
+export function proxy(request, url, headers, fetcher) {
+  return send(fetcher, url, {
     method: request.method,
     headers: new_headers(headers),
     body: request.body,
     redirect: "manual",
   });
 }
-export function forward(url, method, headers, body, timeoutMs) {
+export function forward(url, method, headers, body, timeoutMs, fetcher) {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeoutMs);
   const init = { method, headers: new_headers(headers), redirect: "manual", signal: controller.signal };
   if (body.length > 0) init.body = body;
-  return fetch(url, init)
+  return send(fetcher, url, init)
     .then(async (response) => [response.status, header_text(response.headers), new Uint8Array(await response.arrayBuffer())])
     .then(
       (answer) => {
@@ -101,6 +104,7 @@ extern "C" {
         request: &web_sys::Request,
         url: &str,
         headers: &str,
+        fetcher: &JsValue,
     ) -> Result<js_sys::Promise, JsValue>;
     #[wasm_bindgen(catch)]
     fn forward(
@@ -109,6 +113,7 @@ extern "C" {
         headers: &str,
         body: &Uint8Array,
         timeout_ms: f64,
+        fetcher: &JsValue,
     ) -> Result<js_sys::Promise, JsValue>;
 }
 
@@ -147,8 +152,16 @@ pub async fn proxy_to(
     request: &web_sys::Request,
     url: &str,
     headers: &[(String, String)],
+    fetcher: Option<&JsValue>,
 ) -> Result<web_sys::Response, String> {
-    let sent = proxy(request, url, &encode_list(headers)).map_err(describe)?;
+    let network = JsValue::UNDEFINED;
+    let sent = proxy(
+        request,
+        url,
+        &encode_list(headers),
+        fetcher.unwrap_or(&network),
+    )
+    .map_err(describe)?;
     JsFuture::from(sent)
         .await
         .map_err(describe)?
@@ -156,17 +169,33 @@ pub async fn proxy_to(
         .map_err(describe)
 }
 
+/// The binding `name` of `env` a forward goes through (SPEC §5, v5: a
+/// service or mTLS certificate binding): an error names it when missing.
+pub fn fetcher(env: &worker::Env, name: &str) -> Result<JsValue, String> {
+    match js_sys::Reflect::get(env, &JsValue::from_str(name)) {
+        Ok(value) if value.is_object() => Ok(value),
+        _ => Err(format!("the {name} binding is missing (wrangler.toml)")),
+    }
+}
+
 /// Sends a forward, giving up after `timeout_ms`; redirects are not
 /// followed (an origin's 3xx is its answer). The fetch starts when this
-/// future is first polled, in that turn.
-pub async fn send_forward(request: OutboundRequest, timeout_ms: u64) -> ForwardResult {
+/// future is first polled, in that turn. `fetcher` is the binding it
+/// goes through, if not the network.
+pub async fn send_forward(
+    request: OutboundRequest,
+    timeout_ms: u64,
+    fetcher: Option<&JsValue>,
+) -> ForwardResult {
     let body = Uint8Array::from(request.body.as_slice());
+    let network = JsValue::UNDEFINED;
     let sent = forward(
         &request.url,
         &request.method,
         &encode_list(&request.headers),
         &body,
         timeout_ms as f64,
+        fetcher.unwrap_or(&network),
     );
     drop(request);
     let answer = match sent {

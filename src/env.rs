@@ -33,7 +33,14 @@ pub fn config_from_env(env: &Env) -> Result<Rc<Config>, Problem> {
         isolate
             .config
             .borrow_mut()
-            .get_or_insert_with(|| Config::from_lookup(|name| lookup(env, name)).map(Rc::new))
+            .get_or_insert_with(|| {
+                let mut config = Config::from_lookup(|name| lookup(env, name))?;
+                // A binding is an object of the environment, not a string.
+                config.refuse_missing_bindings(|name| {
+                    Reflect::get(env, &JsValue::from_str(name)).is_ok_and(|value| value.is_object())
+                });
+                Ok(Rc::new(config))
+            })
             .clone()
     })
 }

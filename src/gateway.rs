@@ -69,8 +69,16 @@ impl Edge for WorkerEdge {
         &self,
         url: &str,
         headers: &HeaderList,
+        via: Option<&str>,
     ) -> Result<web_sys::Response, Problem> {
-        edge_http::proxy_to(&self.request, url, headers)
+        let fetcher = match via {
+            None => None,
+            Some(name) => Some(
+                edge_http::fetcher(&self.env, name)
+                    .map_err(|message| Problem::OriginUnreachable { message })?,
+            ),
+        };
+        edge_http::proxy_to(&self.request, url, headers, fetcher.as_ref())
             .await
             .map_err(|message| Problem::OriginUnreachable { message })
     }

@@ -199,8 +199,9 @@ impl RunBackend for WorkerRun<'_> {
             url: request.url,
             headers: request.headers,
             body: request.body.map(String::into_bytes).unwrap_or_default(),
+            via: None,
         };
-        match edge_http::send_forward(outbound, API_TIMEOUT_MS).await {
+        match edge_http::send_forward(outbound, API_TIMEOUT_MS, None).await {
             ForwardResult::Answered(response) => Ok(ApiResponse {
                 status: response.status,
                 headers: response.headers,

@@ -62,6 +62,11 @@ pub struct DeliveryRequest {
     /// receipt; `None` for a request of one event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<String>,
+    /// The binding the forward goes through (SPEC §5, v5: a service or
+    /// mTLS certificate binding the route's `ORIGIN` names); `None`: the
+    /// network, as before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     /// On an ordered route (SPEC §12, v4), its entity's order object and
     /// its event's time; `None` when unordered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,12 +114,14 @@ impl DeliveryRequest {
             stale,
             batch: _,
             order: _,
+            via,
         } = self;
         OutboundRequest {
             method,
             url,
             headers,
             body,
+            via,
         }
         .with_idempotency(&Idempotency {
             key: &identity.key,
@@ -146,6 +153,7 @@ mod tests {
             stale: false,
             batch: None,
             order: None,
+            via: None,
         }
     }
 

@@ -268,6 +268,7 @@ mod tests {
                     stale: false,
                     batch: None,
                     order: None,
+                    via: None,
                 },
                 if_known: false,
                 if_absent: false,

@@ -14,6 +14,8 @@ pub struct OutboundRequest {
     pub url: String,
     pub headers: HeaderList,
     pub body: Vec<u8>,
+    /// The binding it goes through instead of the network, if any.
+    pub via: Option<String>,
 }
 
 /// Where a forward goes: the route's origin + the request path (as sent) +
@@ -306,6 +308,7 @@ mod tests {
             url: "http://o/pay".into(),
             headers: vec![],
             body: b"{}".to_vec(),
+            via: None,
         };
         let body_sha256 = sha256_hex(b"{}");
         let mut idempotency = Idempotency {
@@ -353,6 +356,7 @@ mod tests {
             url: "http://o/pay".into(),
             headers: vec![],
             body: b"{}".to_vec(),
+            via: None,
         };
         let body_sha256 = sha256_hex(b"{}");
         let live = Idempotency {

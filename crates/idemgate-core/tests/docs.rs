@@ -974,6 +974,7 @@ fn headers_set() -> BTreeSet<String> {
         url: "https://origin.example/payments".into(),
         headers: vec![],
         body: vec![],
+        via: None,
     }
     .with_idempotency(&Idempotency {
         key: &key,

@@ -156,6 +156,7 @@ impl Forward {
             url: format!("https://origin.example{}", self.path_and_query),
             headers: self.other_headers.clone(),
             body: self.body.clone(),
+            via: None,
         }
         .with_idempotency(&Idempotency {
             key: &key,

@@ -98,6 +98,7 @@ impl Alert {
             url: sink.url.clone(),
             headers,
             body: body.into_bytes(),
+            via: None,
         })
     }
 }

@@ -79,6 +79,7 @@ impl Checkpoint {
                 url: sink.url.clone(),
                 headers,
                 body: body.into_bytes(),
+                via: None,
             }
         }))
     }

@@ -91,6 +91,23 @@ pub struct AsyncDelivery {
 
 /// One route: where its deliveries go and how they are deduplicated.
 /// (Compared only where its scheme can sign: see `SignatureScheme`.)
+/// A binding a route's forwards go through instead of the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginBinding {
+    pub kind: BindingKind,
+    /// The binding's name in the Worker's environment.
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindingKind {
+    /// Another Worker (`service:NAME`): no public URL, no network hop.
+    Service,
+    /// An mTLS certificate binding (`mtls:NAME`): the forward to
+    /// `ORIGIN_URL` presents idemgate's client certificate.
+    Mtls,
+}
+
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "sign", derive(PartialEq, Eq))]
 pub struct RouteConfig {
@@ -99,6 +116,9 @@ pub struct RouteConfig {
     pub path: String,
     /// Base URL the request path and query are appended to; no trailing slash.
     pub origin_url: String,
+    /// The binding the route's forwards go through (SPEC §5, v5), if its
+    /// `ORIGIN` names one.
+    pub origin_binding: Option<OriginBinding>,
     pub mode: DedupMode,
     pub key_sources: Vec<KeySource>,
     pub key_scope: KeyScope,
@@ -276,6 +296,44 @@ impl Config {
             config.add(name, normalized, route);
         }
         Ok(config)
+    }
+
+    /// Breaks each route whose `ORIGIN` names a binding the Worker lacks
+    /// (`bound` says which it has): `misconfigured`, named by health, as
+    /// every other setting at fault.
+    pub fn refuse_missing_bindings(&mut self, bound: impl Fn(&str) -> bool) {
+        let (kept, missing): (Vec<RouteConfig>, Vec<RouteConfig>) =
+            std::mem::take(&mut self.routes)
+                .into_iter()
+                .partition(|route| {
+                    route
+                        .origin_binding
+                        .as_ref()
+                        .is_none_or(|binding| bound(&binding.name))
+                });
+        self.routes = kept;
+        for route in missing {
+            let binding = route.origin_binding.expect("a missing binding");
+            let variable = match self.explicit_routes {
+                true => format!("ROUTES.{}.origin", route.name),
+                false => "ORIGIN".to_string(),
+            };
+            let (kind, section) = match binding.kind {
+                BindingKind::Service => ("service", "[[services]]"),
+                BindingKind::Mtls => ("mTLS certificate", "[[mtls_certificates]]"),
+            };
+            self.broken.push(BrokenRoute {
+                name: route.name,
+                path: route.path,
+                problem: settings::misconfigured(
+                    variable,
+                    format!(
+                        "names the {kind} binding {}, which this Worker does not have (wrangler.toml {section})",
+                        binding.name
+                    ),
+                ),
+            });
+        }
     }
 
     fn add(&mut self, name: &str, path: String, route: Result<RouteConfig, Problem>) {

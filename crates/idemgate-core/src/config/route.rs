@@ -4,8 +4,8 @@
 use super::settings::{misconfigured, printable, Setting, Settings};
 use super::values::{parse_origin_url, parse_schedule};
 use super::{
-    AsyncDelivery, DedupMode, Delivery, InFlightPolicy, RouteConfig, Tenant, API_KEY_SOURCES,
-    DEFAULT_RETRY_SCHEDULE, MAX_ASYNC_BODY_BYTES, MAX_BODY_BYTES_LIMIT,
+    AsyncDelivery, BindingKind, DedupMode, Delivery, InFlightPolicy, OriginBinding, RouteConfig,
+    Tenant, API_KEY_SOURCES, DEFAULT_RETRY_SCHEDULE, MAX_ASYNC_BODY_BYTES, MAX_BODY_BYTES_LIMIT,
     MAX_STORABLE_RESPONSE_BYTES, WEBHOOK_KEY_SOURCES,
 };
 use crate::flow::{FlowLimits, MAX_FLOW_SHARDS};
@@ -23,17 +23,7 @@ pub(super) fn route_config(
     settings: &Settings,
 ) -> Result<RouteConfig, Problem> {
     let path = route_path(raw_path, settings)?;
-    let origin = settings.get("ORIGIN_URL")?.ok_or_else(|| {
-        misconfigured(
-            settings.label("ORIGIN_URL"),
-            if settings.route.is_some() {
-                "is required (or set the top-level ORIGIN_URL)"
-            } else {
-                "is required and not set"
-            },
-        )
-    })?;
-    let origin_url = parse_origin_url(&origin)?;
+    let (origin_url, origin_binding) = origin(settings)?;
     let mode = settings.choice(
         "DEDUP_MODE",
         DedupMode::Webhook,
@@ -261,6 +251,7 @@ pub(super) fn route_config(
         name: name.to_string(),
         path,
         origin_url,
+        origin_binding,
         mode,
         key_sources,
         key_scope,
@@ -350,4 +341,82 @@ fn signature_scheme(settings: &Settings) -> Result<SignatureScheme, Problem> {
 /// a second, and a tenth of the timeout.
 pub fn lease_margin_ms(origin_timeout_ms: u64) -> u64 {
     1_000_u64.max(origin_timeout_ms.div_ceil(10))
+}
+
+/// Where the route's forwards go (SPEC §5, v5): `origin` (`ORIGIN`)
+/// names a binding (`service:NAME`, `mtls:NAME`) or is the URL;
+/// `origin_url` (`ORIGIN_URL`) is the URL, which an mTLS binding needs and
+/// a service binding may set (its host is then only what the origin
+/// Worker sees; `https://NAME` when unset). A route's own settings come
+/// before the top level's.
+fn origin(settings: &Settings) -> Result<(String, Option<OriginBinding>), Problem> {
+    let (own_origin, own_url) = (settings.own("ORIGIN")?, settings.own("ORIGIN_URL")?);
+    let (origin, url) = match (own_origin, own_url) {
+        (None, None) => (settings.top("ORIGIN")?, settings.top("ORIGIN_URL")?),
+        own => own,
+    };
+    let binding = match origin {
+        None => None,
+        Some(origin) => match origin.value.clone().split_once(':') {
+            Some((kind @ ("service" | "mtls"), name)) => {
+                if !is_binding_name(name) {
+                    return Err(misconfigured(
+                        origin.label,
+                        "names a binding that is not a binding's name (letters, digits and _)",
+                    ));
+                }
+                let kind = match kind {
+                    "service" => BindingKind::Service,
+                    _ => BindingKind::Mtls,
+                };
+                Some((
+                    origin,
+                    OriginBinding {
+                        kind,
+                        name: name.to_string(),
+                    },
+                ))
+            }
+            _ if url.is_none() => return Ok((parse_origin_url(&origin)?, None)),
+            _ => {
+                return Err(misconfigured(
+                    origin.label,
+                    "is a URL and origin_url is set too: set one of them",
+                ))
+            }
+        },
+    };
+    // A binding without a URL of its own may take the top level's.
+    let url = match (&binding, url) {
+        (Some(_), None) => settings.top("ORIGIN_URL")?,
+        (_, url) => url,
+    };
+    match (binding, url) {
+        (None, Some(url)) => Ok((parse_origin_url(&url)?, None)),
+        (None, None) => Err(misconfigured(
+            settings.label("ORIGIN_URL"),
+            if settings.route.is_some() {
+                "is required (or set the top-level ORIGIN_URL)"
+            } else {
+                "is required and not set"
+            },
+        )),
+        (Some((_, binding)), Some(url)) => Ok((parse_origin_url(&url)?, Some(binding))),
+        (Some((_, binding)), None) if binding.kind == BindingKind::Service => Ok((
+            format!("https://{}", binding.name.to_ascii_lowercase()),
+            Some(binding),
+        )),
+        (Some((origin, _)), None) => Err(misconfigured(
+            origin.label,
+            "names an mTLS certificate binding: set origin_url to the https URL it reaches",
+        )),
+    }
+}
+
+fn is_binding_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == b'_')
+        && bytes.all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
 }

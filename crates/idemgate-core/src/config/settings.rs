@@ -92,7 +92,6 @@ pub(super) struct Settings<'a> {
 fn field_names(variable: &str) -> Vec<String> {
     let mut names = vec![variable.to_ascii_lowercase()];
     match variable {
-        "ORIGIN_URL" => names.push("origin".into()),
         "DEDUP_MODE" => names.push("mode".into()),
         "SIGNATURE_SCHEME" => names.push("signature".into()),
         _ => {}
@@ -104,6 +103,7 @@ fn field_names(variable: &str) -> Vec<String> {
 const ROUTE_VARIABLES: &[&str] = &[
     "PATH",
     "ORIGIN_URL",
+    "ORIGIN",
     "DEDUP_MODE",
     "KEY_SOURCES",
     "KEY_SCOPE",

@@ -1573,3 +1573,69 @@ fn flow_shards_split_a_routes_limits_and_refuse_a_share_below_one() {
     assert!(config(&[("ORIGIN_URL", "http://o"), ("INDEX_SHARDS", "0")]).is_err());
     assert!(config(&[("ORIGIN_URL", "http://o"), ("INDEX_SHARDS", "257")]).is_err());
 }
+
+/// SPEC §5 (v5): `origin` names a service binding (a URL optional) or an
+/// mTLS certificate binding (a URL required); a binding the Worker lacks
+/// breaks its route alone, named as its setting.
+#[test]
+fn an_origin_may_name_a_service_or_an_mtls_binding() {
+    use super::{BindingKind, OriginBinding};
+    let routes = r#"{
+        "svc": {"path": "/svc", "origin": "service:PAYMENTS_API"},
+        "svc-url": {"path": "/svc2", "origin": "service:PAYMENTS_API", "origin_url": "https://payments.internal/v1"},
+        "cert": {"path": "/cert", "origin": "mtls:ORIGIN_CERT", "origin_url": "https://pay.example"},
+        "plain": {"path": "/plain", "origin": "https://pay.example/hooks"}
+    }"#;
+    let config = config(&[("ROUTES", routes)]).unwrap();
+    let svc = config.route("svc").unwrap();
+    assert_eq!(
+        svc.origin_binding,
+        Some(OriginBinding {
+            kind: BindingKind::Service,
+            name: "PAYMENTS_API".into()
+        })
+    );
+    assert_eq!(svc.origin_url, "https://payments_api");
+    assert_eq!(
+        config.route("svc-url").unwrap().origin_url,
+        "https://payments.internal/v1"
+    );
+    let cert = config.route("cert").unwrap();
+    assert_eq!(
+        cert.origin_binding.as_ref().unwrap().kind,
+        BindingKind::Mtls
+    );
+    assert_eq!(cert.origin_url, "https://pay.example");
+    assert_eq!(config.route("plain").unwrap().origin_binding, None);
+    assert_eq!(
+        config.route("plain").unwrap().origin_url,
+        "https://pay.example/hooks"
+    );
+    // An mTLS binding needs a URL; a binding's name is a name.
+    let refused = |origin: &str| {
+        let routes = format!(r#"{{"r": {{"path": "/r", "origin": "{origin}"}}}}"#);
+        let problem = whole_config(&[("ROUTES", &routes)])
+            .unwrap()
+            .broken
+            .first()
+            .map(|broken| broken.problem.clone())
+            .unwrap();
+        crate::problem::misconfigured_variable(&problem).map(str::to_string)
+    };
+    assert_eq!(refused("mtls:CERT").as_deref(), Some("ROUTES.r.origin"));
+    assert_eq!(
+        refused("service:not-a-name").as_deref(),
+        Some("ROUTES.r.origin")
+    );
+    assert_eq!(refused("ftp://x").as_deref(), Some("ROUTES.r.origin"));
+    // A binding the Worker does not have breaks that route alone.
+    let mut config = config;
+    config.refuse_missing_bindings(|name| name == "PAYMENTS_API");
+    assert!(config.route("svc").is_some());
+    assert!(config.route("cert").is_none());
+    let broken = config.broken_route("cert").unwrap();
+    assert_eq!(
+        crate::problem::misconfigured_variable(broken),
+        Some("ROUTES.cert.origin")
+    );
+}

@@ -91,6 +91,7 @@ pub(super) fn delivery(body: &str) -> Delivery {
             stale: false,
             batch: None,
             order: None,
+            via: None,
         },
         if_known: false,
         if_absent: false,

@@ -113,7 +113,12 @@ impl Edge for EngineEdge {
         Err("no operator here".into())
     }
 
-    async fn passthrough(&self, _: &str, _: &HeaderList) -> Result<String, Problem> {
+    async fn passthrough(
+        &self,
+        _: &str,
+        _: &HeaderList,
+        _: Option<&str>,
+    ) -> Result<String, Problem> {
         Err(Problem::NotFound)
     }
 

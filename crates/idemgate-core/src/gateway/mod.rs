@@ -53,8 +53,14 @@ pub trait Edge {
         query: Option<&str>,
     ) -> Result<Self::Response, Self::Error>;
     /// The request sent on to `url` as it is, with `headers`, streamed.
-    async fn passthrough(&self, url: &str, headers: &HeaderList)
-        -> Result<Self::Response, Problem>;
+    /// Sends a request that is not deduplicated on to the origin (through
+    /// the binding `via` names, if any).
+    async fn passthrough(
+        &self,
+        url: &str,
+        headers: &HeaderList,
+        via: Option<&str>,
+    ) -> Result<Self::Response, Problem>;
     /// The request's body as `framing` says to read it; `None` when it is
     /// over `limit`.
     async fn read_body(
@@ -153,7 +159,11 @@ pub async fn handle<E: Edge>(
         Kind::Passthrough => {
             let headers = headers::for_origin(&edge.headers());
             let url = target(&route.origin_url, path, query).url;
-            edge.passthrough(&url, &headers)
+            let via = route
+                .origin_binding
+                .as_ref()
+                .map(|binding| binding.name.as_str());
+            edge.passthrough(&url, &headers, via)
                 .await
                 .map(Handled::Response)
         }

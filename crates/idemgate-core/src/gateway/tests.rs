@@ -109,7 +109,12 @@ impl Edge for MemoryEdge {
         Ok(format!("operator {normalized_path}"))
     }
 
-    async fn passthrough(&self, url: &str, _: &HeaderList) -> Result<String, Problem> {
+    async fn passthrough(
+        &self,
+        url: &str,
+        _: &HeaderList,
+        _: Option<&str>,
+    ) -> Result<String, Problem> {
         Ok(format!("passthrough {url}"))
     }
 

@@ -357,6 +357,7 @@ mod tests {
             stale: false,
             batch: None,
             order: None,
+            via: None,
         };
         let view = serde_json::to_value(ReceiptView::of(
             &receipt,

@@ -425,6 +425,10 @@ pub fn admit(authenticated: &Authenticated) -> Result<Admitted, Problem> {
                 stale: false,
                 batch: None,
                 order,
+                via: route
+                    .origin_binding
+                    .as_ref()
+                    .map(|binding| binding.name.clone()),
             },
             if_known: false,
             if_absent: false,

@@ -653,6 +653,7 @@ impl Simulation {
                 stale: false,
                 batch: None,
                 order: self.ticket(&fingerprint, &payload),
+                via: None,
             },
             if_known: false,
             if_absent: false,
