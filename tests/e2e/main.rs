@@ -27,6 +27,7 @@ mod reconcile;
 mod routes;
 mod send;
 mod senders;
+mod service_origin;
 mod support;
 mod sweep;
 mod ui;
@@ -321,6 +322,7 @@ fn main() {
         sweep::without_an_index_nothing_is_acknowledged,
         index_shards::an_async_delivery_is_acknowledged_while_every_index_shard_fails,
         index_shards::an_upgrade_from_the_d1_index_moves_every_row_and_loses_none,
+        service_origin::a_service_bound_origin_worker_is_charged_once_and_verifies_every_forward,
         sweep::purges_of_pending_deliveries_take_force_and_dead_letters_redrive_in_bulk,
         ui::the_operator_page_drives_the_operator_api_in_a_browser,
         operator::logs_have_state_changes_and_rejections_but_no_secrets,

@@ -1,7 +1,9 @@
 // Starts wrangler's dev server, the same DevEnv that `wrangler dev` runs
 // (bundle, Miniflare, workerd, devtools inspector), and prints the address
 // of the user worker's own socket:
-// `node dev-server.mjs <wrangler.toml> <port> <inspector port> <persist dir> <log level>`.
+// `node dev-server.mjs <wrangler.toml> <port> <inspector port> <persist dir> <log level> [registry dir]`.
+// With a registry directory, workers started with the same one reach each
+// other through their service bindings, as `wrangler dev` sessions do.
 //
 // The end-to-end tests send their requests to that socket, not to the
 // proxy in front of it. The proxy keeps idle connections to the user
@@ -12,7 +14,7 @@
 // worker.
 import { unstable_DevEnv as DevEnv } from "wrangler";
 
-const [config, port, inspectorPort, persist, logLevel] = process.argv.slice(2);
+const [config, port, inspectorPort, persist, logLevel, registry] = process.argv.slice(2);
 const devEnv = new DevEnv();
 const sendToProxy = devEnv.proxy.onReloadComplete.bind(devEnv.proxy);
 devEnv.proxy.onReloadComplete = (event) => {
@@ -30,6 +32,7 @@ const worker = await devEnv.startWorker({
     // `GET /__scheduled` runs the Cron Trigger (the sweep) on demand.
     testScheduled: true,
     server: { hostname: "127.0.0.1", port: Number(port) },
+    ...(registry ? { registry } : {}),
   },
 });
 await worker.ready;

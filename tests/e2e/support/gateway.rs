@@ -389,6 +389,43 @@ impl Gateway {
         Gateway::start_configured(dir, worker, index, vars, "").await
     }
 
+    /// The tests' origin Worker (`support/origin-worker`), named
+    /// `idemgate-test-origin` in `registry`, checking forwards signed with
+    /// `forward_secret`.
+    pub async fn start_origin_worker(registry: &Path, forward_secret: &str) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("wrangler.toml");
+        fs::write(
+            &config,
+            format!(
+                "name = \"idemgate-test-origin\"\nmain = \"{}\"\ncompatibility_date = \"{}\"\n",
+                root()
+                    .join("tests/e2e/support/origin-worker/index.mjs")
+                    .display(),
+                repository_setting("compatibility_date"),
+            ),
+        )
+        .unwrap();
+        fs::write(
+            dir.path().join(".dev.vars"),
+            format!("FORWARD_SECRET={forward_secret:?}\n"),
+        )
+        .unwrap();
+        Gateway::start_dev_server(dir, &config, Some(registry)).await
+    }
+
+    /// Starts the release worker with `extra` appended to its config,
+    /// reaching the workers of `registry` through its service bindings.
+    pub async fn start_with_registry(
+        vars: &[(&str, &str)],
+        extra: &str,
+        registry: &Path,
+    ) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_config(dir.path(), Worker::Release, Index::Shards, vars, extra);
+        Gateway::start_dev_server(dir, &config, Some(registry)).await
+    }
+
     /// Starts the worker built with test hooks (`src/test_hooks.rs`).
     pub async fn start_with_hooks(vars: &[(&str, &str)]) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
@@ -417,15 +454,28 @@ impl Gateway {
         if index == Index::Legacy {
             migrate(&config, &dir.path().join("state"));
         }
+        Gateway::start_dev_server(dir, &config, None).await
+    }
+
+    /// `dev-server.mjs` on `config`, with the workers of `registry` (if
+    /// any) reachable through service bindings.
+    async fn start_dev_server(
+        dir: tempfile::TempDir,
+        config: &Path,
+        registry: Option<&Path>,
+    ) -> Gateway {
         let port = free_port();
         let mut command = Command::new("node");
         command
             .arg(root().join("tests/e2e/support/dev-server.mjs"))
-            .arg(&config)
+            .arg(config)
             .arg(port.to_string())
             .arg(free_port().to_string())
             .arg(dir.path().join("state"))
             .arg("log");
+        if let Some(registry) = registry {
+            command.arg(registry);
+        }
         let mut gateway = Gateway::spawn(dir, command, port).await;
         gateway.base = gateway.user_worker_address().await;
         gateway.wait_until_ready().await;
