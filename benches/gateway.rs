@@ -19,7 +19,8 @@
 //! reconciliation over `RECONCILE_EVENTS` events, default 10,000) or
 //! `BENCH_ONLY=capacity` (the capacity table: an async storm of
 //! `CAPACITY_KEYS` distinct keys, default 20,000, counted per class of
-//! object) runs only that part.
+//! object) or `BENCH_ONLY=latency` (the latency idemgate adds: p50 and p99
+//! through it minus the origin directly) runs only that part.
 
 #[path = "support/bodies.rs"]
 mod bodies;
@@ -31,6 +32,8 @@ mod costs;
 mod drain;
 #[path = "support/isolate_cpu.rs"]
 mod isolate_cpu;
+#[path = "support/latency.rs"]
+mod latency;
 #[path = "support/levels.rs"]
 mod levels;
 #[path = "support/machine.rs"]
@@ -558,8 +561,9 @@ fn main() {
             "reconcile" => runtime.block_on(reconcile::reconcile(reconcile_events)),
             "ordered" => runtime.block_on(ordered::ordered()),
             "capacity" => runtime.block_on(capacity::capacity(capacity_keys)),
+            "latency" => runtime.block_on(latency::latency()),
             other => panic!(
-                "BENCH_ONLY={other}: drain, ordered, bodies, scaling, storms, cpu, reconcile or capacity"
+                "BENCH_ONLY={other}: drain, ordered, bodies, scaling, storms, cpu, reconcile, capacity or latency"
             ),
         };
         match part.as_str() {
@@ -574,6 +578,7 @@ fn main() {
             "reconcile" => reconcile::print(&measured),
             "ordered" => ordered::print(&measured),
             "capacity" => capacity::print(&measured),
+            "latency" => latency::print(&measured),
             _ => bodies::print(&measured),
         }
         let mut results = stored;
@@ -619,6 +624,7 @@ fn main() {
         let scaled = scaling::scaling(scaling_keys, scaling_pace()).await;
         let reconciled = reconcile::reconcile(reconcile_events).await;
         let capacity = capacity::capacity(capacity_keys).await;
+        let latency = latency::latency().await;
         json!({
             "reference": reference_results,
             "seconds": seconds,
@@ -636,6 +642,7 @@ fn main() {
             "scaling": scaled,
             "reconcile": reconciled,
             "capacity": capacity,
+            "latency": latency,
         })
     });
     results["cpu_stolen_share"] = json!(machine::stolen_share(ticks_before, machine::cpu_ticks()));
@@ -646,6 +653,7 @@ fn main() {
     scaling::print(&results["scaling"]);
     reconcile::print(&results["reconcile"]);
     capacity::print(&results["capacity"]);
+    latency::print(&results["latency"]);
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
     println!("\nwrote {}", path.display());
