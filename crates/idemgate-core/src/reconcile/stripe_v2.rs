@@ -5,20 +5,21 @@
 //! signed with the same `Stripe-Signature`, so a route reconciled from
 //! either verifies `signature = "stripe"`.
 //!
-//! - Authentication: `Authorization: Bearer <key>` and `Stripe-Version`,
-//!   which every request of the v2 namespace names; that namespace takes
-//!   secret keys only, not restricted ones
+//! - Authentication: `Authorization: Bearer <key>`, with `Stripe-Version`
+//!   as the reference's examples of the v2 namespace send it; that
+//!   namespace takes secret keys only, not restricted ones
 //!   (https://docs.stripe.com/api-v2-overview).
 //! - Pages: `limit` (the reference states no most page size; a run asks
-//!   for 20), newest first. The answer's `next_page_url` is the next page: a path on
-//!   the API holding its `page` token, followed as given (Stripe's
-//!   libraries follow it so), and `null` on the last.
+//!   for 20), newest first. The answer's `next_page_url` is the next
+//!   page: a path on the API holding its `page` token, followed as given
+//!   (stripe-node's list iterator follows it so, adding nothing), and
+//!   `null` on the last.
 //! - Time: `created[gte]` and `created[lt]`, RFC 3339 (the v2 namespace's
 //!   timestamps, to the millisecond): the window's last second is listed
 //!   whole by asking for what is older than the second after it.
 //! - Types: `types`, up to 20 exact names, repeated
-//!   (`types=a&types=b`, as Stripe's libraries send a v2 array); a
-//!   wildcard is filtered here.
+//!   (`types=a&types=b`, as stripe-python sends an array to the v2
+//!   namespace); a wildcard is filtered here.
 //! - Events are listed for 30 days. Errors are
 //!   `{"error": {"type", "code", "message"}}`: 401 for a bad key, 403, 429
 //!   when rate limited, 5xx (https://docs.stripe.com/api/errors).

@@ -2,9 +2,9 @@
 //! (https://docs.stripe.com/api/v2/core/events/list): the thin events an
 //! event destination delivers, newest first, for 30 days.
 //!
-//! - `Authorization: Bearer <secret key>`; every request of the v2
-//!   namespace names a `Stripe-Version` (https://docs.stripe.com/api-v2-overview),
-//!   and the fake refuses one that does not.
+//! - `Authorization: Bearer <secret key>` (https://docs.stripe.com/api-v2-overview),
+//!   and a `Stripe-Version`, as the reference's examples send it: the fake
+//!   refuses a request without one.
 //! - `limit` (the page size: the reference states no most; the fake takes
 //!   1 to 100, 20 when none is asked), `created[gt|gte|lt|lte]` (RFC
 //!   3339), `types` (up to 20 exact names, repeated), `object_id`.
