@@ -342,6 +342,7 @@ fn main() {
         reconcile::a_window_longer_than_a_run_is_finished_by_the_next_run,
         reconcile::a_paddle_event_whose_live_forward_failed_is_forwarded_by_the_run,
         reconcile::a_paddle_event_is_asked_for_once_and_a_second_notification_of_it_is_replayed,
+        reconcile::a_stripe_thin_event_never_delivered_reaches_the_origin_once,
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     world().gateways.lock().unwrap().clear();

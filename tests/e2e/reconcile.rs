@@ -740,3 +740,176 @@ pub async fn a_paddle_event_is_asked_for_once_and_a_second_notification_of_it_is
     assert!(again.replayed());
     assert_eq!(world.origin.received("/rc10/paddle").len(), 1);
 }
+
+const STRIPE_V2_SECRET: &str = "whsec_reconcile_thin_destination";
+
+/// A thin event as `/v2/core/events` lists it (https://docs.stripe.com/api/v2/core/events/object):
+/// `created` in RFC 3339 with milliseconds, and the `data` only the API
+/// renders.
+fn thin_event(id: &str, event_type: &str, created_ms: u64) -> Value {
+    let created = format!(
+        "{}.{:03}Z",
+        &idemgate_core::time::rfc3339(created_ms / 1_000)[..19],
+        created_ms % 1_000
+    );
+    let meter = format!("mtr_test_61{}", id.trim_start_matches("evt_"));
+    json!({
+        "id": id, "object": "v2.core.event", "context": null, "created": created,
+        "data": {"developer_message_summary": "There is 1 invalid event", "reason": {"error_count": 1}},
+        "livemode": false, "reason": null,
+        "related_object": {"id": meter, "type": "billing.meter", "url": format!("/v1/billing/meters/{meter}")},
+        "type": event_type
+    })
+}
+
+/// The thin event its destination posts: the listed one without `data`.
+fn posted(listed: &Value) -> Value {
+    let mut event = listed.clone();
+    event
+        .as_object_mut()
+        .unwrap()
+        .retain(|name, _| name != "data");
+    event
+}
+
+/// A gateway with one route of thin events, reconciled from Stripe's
+/// `/v2/core/events` (`source = "stripe-v2"`), under `/<tag>/thin`.
+async fn start_thin(world: &World, api: &ProviderApi, tag: &str) -> Gateway {
+    let routes = json!({
+        "thin": {
+            "path": format!("/{tag}/thin"), "signature": "stripe", "signing_secret": "RC_STRIPE_V2_SECRET",
+            "reconcile": {
+                "source": "stripe-v2", "api_key": "RC_STRIPE_API_KEY",
+                "types": ["v1.billing.meter.*"], "every_seconds": 600,
+                "lookback_seconds": 3600, "grace_seconds": 0, "api_base": api.url()
+            }
+        }
+    })
+    .to_string();
+    Gateway::start(&[
+        ("ROUTES", &routes),
+        ("ORIGIN_URL", &world.origin.url()),
+        ("FORWARD_SECRET", FORWARD_SECRET),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+        ("RC_STRIPE_V2_SECRET", STRIPE_V2_SECRET),
+        ("RC_STRIPE_API_KEY", API_KEY),
+    ])
+    .await
+}
+
+async fn send_thin(gateway: &Gateway, tag: &str, body: &str) -> Reply {
+    let response = client()
+        .post(gateway.url(&format!("/{tag}/thin/events")))
+        .header("content-type", "application/json; charset=utf-8")
+        .header(
+            "stripe-signature",
+            stripe_signature(STRIPE_V2_SECRET, now(), body),
+        )
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    Reply::read(response).await
+}
+
+/// Stripe's thin events (SPEC v5 §11, `stripe-v2`): a thin event
+/// `/v2/core/events` lists and its destination never delivered reaches
+/// the origin once, as the destination posts it (without the API's
+/// `data`), marked and signed as reconciliation's; one that arrived is not
+/// delivered again; another type is left out; the destination's late
+/// delivery of the reconciled event is replayed, not forwarded and not
+/// 422, although its bytes differ; a second run fills nothing.
+pub async fn a_stripe_thin_event_never_delivered_reaches_the_origin_once(world: &'static World) {
+    let api = ProviderApi::start(API_KEY).await;
+    let gateway = start_thin(world, &api, "rc9").await;
+    let t = (now() - 60) * 1_000;
+    let arrived = thin_event(
+        "evt_test_rc_arrived",
+        "v1.billing.meter.error_report_triggered",
+        t + 125,
+    );
+    let missed = thin_event(
+        "evt_test_rc_missed",
+        "v1.billing.meter.error_report_triggered",
+        t + 1_250,
+    );
+    let other = thin_event(
+        "evt_test_rc_ping",
+        "v2.core.event_destination.ping",
+        t + 2_500,
+    );
+    for event in [&arrived, &missed, &other] {
+        api.add_stripe_v2_event(event.clone());
+    }
+    let live = send_thin(&gateway, "rc9", &posted(&arrived).to_string()).await;
+    assert_eq!(live.status, 201);
+
+    let run = reconcile(&gateway, reqwest::Method::POST, "thin").await;
+    assert_eq!(run.status, 200, "{}", run.json());
+    let run = run.json();
+    assert_eq!(counts(&run), [2, 1, 1, 0], "{run}");
+    assert_eq!(run["other_types"], 1);
+    assert_eq!(run["complete"], true);
+
+    let forwards = world.origin.received("/rc9/thin");
+    let body = posted(&missed).to_string();
+    let reconciled: Vec<_> = forwards
+        .iter()
+        .filter(|forward| forward.body.as_ref() == body.as_bytes())
+        .collect();
+    assert_eq!(
+        reconciled.len(),
+        1,
+        "the missed thin event reached the origin once, without the API's data"
+    );
+    let forward = reconciled[0];
+    assert_eq!(forward.header("idempotency-source"), Some("reconciliation"));
+    assert_eq!(
+        forward.header("idempotency-key"),
+        Some("\"evt_test_rc_missed\"")
+    );
+    assert_eq!(
+        forward.header("stripe-signature"),
+        None,
+        "idemgate cannot sign as Stripe"
+    );
+    let verified = forward
+        .verify(FORWARD_SECRET)
+        .expect("the forward verifies");
+    assert_eq!(verified.key, "evt_test_rc_missed");
+    assert_eq!(verified.source.as_deref(), Some("reconciliation"));
+    assert_eq!(
+        forwards.len(),
+        2,
+        "the arrived event was not forwarded again"
+    );
+
+    // The destination's own late delivery of the same event: other bytes.
+    let late = serde_json::to_string_pretty(&posted(&missed)).unwrap();
+    let replay = send_thin(&gateway, "rc9", &late).await;
+    assert_eq!(replay.status, 201, "answered from the reconciled receipt");
+    assert!(replay.replayed());
+    assert_eq!(world.origin.received("/rc9/thin").len(), 2);
+
+    let again = reconcile(&gateway, reqwest::Method::POST, "thin")
+        .await
+        .json();
+    assert_eq!(counts(&again), [2, 2, 0, 0], "{again}");
+    // Each run asked for the window by created[gte] and created[lt], in
+    // RFC 3339; the route's wildcard type is filtered by the run.
+    let requests = api.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    for (method, target) in &requests {
+        assert_eq!(method, "GET");
+        assert!(
+            target.starts_with("/v2/core/events?limit=20&created[gte]=")
+                && target.contains("&created[lt]=")
+                && !target.contains("types="),
+            "{target}"
+        );
+    }
+    let listing = reconcile(&gateway, reqwest::Method::GET, "thin")
+        .await
+        .json();
+    assert_eq!(listing["last_day"]["filled"], 1, "{listing}");
+}

@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::fixture::{self, Fixture};
 use crate::http::{self, CertificateServer, Reply};
-use crate::provider::PROVIDERS;
+use crate::provider::{Provider, PROVIDERS};
 use crate::route::{self, Target, Vars};
 use crate::sign;
 use crate::state;
@@ -41,6 +41,9 @@ options:
                      else the one route with the provider's signature)
   --url URL          where to POST (default http://127.0.0.1:8787 + the
                      route's path; a URL without a path gets the route's)
+  --thin             send a thin event (Stripe's event destinations: the
+                     payload names the object, created in RFC 3339), the
+                     provider's thin fixture unless FIXTURE names another
   --same-event       send the last event sent to this route again: the same
                      ids, times and body, freshly signed, as a retry is (the
                      gateway replays it)
@@ -64,6 +67,7 @@ struct Options {
     route: Option<String>,
     url: Option<String>,
     same_event: bool,
+    thin: bool,
     repeat: u32,
     secret: Option<String>,
     cert_url: Option<String>,
@@ -110,6 +114,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     .ok_or("--repeat takes a number from 1 to 1000")?
             }
             "--same-event" => options.same_event = true,
+            "--thin" => options.thin = true,
             "--show-body" | "-v" | "--verbose" => options.show_body = true,
             "--dry-run" => options.dry_run = true,
             "--list" => options.list = true,
@@ -206,6 +211,10 @@ async fn main(options: Options) -> Result<i32, String> {
     )?;
     let state_path = state::path_for(&vars_path);
     let dir = fixture::fixtures_dir();
+    let wanted_fixture = match options.thin {
+        true => Some(thin_fixture(options.fixture.as_deref(), target.provider)?),
+        false => options.fixture.clone(),
+    };
     let (fixture_name, event, fresh) = if options.same_event {
         let (last, event) = state::last(&state_path, &target.route).ok_or_else(|| {
             format!(
@@ -213,7 +222,7 @@ async fn main(options: Options) -> Result<i32, String> {
                 target.route, vars.source
             )
         })?;
-        if let Some(asked) = options.fixture.as_ref().filter(|asked| **asked != last) {
+        if let Some(asked) = wanted_fixture.as_ref().filter(|asked| **asked != last) {
             return Err(format!(
                 "the last event sent to route {} was of {last}, not {asked}",
                 target.route
@@ -221,10 +230,7 @@ async fn main(options: Options) -> Result<i32, String> {
         }
         (last, event, false)
     } else {
-        let name = options
-            .fixture
-            .clone()
-            .unwrap_or_else(|| target.provider.default_fixture.to_string());
+        let name = wanted_fixture.unwrap_or_else(|| target.provider.default_fixture.to_string());
         (name, Event::new(now_ms()), true)
     };
     let fixture = fixture::load(
@@ -233,6 +239,12 @@ async fn main(options: Options) -> Result<i32, String> {
         &fixture_name,
         target.provider.default_fixture,
     )?;
+    if options.thin && !fixture::is_thin(&fixture) {
+        return Err(format!(
+            "--thin: {} is not a thin event (its body's \"object\" is not \"v2.core.event\")",
+            fixture.name
+        ));
+    }
     let url = target_url(options.url.as_deref(), &target.path)?;
 
     // PayPal: the certificate the delivery names, served from here unless
@@ -299,6 +311,19 @@ async fn main(options: Options) -> Result<i32, String> {
         say!("({what} {} time(s) from this sender)", server.served());
     }
     Ok(if all_ok { 0 } else { 2 })
+}
+
+/// The fixture `--thin` sends: the one named, or the sender's thin event;
+/// an error for a sender that sends none.
+fn thin_fixture(named: Option<&str>, provider: &Provider) -> Result<String, String> {
+    match (named, provider.thin_fixture) {
+        (_, None) => Err(format!(
+            "--thin: {} sends no thin events (Stripe's event destinations do: scripts/send stripe --thin)",
+            provider.name
+        )),
+        (Some(named), Some(_)) => Ok(named.to_string()),
+        (None, Some(thin)) => Ok(thin.to_string()),
+    }
 }
 
 /// `--url` as given when it has a path, else with the route's path.
@@ -555,5 +580,34 @@ mod tests {
         assert!(parse(&["--bogus".to_string()]).is_err());
         assert!(parse(&[]).is_err());
         assert!(parse(&["--list".to_string()]).is_ok());
+        let thin = parse(&["stripe".to_string(), "--thin".to_string()]).unwrap();
+        assert!(thin.thin && thin.fixture.is_none());
+    }
+
+    #[test]
+    fn thin_sends_the_senders_thin_event_or_the_one_named() {
+        let stripe = crate::provider::by_name("stripe").unwrap();
+        assert_eq!(
+            thin_fixture(None, stripe).unwrap(),
+            "v1.billing.meter.error_report_triggered"
+        );
+        assert_eq!(
+            thin_fixture(Some("v2.core.event_destination.ping"), stripe).unwrap(),
+            "v2.core.event_destination.ping"
+        );
+        let github = crate::provider::by_name("github").unwrap();
+        assert!(thin_fixture(None, github)
+            .unwrap_err()
+            .contains("sends no thin events"));
+        let dir = fixture::fixtures_dir();
+        for (name, thin) in [
+            ("v1.billing.meter.error_report_triggered", true),
+            ("v2.core.event_destination.ping", true),
+            ("payment_intent.succeeded", false),
+            ("charge.refunded", false),
+        ] {
+            let fixture = fixture::load(&dir, "stripe", name, name).unwrap();
+            assert_eq!(fixture::is_thin(&fixture), thin, "{name}");
+        }
     }
 }

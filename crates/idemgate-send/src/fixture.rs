@@ -99,6 +99,20 @@ impl Fixture {
     }
 }
 
+/// Whether `fixture` is a thin event (`"object": "v2.core.event"`, as
+/// Stripe's event destinations send them): what `--thin` sends.
+pub fn is_thin(fixture: &Fixture) -> bool {
+    let event = Event {
+        seed: "thin".into(),
+        created_ms: 0,
+    };
+    fixture
+        .render(&event)
+        .ok()
+        .and_then(|rendered| serde_json::from_slice::<serde_json::Value>(&rendered.body).ok())
+        .is_some_and(|body| body["object"] == "v2.core.event")
+}
+
 /// The fixtures of `provider` in `dir`, by name.
 pub fn list(dir: &Path, provider: &str) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir.join(provider))

@@ -13,6 +13,9 @@ pub struct Provider {
     pub svix_brand: bool,
     pub title: &'static str,
     pub default_fixture: &'static str,
+    /// The fixture `--thin` sends: a thin event (Stripe's event
+    /// destinations), for a sender that has them.
+    pub thin_fixture: Option<&'static str>,
 }
 
 const fn provider(
@@ -27,12 +30,21 @@ const fn provider(
         svix_brand: false,
         title,
         default_fixture,
+        thin_fixture: None,
     }
 }
 
 /// Every sender, in the README's order.
 pub const PROVIDERS: &[Provider] = &[
-    provider("stripe", "stripe", "Stripe", "payment_intent.succeeded"),
+    Provider {
+        thin_fixture: Some("v1.billing.meter.error_report_triggered"),
+        ..provider(
+            "stripe",
+            "stripe",
+            "Stripe (snapshot events; --thin: thin events)",
+            "payment_intent.succeeded",
+        )
+    },
     provider(
         "standard-webhooks",
         "standard-webhooks",
@@ -144,6 +156,15 @@ mod tests {
                 "{}",
                 provider.name
             );
+            if let Some(thin) = provider.thin_fixture {
+                let dir = crate::fixture::fixtures_dir();
+                let fixture = crate::fixture::load(&dir, provider.name, thin, thin).unwrap();
+                assert!(
+                    crate::fixture::is_thin(&fixture),
+                    "{}: {thin}",
+                    provider.name
+                );
+            }
         }
     }
 }

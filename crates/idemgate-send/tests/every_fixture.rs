@@ -280,3 +280,61 @@ fn a_v1a_route_holding_only_its_public_key_says_how_to_sign() {
         pair
     );
 }
+
+/// `scripts/send stripe --thin`: Stripe's thin event, signed with the same
+/// `Stripe-Signature` as a snapshot event, verified by the example's
+/// Stripe route; its body a thin event whose `created` (RFC 3339 with
+/// milliseconds) is the event's own time, as `order_time` reads it.
+#[test]
+fn a_thin_stripe_event_is_signed_as_stripe_signs_it_and_timed_as_the_gateway_reads_it() {
+    let target = resolve(&example(), "stripe", None, None).unwrap();
+    let thin = target
+        .provider
+        .thin_fixture
+        .expect("Stripe sends thin events");
+    let fixture = fixture::load(&fixtures_dir(), "stripe", thin, thin).unwrap();
+    let event = Event {
+        seed: "thin".into(),
+        created_ms: 1_796_464_800_123,
+    };
+    let t = now();
+    let signed = sign(&target, fixture.render(&event).unwrap(), t, None).unwrap();
+    let signatures: Vec<&str> = signed
+        .headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("stripe-signature"))
+        .map(|(_, value)| value.as_str())
+        .collect();
+    assert_eq!(signatures.len(), 1, "{:?}", signed.headers);
+    assert!(signatures[0].starts_with(&format!("t={t},v1=")));
+    verifies(&target, &signed.headers, &signed.body, t).unwrap();
+    let mut tampered = signed.body.clone();
+    let at = tampered.iter().position(u8::is_ascii_digit).unwrap();
+    tampered[at] = if tampered[at] == b'9' {
+        b'0'
+    } else {
+        tampered[at] + 1
+    };
+    assert!(verifies(&target, &signed.headers, &tampered, t).is_err());
+
+    let body: serde_json::Value = serde_json::from_slice(&signed.body).unwrap();
+    assert_eq!(body["object"], "v2.core.event");
+    assert_eq!(body["type"], "v1.billing.meter.error_report_triggered");
+    assert!(
+        body.get("data").is_none(),
+        "a thin event carries no snapshot"
+    );
+    let id = body["id"].as_str().unwrap();
+    assert!(id.starts_with("evt_test_65") && id.len() == 55, "{id}");
+    let meter = body["related_object"]["id"].as_str().unwrap();
+    assert_eq!(
+        body["related_object"]["url"],
+        format!("/v1/billing/meters/{meter}")
+    );
+    let created = body["created"].as_str().unwrap();
+    assert_eq!(created, "2026-12-05T10:00:00.123Z");
+    assert_eq!(
+        idemgate_core::order::time::order_time_ms(created),
+        Some(1_796_464_800_123)
+    );
+}

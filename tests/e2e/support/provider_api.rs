@@ -1,5 +1,6 @@
 //! Local fakes of the providers' events APIs, which no test can reach:
-//! each follows its provider's API reference (named on each handler) in
+//! each follows its provider's API reference (named on each handler;
+//! Stripe's `/v2/core/events` in `provider_api/stripe_v2.rs`) in
 //! what reconciliation meets: authentication, page sizes, cursors,
 //! newest-first order, time and type filters, and 401, 429 and 5xx
 //! answers. What the fake is told to fail next, it fails.
@@ -23,6 +24,8 @@ use axum::Router;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
+mod stripe_v2;
+
 /// Signs a delivery as its provider does (PayPal's RSA key is the test's).
 pub type Signer = Arc<dyn Fn(&mut idemgate_core::signature::Message) + Send + Sync>;
 
@@ -32,6 +35,8 @@ struct Fake {
     key: String,
     /// Stripe's events, in creation order.
     stripe: Vec<Value>,
+    /// Stripe's thin events (`/v2/core/events`), in creation order.
+    stripe_v2: Vec<Value>,
     /// GitHub's deliveries of the hook, in delivery order.
     github: Vec<Value>,
     /// The body of each GitHub event (`guid`), as first delivered.
@@ -73,6 +78,7 @@ impl ProviderApi {
         }));
         let app = Router::new()
             .route("/v1/events", get(stripe_events))
+            .route("/v2/core/events", get(stripe_v2::events))
             .route(
                 "/repos/{owner}/{repo}/hooks/{hook}/deliveries",
                 get(github_deliveries),
@@ -105,6 +111,12 @@ impl ProviderApi {
     /// A Stripe event as the API renders it (https://docs.stripe.com/api/events/object).
     pub fn add_stripe_event(&self, event: Value) {
         self.fake.lock().unwrap().stripe.push(event);
+    }
+
+    /// A Stripe thin event as `/v2/core/events` lists it, `created` in
+    /// RFC 3339 (https://docs.stripe.com/api/v2/core/events/object).
+    pub fn add_stripe_v2_event(&self, event: Value) {
+        self.fake.lock().unwrap().stripe_v2.push(event);
     }
 
     /// The next `statuses.len()` requests answer these statuses.

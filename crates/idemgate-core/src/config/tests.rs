@@ -788,6 +788,7 @@ fn a_reconcile_table_parses_with_the_documented_defaults() {
     );
 
     for (scheme, base, endpoint) in [
+        ("stripe-v2", "https://api.stripe.com", ""),
         ("square", "https://connect.squareup.com", ""),
         (
             "paddle",
@@ -803,7 +804,9 @@ fn a_reconcile_table_parses_with_the_documented_defaults() {
     ] {
         let reconcile =
             format!(r#"{{"source":"{scheme}","api_key":"RECONCILE_KEY","types":["*"]{endpoint}}}"#);
-        let config = reconciled(scheme, &reconcile).unwrap();
+        // stripe-v2 lists what a Stripe-signed route takes.
+        let signature = scheme.strip_suffix("-v2").unwrap_or(scheme);
+        let config = reconciled(signature, &reconcile).unwrap();
         assert_eq!(config.source.name(), scheme);
         assert_eq!(config.api_base, base, "{scheme}");
         // Every provider keeps at least 2 days: the default lookback holds.
@@ -838,6 +841,20 @@ fn every_field_of_a_reconcile_table_is_checked_and_blamed_by_its_own_name() {
             "",
             format!(r#"{{"source":"stripe",{KEY},{TYPES}}}"#),
             "source",
+        ),
+        // Stripe's thin events are Stripe-signed: stripe-v2 needs a
+        // route that verifies Stripe, as stripe does.
+        (
+            "github",
+            "",
+            format!(r#"{{"source":"stripe-v2",{KEY},{TYPES}}}"#),
+            "source",
+        ),
+        (
+            "stripe",
+            "",
+            format!(r#"{{"source":"stripe-v2",{KEY},{TYPES},"endpoint":"we_1"}}"#),
+            "endpoint",
         ),
         (
             "stripe",
@@ -1232,6 +1249,10 @@ fn forward_secret_is_required_where_a_forward_carries_no_senders_signature() {
             "reconciled from stripe",
         ),
         (
+            r#"{"r":{"path":"/r","signature":"stripe","signing_secret":"WEBHOOK_SECRET","reconcile":{"source":"stripe-v2","api_key":"RECONCILE_KEY","types":["*"]}}}"#,
+            "reconciled from stripe-v2",
+        ),
+        (
             r#"{"r":{"path":"/r","signature":"square","signing_secret":"WEBHOOK_SECRET","signature_url":"https://hooks.example/square","reconcile":{"source":"square","api_key":"RECONCILE_KEY","types":["*"]}}}"#,
             "reconciled from square",
         ),
@@ -1252,6 +1273,60 @@ fn forward_secret_is_required_where_a_forward_carries_no_senders_signature() {
     ] {
         assert_eq!(without(routes), Vec::<String>::new(), "{routes}");
     }
+}
+
+/// Stripe's thin events (SPEC v5 §11): `stripe-v2` is taken where
+/// `stripe` is, on a route that verifies Stripe, and is a list of its own.
+#[test]
+fn a_stripe_v2_table_is_taken_on_a_stripe_route_and_is_a_source_of_its_own() {
+    let table = |source: &str| {
+        format!(
+            r#"{{"source":"{source}","api_key":"RECONCILE_KEY","types":["v1.billing.meter.*"]}}"#
+        )
+    };
+    let v2 = reconciled("stripe", &table("stripe-v2")).unwrap();
+    assert_eq!(v2.source.name(), "stripe-v2");
+    assert_eq!(v2.source.scheme(), "stripe");
+    assert_eq!(v2.source.retry_horizon_seconds(), 3 * 86_400);
+    assert_eq!(v2.api_base, "https://api.stripe.com");
+    assert_eq!(
+        (v2.every_seconds, v2.lookback_seconds, v2.grace_seconds),
+        (600, 172_800, 600)
+    );
+    // A cursor of one of Stripe's lists is never followed on the other.
+    let v1 = reconciled("stripe", &table("stripe")).unwrap();
+    assert_ne!(v2.cursor_scope(), v1.cursor_scope());
+    for scheme in ["paddle", "shopify", "github"] {
+        let problem = reconciled(scheme, &table("stripe-v2")).unwrap_err();
+        let detail = problem.detail();
+        assert!(
+            detail.contains("stripe-v2 lists the deliveries of SIGNATURE_SCHEME=stripe"),
+            "{detail}"
+        );
+        assert_eq!(variable_of(problem), "ROUTES.r.reconcile.source");
+    }
+    // The default retention holds the three days of an event destination's
+    // retries; a shorter one is refused as for stripe.
+    let short = reconciled_with(
+        "stripe",
+        r#","retention_seconds":86400"#,
+        r#"{"source":"stripe-v2","api_key":"RECONCILE_KEY","types":["*"],"lookback_seconds":3600}"#,
+    )
+    .unwrap_err();
+    assert!(
+        short
+            .detail()
+            .contains("stripe-v2 may deliver an event itself"),
+        "{}",
+        short.detail()
+    );
+    // The first key source must read the event id from the body.
+    let keyed = reconciled_with(
+        "stripe",
+        r#","key_sources":"header:stripe-signature,json:/id""#,
+        &table("stripe-v2"),
+    );
+    assert!(keyed.is_err());
 }
 
 #[test]

@@ -401,4 +401,6 @@ pub use batch::BATCH;
 #[cfg(test)]
 mod batch_tests;
 #[cfg(test)]
+mod stripe_tests;
+#[cfg(test)]
 mod tests;

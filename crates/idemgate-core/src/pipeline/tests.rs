@@ -756,3 +756,89 @@ fn a_paddle_replay_of_an_event_is_the_same_delivery_on_a_reconciled_route() {
         seen(false, "ntf_2").fingerprint
     );
 }
+
+/// A Stripe thin event (SPEC v5 §4): `created` in RFC 3339 with
+/// milliseconds, the object it is about in `related_object`.
+const STRIPE_THIN_EVENT: &str = r#"{"id":"evt_test_65R9Ijk8dLk1mVvs316R9IiXnQSQKMpTNQOWJbUnYxr3Z2","object":"v2.core.event","type":"v1.billing.meter.error_report_triggered","livemode":false,"created":"2026-12-05T10:00:00.000Z","related_object":{"id":"mtr_test_61R9IiYPH1rWXkX9H41R9IiWfDQSQ0IK","type":"billing.meter","url":"/v1/billing/meters/mtr_test_61R9IiYPH1rWXkX9H41R9IiWfDQSQ0IK"},"context":null}"#;
+
+/// An async Stripe route ordered by `order_key` and the event's `created`.
+fn ordered_stripe_route(order_key: &str) -> Config {
+    routed(&[
+        ("SIGNATURE_SCHEME", "stripe"),
+        ("SIGNING_SECRET", "whsec_thin"),
+        ("DELIVERY", "async"),
+        ("ORDER_KEY", order_key),
+        ("ORDER_TIME", "json:/created"),
+    ])
+}
+
+/// `body` signed as Stripe signs it, admitted by `config`'s route.
+fn admitted_stripe(config: &Config, body: &'static str) -> Admitted {
+    let (request, bytes) = signed(config, json_post(&[], body));
+    let normalized = normalize(request.path);
+    let route = config.route_for(&normalized).unwrap();
+    let inbound = Inbound {
+        method: request.method,
+        path: request.path,
+        normalized_path: &normalized,
+        query: request.query,
+        headers: &request.headers,
+        body: &bytes,
+        now: 0,
+    };
+    admit(&authenticate(route, &inbound).unwrap().done().unwrap()).unwrap()
+}
+
+#[test]
+fn a_stripe_thin_event_is_keyed_by_its_id_and_ordered_by_its_rfc_3339_created() {
+    let config = ordered_stripe_route("json:/related_object/id");
+    let admitted = admitted_stripe(&config, STRIPE_THIN_EVENT);
+    assert_eq!(
+        admitted.delivery.identity.key.as_str(),
+        "evt_test_65R9Ijk8dLk1mVvs316R9IiXnQSQKMpTNQOWJbUnYxr3Z2",
+        "the default key of signature = \"stripe\", json:/id"
+    );
+    let ticket = admitted
+        .delivery
+        .request
+        .order
+        .expect("an ordered delivery");
+    // 2026-12-05T10:00:00.000Z
+    assert_eq!(ticket.time_ms, 1_796_464_800_000);
+    // A later thin event about the same meter: one entity, one order object.
+    let later: &'static str = Box::leak(
+        STRIPE_THIN_EVENT
+            .replace("evt_test_65R9Ijk8d", "evt_test_65R9Zzz9d")
+            .replace(":00.000Z", ":01.250Z")
+            .into_boxed_str(),
+    );
+    let later = admitted_stripe(&config, later)
+        .delivery
+        .request
+        .order
+        .unwrap();
+    assert_eq!(later.object, ticket.object);
+    assert_eq!(later.time_ms, 1_796_464_801_250, "milliseconds count");
+}
+
+#[test]
+fn one_stripe_route_orders_thin_and_snapshot_events_by_their_own_created() {
+    // `created` is Unix seconds in a snapshot event, RFC 3339 in a thin
+    // one: the same `order_time` reads both as one clock.
+    let snapshot: &'static str = r#"{"id":"evt_1","object":"event","created":1796464801,"type":"invoice.paid","data":{"object":{"id":"in_1"}}}"#;
+    let config = ordered_stripe_route("json:/data/object/id");
+    let ticket = admitted_stripe(&config, snapshot)
+        .delivery
+        .request
+        .order
+        .unwrap();
+    assert_eq!(ticket.time_ms, 1_796_464_801_000);
+    // A thin event has no data.object: it goes unordered on that route,
+    // never refused.
+    let thin = admitted_stripe(&config, STRIPE_THIN_EVENT);
+    assert_eq!(thin.delivery.request.order, None);
+    assert_eq!(
+        thin.delivery.identity.key.as_str(),
+        "evt_test_65R9Ijk8dLk1mVvs316R9IiXnQSQKMpTNQOWJbUnYxr3Z2"
+    );
+}

@@ -35,6 +35,7 @@ use crate::time::unix_seconds_or_utc;
 
 pub(super) const SOURCE: SourceEntry = SourceEntry {
     name: "github",
+    scheme: "github",
     default_api_base: "https://api.github.com",
     listed_for_seconds: 3 * DAY,
     // GitHub retries nothing itself, but a delivery can be redelivered by

@@ -8,7 +8,7 @@
 //! authentication), how its pages and errors read, and how a gap is
 //! filled: by asking the provider to re-send a signed delivery (GitHub,
 //! PayPal, Paddle) or by delivering the event as the API returned it
-//! (Stripe, Square); each file's `SOURCE` says all of it, and [`SOURCES`]
+//! (Stripe's two lists, Square); each file's `SOURCE` says all of it, and [`SOURCES`]
 //! lists them. The run itself is `reconcile_runs::run`, against a
 //! `RunBackend`; the Worker's per-route Durable Object only adapts it.
 
@@ -19,6 +19,7 @@ mod paypal;
 mod source;
 mod square;
 mod stripe;
+mod stripe_v2;
 mod types;
 pub mod wire;
 
@@ -32,6 +33,7 @@ pub use wire::{ApiError, ApiRequest, ApiResponse, ListedEvent, Page, Window};
 /// is dead code, which the lints refuse.
 pub const SOURCES: &[SourceEntry] = &[
     stripe::SOURCE,
+    stripe_v2::SOURCE,
     paddle::SOURCE,
     paypal::SOURCE,
     github::SOURCE,

@@ -34,6 +34,7 @@ use crate::time::{rfc3339, unix_seconds_or_utc};
 
 pub(super) const SOURCE: SourceEntry = SourceEntry {
     name: "paddle",
+    scheme: "paddle",
     default_api_base: "https://api.paddle.com",
     listed_for_seconds: 90 * DAY,
     // A live account's notification is retried over three days.

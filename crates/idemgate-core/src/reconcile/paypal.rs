@@ -33,6 +33,7 @@ use crate::time::{rfc3339, unix_seconds_or_utc};
 
 pub(super) const SOURCE: SourceEntry = SourceEntry {
     name: "paypal",
+    scheme: "paypal",
     default_api_base: "https://api-m.paypal.com",
     // PayPal's dashboard keeps 30 days; its API states none.
     listed_for_seconds: 30 * DAY,

@@ -13,10 +13,12 @@ pub(super) const DAY: u64 = 86_400;
 /// provider's file: everything a route's
 /// configuration and a run know of that provider's events API.
 pub struct SourceEntry {
-    /// The name `reconcile.source` takes, and the signature scheme a route
-    /// reconciled against it must verify (the one whose deliveries the
-    /// API lists).
+    /// The name `reconcile.source` takes.
     pub name: &'static str,
+    /// The signature scheme a route reconciled against it must verify: the
+    /// one whose deliveries the API lists (`stripe` for both of Stripe's
+    /// lists).
+    pub scheme: &'static str,
     pub default_api_base: &'static str,
     /// How far back the provider lists events (or lets them be re-sent):
     /// a longer lookback would only list nothing.
@@ -123,7 +125,7 @@ impl Source {
     /// The signature scheme a route reconciled against this provider must
     /// verify: the one whose deliveries the events API lists.
     pub fn scheme(self) -> &'static str {
-        self.name()
+        self.0.scheme
     }
 
     pub fn default_api_base(self) -> &'static str {

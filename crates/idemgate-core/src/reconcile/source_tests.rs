@@ -7,10 +7,23 @@ use super::*;
 #[test]
 fn each_source_is_found_by_its_name_in_the_tables_order() {
     let names: Vec<&str> = Source::all().map(Source::name).collect();
-    assert_eq!(names, ["stripe", "paddle", "paypal", "github", "square"]);
+    assert_eq!(
+        names,
+        [
+            "stripe",
+            "stripe-v2",
+            "paddle",
+            "paypal",
+            "github",
+            "square"
+        ]
+    );
     for source in Source::all() {
         assert_eq!(Source::parse(source.name()), Some(source));
-        assert_eq!(source.scheme(), source.name());
+        // Each lists its own scheme's deliveries; both of Stripe's lists
+        // are of deliveries signed with Stripe-Signature.
+        let scheme = source.name().strip_suffix("-v2").unwrap_or(source.name());
+        assert_eq!(source.scheme(), scheme);
         assert!(source.default_api_base().starts_with("https://"));
     }
     assert_eq!(Source::parse("stripe"), Some(Source::Stripe));
@@ -26,7 +39,7 @@ fn a_source_that_can_be_asked_to_resend_is_asked_and_the_others_are_delivered() 
             .map(Source::name)
             .collect()
     };
-    assert_eq!(by(FillBy::Delivering), ["stripe", "square"]);
+    assert_eq!(by(FillBy::Delivering), ["stripe", "stripe-v2", "square"]);
     assert_eq!(
         by(FillBy::AskingTheProvider),
         ["paddle", "paypal", "github"]
@@ -83,7 +96,7 @@ fn endpoints_are_checked_by_the_source_that_names_them() {
     assert!(!valid("paddle", "ntfset 01"));
     assert!(valid("paypal", "8PT597110X687430LKGECATA"));
     assert!(!valid("paypal", &"x".repeat(129)));
-    for name in ["stripe", "square"] {
+    for name in ["stripe", "stripe-v2", "square"] {
         assert!(matches!(
             Source::parse(name).unwrap().entry().endpoint,
             Endpoint::Unused

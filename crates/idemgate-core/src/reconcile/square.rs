@@ -28,6 +28,7 @@ use crate::time::{rfc3339, unix_seconds_or_utc};
 
 pub(super) const SOURCE: SourceEntry = SourceEntry {
     name: "square",
+    scheme: "square",
     default_api_base: "https://connect.squareup.com",
     listed_for_seconds: 28 * DAY,
     // Retried for up to 72 hours after the event.

@@ -28,6 +28,7 @@ use super::wire::{bearer, query_value, ApiError, ApiRequest, ApiResponse, Listed
 
 pub(super) const SOURCE: SourceEntry = SourceEntry {
     name: "stripe",
+    scheme: "stripe",
     default_api_base: "https://api.stripe.com",
     listed_for_seconds: 30 * DAY,
     // Live-mode deliveries are retried for up to three days.

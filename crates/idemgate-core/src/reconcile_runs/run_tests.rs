@@ -1236,6 +1236,247 @@ fn square_delivers_the_webhook_body_rebuilt_from_the_listed_event_under_its_even
     assert_eq!(handed[0].fingerprint, Fingerprint::of_event("e-1"));
 }
 
+// --- Stripe's thin events: GET /v2/core/events, next_page_url ---
+
+/// A listed thin event (`created` to the millisecond) with the `data`
+/// only the API renders, and the body its destination posts.
+fn thin_event(id: &str, event_type: &str, created_ms: u64) -> (String, String) {
+    let created = format!(
+        "{}.{:03}Z",
+        &rfc3339(created_ms / 1_000)[..19],
+        created_ms % 1_000
+    );
+    let head =
+        format!(r#"{{"id":"{id}","object":"v2.core.event","context":null,"created":"{created}""#);
+    let tail = format!(
+        r#""livemode":false,"reason":null,"related_object":{{"id":"mtr_{id}","type":"billing.meter","url":"/v1/billing/meters/mtr_{id}"}},"type":"{event_type}"}}"#
+    );
+    (
+        format!(
+            r#"{head},"data":{{"developer_message_summary":"There is 1 invalid event"}},{tail}"#
+        ),
+        format!("{head},{tail}"),
+    )
+}
+
+/// Stripe's `/v2/core/events` as its reference describes it: the
+/// `created[gte]`/`created[lt]` range in RFC 3339, repeated `types`,
+/// `limit`, newest first, and `next_page_url` with an opaque `page` token
+/// that carries the first request's filters.
+fn stripe_v2_api(
+    events: Vec<(String, String, u64)>,
+) -> impl FnMut(&ApiRequest) -> Result<ApiResponse, String> {
+    let mut filters: Option<(u64, u64, Vec<String>)> = None;
+    move |request| {
+        assert_eq!(request.method, "GET");
+        assert!(
+            request
+                .url
+                .starts_with("https://api.stripe.com/v2/core/events?"),
+            "{}",
+            request.url
+        );
+        assert_eq!(
+            crate::headers::get(&request.headers, "stripe-version"),
+            Some("2026-10-28.endive")
+        );
+        if authorization(request) != Some(&format!("Bearer {API_KEY}")) {
+            return json(
+                401,
+                r#"{"error":{"type":"invalid_request_error","code":"invalid_api_key","message":"Invalid API Key provided: rk_live_****6789"}}"#,
+            );
+        }
+        let url = &request.url;
+        let limit: usize = param(url, "limit").unwrap().parse().unwrap();
+        let offset = match param(url, "page") {
+            Some(page) => {
+                assert_eq!(param(url, "created[gte]"), None, "the token carries them");
+                page.strip_prefix("page_").unwrap().parse().unwrap()
+            }
+            None => {
+                let at =
+                    |name: &str| crate::time::rfc3339_ms(&param(url, name).expect(name)).unwrap();
+                let types = query(url)
+                    .into_iter()
+                    .filter(|(name, _)| name == "types")
+                    .map(|(_, value)| value)
+                    .collect();
+                filters = Some((at("created[gte]"), at("created[lt]"), types));
+                0
+            }
+        };
+        let (gte, lt, types) = filters.clone().expect("a first page first");
+        let listed: Vec<&(String, String, u64)> = events
+            .iter()
+            .filter(|(_, _, created)| (gte..lt).contains(created))
+            .filter(|(_, kind, _)| types.is_empty() || types.contains(kind))
+            .collect();
+        let end = (offset + limit).min(listed.len());
+        let page: Vec<String> = listed[offset..end]
+            .iter()
+            .map(|(id, kind, created)| thin_event(id, kind, *created).0)
+            .collect();
+        let next = match end < listed.len() {
+            true => format!(r#""/v2/core/events?limit={limit}&page=page_{end}""#),
+            false => "null".into(),
+        };
+        json(
+            200,
+            format!(
+                r#"{{"data":[{}],"next_page_url":{next},"previous_page_url":null}}"#,
+                page.join(",")
+            ),
+        )
+    }
+}
+
+#[test]
+fn stripe_v2_pages_thin_events_by_next_page_url_and_delivers_each_as_its_destination_posts_it() {
+    let route = route(
+        r#"{"thin":{"path":"/webhooks/thin","signature":"stripe","signing_secret":"WEBHOOK_SECRET",
+            "reconcile":{"source":"stripe-v2","api_key":"RECONCILE_KEY","types":["v1.billing.meter.*"]}}}"#,
+    );
+    let window = route.reconcile.as_ref().unwrap().window(NOW);
+    // 50 events newest first, one a second, every tenth a type the route
+    // does not take; the newest is in the window's last second, to the
+    // millisecond; one is younger than the grace, one older than the
+    // lookback.
+    let mut events: Vec<(String, String, u64)> = (0..50)
+        .map(|i| {
+            let kind = match i % 10 {
+                9 => "v2.core.event_destination.ping",
+                _ => "v1.billing.meter.error_report_triggered",
+            };
+            let created = (window.to - i) * 1_000 + 999;
+            (format!("evt_test_{i:03}"), kind.to_string(), created)
+        })
+        .collect();
+    events.insert(
+        0,
+        (
+            "evt_test_young".into(),
+            events[0].1.clone(),
+            (window.to + 1) * 1_000,
+        ),
+    );
+    events.push((
+        "evt_test_old".into(),
+        events[0].1.clone(),
+        window.from * 1_000 - 1,
+    ));
+    let fake = Fake::new(stripe_v2_api(events));
+    fake.receive(["evt_test_000".to_string(), "evt_test_021".to_string()]);
+
+    let ended = run_once(&fake, &route);
+    let record = &ended.record;
+    assert_eq!(record.error, None);
+    assert!(record.complete);
+    assert_eq!(
+        (
+            record.listed,
+            record.already_received,
+            record.filled,
+            record.other_types
+        ),
+        (45, 2, 43, 5)
+    );
+    // Three pages of 20: the first with the window, then next_page_url.
+    let requests = fake.requests.borrow();
+    let urls: Vec<&str> = requests
+        .iter()
+        .map(|request| request.url.as_str())
+        .collect();
+    assert_eq!(
+        urls,
+        [
+            format!(
+                "https://api.stripe.com/v2/core/events?limit=20&created%5Bgte%5D={}&created%5Blt%5D={}",
+                rfc3339(window.from).replace(':', "%3A"),
+                rfc3339(window.to + 1).replace(':', "%3A")
+            )
+            .as_str(),
+            "https://api.stripe.com/v2/core/events?limit=20&page=page_20",
+            "https://api.stripe.com/v2/core/events?limit=20&page=page_40",
+        ]
+    );
+    // Each event of the route's types went to its key's object once, as the
+    // thin event its destination posts: without the API's `data`.
+    let handed = fake.handed.borrow();
+    assert_eq!(handed.len(), 45);
+    for delivery in handed.iter() {
+        let id = delivery.identity.key.as_str();
+        assert_eq!(delivery.fingerprint, Fingerprint::of_event(id));
+        assert_eq!(delivery.request.source.as_deref(), Some("reconciliation"));
+        assert_eq!(delivery.request.url, "https://pay.internal/webhooks/thin");
+        let body = String::from_utf8(delivery.request.body.clone()).unwrap();
+        assert!(!body.contains("\"data\""), "{body}");
+        let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(parsed["id"], id);
+        assert_eq!(parsed["object"], "v2.core.event");
+        assert_eq!(parsed["related_object"]["id"], format!("mtr_{id}"));
+    }
+    let first = &handed[0];
+    assert_eq!(first.identity.key.as_str(), "evt_test_000");
+    assert_eq!(
+        first.request.body,
+        thin_event(
+            "evt_test_000",
+            "v1.billing.meter.error_report_triggered",
+            window.to * 1_000 + 999
+        )
+        .1
+        .into_bytes()
+    );
+    assert_eq!(fake.decisions("reconciled"), 43);
+    assert!(!fake.said().contains(API_KEY));
+}
+
+#[test]
+fn a_stripe_v2_run_stopped_inside_the_window_goes_on_from_the_next_page_url() {
+    let route = route(
+        r#"{"thin":{"path":"/webhooks/thin","signature":"stripe","signing_secret":"WEBHOOK_SECRET",
+            "reconcile":{"source":"stripe-v2","api_key":"RECONCILE_KEY","types":["v1.billing.meter.error_report_triggered"]}}}"#,
+    );
+    let window = route.reconcile.as_ref().unwrap().window(NOW);
+    let events: Vec<(String, String, u64)> = (0..100)
+        .map(|i| {
+            let kind = "v1.billing.meter.error_report_triggered".to_string();
+            (format!("evt_test_{i:03}"), kind, (window.to - i) * 1_000)
+        })
+        .collect();
+    let fake = Fake::new(stripe_v2_api(events));
+    // Room for three pages of 20 (a page may cost 201: its list, and per
+    // event a call and a re-send), not a fourth.
+    let limits = Limits {
+        subrequests: 243,
+        duration_ms: 25_000,
+    };
+    let first = run_with(&fake, &route, None, limits);
+    assert!(!first.record.complete);
+    assert_eq!(first.record.filled, 60);
+    let cursor = first.cursor.clone().expect("the window goes on");
+    assert_eq!(
+        cursor.page.as_deref(),
+        Some("https://api.stripe.com/v2/core/events?limit=20&page=page_60"),
+        "the next_page_url, whole on the API's origin"
+    );
+    // The exact type went to the API, repeated as a v2 array is.
+    assert_eq!(
+        param(&fake.requests.borrow()[0].url, "types").as_deref(),
+        Some("v1.billing.meter.error_report_triggered")
+    );
+    let second = run_with(&fake, &route, Some(cursor), RUN_LIMITS);
+    assert!(second.record.complete);
+    assert_eq!(second.record.window, first.record.window);
+    let handed = fake.handed_keys();
+    let unique: HashSet<&String> = handed.iter().collect();
+    assert_eq!(
+        (handed.len(), unique.len()),
+        (100, 100),
+        "none twice, none skipped"
+    );
+}
+
 // --- What a route's object keeps between runs ---
 
 fn record(id: usize, started_at: u64, error: Option<u16>) -> RunRecord {
