@@ -26,7 +26,11 @@ fn routes() -> String {
 
 /// p50 and p99, in milliseconds, of `concurrency` connections sending
 /// `url` (with a key of `key(n)`, when given) for [`SECONDS`].
-async fn measure(url: String, concurrency: usize, key: fn(u64) -> Option<String>) -> (f64, f64, u64) {
+async fn measure(
+    url: String,
+    concurrency: usize,
+    key: fn(u64) -> Option<String>,
+) -> (f64, f64, u64) {
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let started = Instant::now();
@@ -91,16 +95,27 @@ pub async fn latency() -> Value {
         .body(BODY)
         .send()
         .await;
-    for url in [gateway.url("/lat-sync/warm"), origin.url() + "/lat-direct/warm"] {
+    for url in [
+        gateway.url("/lat-sync/warm"),
+        origin.url() + "/lat-direct/warm",
+    ] {
         measure(url, 4, fresh).await;
     }
     let mut rows = Vec::new();
     for concurrency in CONCURRENCIES {
         let direct = measure(origin.url() + "/lat-direct/pay", concurrency, none).await;
         let kinds = [
-            ("first delivery", gateway.url("/lat-sync/pay"), fresh as fn(u64) -> Option<String>),
+            (
+                "first delivery",
+                gateway.url("/lat-sync/pay"),
+                fresh as fn(u64) -> Option<String>,
+            ),
             ("replay", gateway.url("/lat-sync/pay"), same),
-            ("async acknowledgement", gateway.url("/lat-async/pay"), fresh),
+            (
+                "async acknowledgement",
+                gateway.url("/lat-async/pay"),
+                fresh,
+            ),
         ];
         for (kind, url, key) in kinds {
             let (p50, p99, requests) = measure(url, concurrency, key).await;
@@ -121,7 +136,10 @@ pub async fn latency() -> Value {
 }
 
 pub fn print(latency: &Value) {
-    println!("\nlatency added (through idemgate minus the origin directly, same run, {} s a point):", latency["seconds"]);
+    println!(
+        "\nlatency added (through idemgate minus the origin directly, same run, {} s a point):",
+        latency["seconds"]
+    );
     println!("| request | connections | p50 (ms) | added p50 | p99 (ms) | added p99 |");
     println!("|---|---:|---:|---:|---:|---:|");
     for row in latency["rows"].as_array().into_iter().flatten() {

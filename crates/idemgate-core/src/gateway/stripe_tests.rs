@@ -107,7 +107,12 @@ impl Edge for StripeEdge {
         Err("no operator here".into())
     }
 
-    async fn passthrough(&self, _: &str, _: &HeaderList) -> Result<String, Problem> {
+    async fn passthrough(
+        &self,
+        _: &str,
+        _: &HeaderList,
+        _: Option<&str>,
+    ) -> Result<String, Problem> {
         Err(Problem::NotFound)
     }
 
