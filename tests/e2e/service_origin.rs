@@ -17,7 +17,9 @@ fn routes() -> String {
         "pay": {"path": "/pay", "origin": "service:PAYMENTS"},
         "queue": {"path": "/flaky", "origin": "service:PAYMENTS", "delivery": "async",
                   "retry_schedule": "1s"},
-        "lost": {"path": "/lost", "origin": "service:NOT_BOUND"}
+        "lost": {"path": "/lost", "origin": "service:NOT_BOUND"},
+        "cert": {"path": "/cert", "origin": "mtls:ORIGIN_CERT",
+                 "origin_url": "https://payments.example"}
     })
     .to_string()
 }
@@ -26,6 +28,10 @@ const SERVICES: &str = r#"
 [[services]]
 binding = "PAYMENTS"
 service = "idemgate-test-origin"
+
+[[mtls_certificates]]
+binding = "ORIGIN_CERT"
+certificate_id = "00000000-0000-0000-0000-000000000000"
 "#;
 
 async fn records(origin: &Gateway) -> serde_json::Value {
@@ -127,6 +133,35 @@ pub async fn a_service_bound_origin_worker_is_charged_once_and_verifies_every_fo
     let broken = &health["configuration"]["broken_routes"];
     assert_eq!(broken[0]["route"], "lost", "{health}");
     assert_eq!(broken[0]["setting"], "ROUTES.lost.origin", "{health}");
+
+    // An mTLS certificate binding exists locally, so its route is well
+    // configured, but wrangler's dev server cannot run its fetch ("needs
+    // to be run remotely"): the forward is 502 origin-unreachable, saying
+    // so, and the sender retries. Only a deployment shows the handshake.
+    assert!(
+        !broken
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|route| route["route"] == "cert"),
+        "{health}"
+    );
+    let local = post_json(
+        &client(),
+        &gateway.url("/cert/charges"),
+        Some("svc-cert-1"),
+        BODY,
+    )
+    .await;
+    local.assert_problem(502, "origin-unreachable");
+    assert!(
+        local.json()["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("remotely"),
+        "{}",
+        String::from_utf8_lossy(&local.body)
+    );
     drop(gateway);
     drop(origin);
 }
