@@ -22,6 +22,9 @@ use idemgate_core::sweep::GRACE_MS;
 use crate::edge_http;
 use crate::index_db::{run_local, IndexDb};
 
+/// Whether this shard has told shard 0 of its route that it exists.
+const EXTENT_RECORDED_KEY: &str = "extent_recorded";
+
 /// The end-to-end tests' hook: a shard told to fail refuses every call
 /// until told to answer again.
 #[cfg(feature = "test-hooks")]
@@ -91,19 +94,7 @@ impl IndexShard {
         }
         let query: ShardQuery = serde_json::from_str(line).map_err(|error| error.to_string())?;
         if !self.schema_ready.get() && query.shard > 0 {
-            // The route's shard 0 learns that the route has this many,
-            // before this shard holds a row.
-            let extent = ShardQuery::new(
-                sql::RECORD_EXTENT,
-                &[Param::Integer(u64::from(query.shard) + 1)],
-            );
-            IndexDb::Shard {
-                env: &self.env,
-                route,
-                shard: 0,
-            }
-            .run(&extent)
-            .await?;
+            self.record_extent(route, query.shard).await?;
         }
         self.ensure_schema()?;
         let rows = run_local(&self.state.storage(), &query)?;
@@ -112,6 +103,34 @@ impl IndexShard {
             self.arm().await?;
         }
         Ok(serde_json::to_string(&rows).expect("rows serialize"))
+    }
+
+    /// Tells the route's shard 0 that the route has at least this many
+    /// shards, before this shard holds a row: once in the shard's life
+    /// (its storage remembers), not once per instance.
+    async fn record_extent(&self, route: &str, shard: u16) -> Result<(), String> {
+        let storage = self.state.storage();
+        if storage
+            .get::<bool>(EXTENT_RECORDED_KEY)
+            .await
+            .ok()
+            .flatten()
+            == Some(true)
+        {
+            return Ok(());
+        }
+        let extent = ShardQuery::new(sql::RECORD_EXTENT, &[Param::Integer(u64::from(shard) + 1)]);
+        IndexDb::Shard {
+            env: &self.env,
+            route,
+            shard: 0,
+        }
+        .run(&extent)
+        .await?;
+        storage
+            .put(EXTENT_RECORDED_KEY, true)
+            .await
+            .map_err(|error| error.to_string())
     }
 
     fn ensure_schema(&self) -> Result<(), String> {
