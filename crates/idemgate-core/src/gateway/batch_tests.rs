@@ -3,58 +3,27 @@
 //! refused whole, and the property of SPEC §4 (v4): no subset, repetition
 //! or reordering of a batch's events forwards any event twice.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 
 use futures::executor::block_on;
 use proptest::prelude::*;
 
+use super::engine_edge::EngineEdge;
 use super::*;
 use crate::answer::render_problem;
-use crate::engine::{Engine, Policy};
-use crate::memory_backend::MemoryBackend;
-use crate::object_call::ObjectOp;
-use crate::signature::{Message, SignatureScheme};
+use crate::signature::Message;
 
 const NOW: u64 = 1_700_000_000_000;
 const SECRET: &str = "gocardless-endpoint-secret";
 
-/// An edge whose objects are engines in memory, made on first call.
-struct EngineEdge {
-    config: Rc<Config>,
-    request: RefCell<Message>,
-    replays: RefCell<ReplayCache>,
-    objects: RefCell<HashMap<String, Rc<Engine<MemoryBackend>>>>,
-    calls: RefCell<u64>,
-    /// The route's scheme, which signs as its sender does.
-    scheme: SignatureScheme,
-    /// What the origin answers each event's next forward, by event id
-    /// (a 201 for any other).
-    origin_answers: RefCell<HashMap<String, u16>>,
-}
-
 impl EngineEdge {
-    fn new(vars: &[(&str, &str)]) -> EngineEdge {
-        let vars: HashMap<String, String> = [
-            ("ORIGIN_URL", "http://origin:9"),
+    fn gocardless(vars: &[(&str, &str)]) -> EngineEdge {
+        let mut all = vec![
             ("SIGNATURE_SCHEME", "gocardless"),
             ("SIGNING_SECRET", SECRET),
-            ("FORWARD_SECRET", "forward-secret"),
-        ]
-        .iter()
-        .chain(vars)
-        .map(|(name, value)| (name.to_string(), value.to_string()))
-        .collect();
-        let config = Config::from_lookup(|name| vars.get(name).cloned()).unwrap();
-        EngineEdge {
-            scheme: config.route_for("/").unwrap().signature_scheme.clone(),
-            config: Rc::new(config),
-            request: RefCell::new(Message::default()),
-            replays: RefCell::new(ReplayCache::default()),
-            objects: RefCell::new(HashMap::new()),
-            calls: RefCell::new(0),
-            origin_answers: RefCell::new(HashMap::new()),
-        }
+        ];
+        all.extend_from_slice(vars);
+        EngineEdge::new(NOW, &all)
     }
 
     /// Posts `body`, signed as the route's sender signs it, or with
@@ -73,8 +42,7 @@ impl EngineEdge {
                 .headers
                 .push(("Webhook-Signature".into(), signature.into()));
         }
-        *self.request.borrow_mut() = message;
-        block_on(handle(self, "POST", "https://edge.test/gocardless")).unwrap()
+        self.send(message, "https://edge.test/gocardless")
     }
 
     /// Each event's forwards, by the event id in the body the origin got.
@@ -91,107 +59,6 @@ impl EngineEdge {
         }
         forwards
     }
-}
-
-impl Edge for EngineEdge {
-    type Response = String;
-    type Error = String;
-
-    fn now_ms(&self) -> u64 {
-        NOW
-    }
-
-    fn config(&self) -> Result<Rc<Config>, Problem> {
-        Ok(self.config.clone())
-    }
-
-    fn headers(&self) -> HeaderList {
-        self.request.borrow().headers.clone()
-    }
-
-    async fn operator(&self, _: &str, _: Option<&str>) -> Result<String, String> {
-        Err("no operator here".into())
-    }
-
-    async fn passthrough(
-        &self,
-        _: &str,
-        _: &HeaderList,
-        _: Option<&str>,
-    ) -> Result<String, Problem> {
-        Err(Problem::NotFound)
-    }
-
-    async fn read_body(&self, _: BodyFraming, _: u64) -> Result<Option<Vec<u8>>, String> {
-        Ok(Some(self.request.borrow().body.clone()))
-    }
-
-    async fn check_public_keys(&self, _: &[PublicKeyCheck]) -> PublicKeyChecked {
-        PublicKeyChecked::Rejected
-    }
-
-    fn with_replays<T>(&self, f: impl FnOnce(&mut ReplayCache) -> T) -> T {
-        f(&mut self.replays.borrow_mut())
-    }
-
-    fn has_index(&self) -> bool {
-        true
-    }
-
-    async fn upgrade_since(&self) -> Option<u64> {
-        None
-    }
-
-    async fn call(&self, call: ObjectCall, body: Vec<u8>) -> Result<Reply, Problem> {
-        *self.calls.borrow_mut() += 1;
-        let engine = self
-            .objects
-            .borrow_mut()
-            .entry(call.object.clone())
-            .or_insert_with(|| {
-                let backend = MemoryBackend::new(NOW);
-                backend.set_secret("FORWARD_SECRET", "forward");
-                Rc::new(Engine::new(backend))
-            })
-            .clone();
-        let policy = Policy::from(self.config.route(&call.route).unwrap());
-        let ObjectOp::Deliver(_) = &call.op else {
-            return Err(Problem::NotFound);
-        };
-        let event: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-        let id = event["events"][0]["id"].as_str().unwrap_or_default();
-        if let Some(status) = self.origin_answers.borrow_mut().remove(id) {
-            let answer = crate::receipt::ForwardResult::Answered(HttpResponse {
-                status,
-                headers: vec![],
-                body: b"{}".to_vec(),
-            });
-            engine.backend().script.borrow_mut().push_back(answer);
-        }
-        let delivery = call.into_delivery(body)?;
-        let answer = match delivery.if_known {
-            true => engine.deliver_if_known(delivery, &policy).await,
-            false => Some(engine.deliver(delivery, &policy).await),
-        };
-        Ok(match answer {
-            None => Reply {
-                response: render_problem(&Problem::NotFound),
-                replayable_until: None,
-                unknown_key: true,
-                already_received: false,
-            },
-            Some(answer) => Reply {
-                replayable_until: matches!(answer, crate::answer::Answer::Replayed(_))
-                    .then(|| engine.replayable_until())
-                    .flatten(),
-                response: answer.render(),
-                unknown_key: false,
-                already_received: false,
-            },
-        })
-    }
-
-    fn count_delivery(&self) {}
 }
 
 fn batch(ids: &[&str], webhook: &str) -> String {
@@ -215,7 +82,7 @@ fn answered(handled: Handled<String>) -> HttpResponse {
 
 #[test]
 fn a_batch_forwards_each_event_once_in_an_envelope_of_its_own() {
-    let edge = EngineEdge::new(&[]);
+    let edge = EngineEdge::gocardless(&[]);
     let first = answered(edge.post(&batch(&["EV1", "EV2", "EV3"], "WB1"), None));
     assert_eq!(first.status, 200);
     let forwards = edge.forwards();
@@ -265,7 +132,7 @@ fn a_batch_forwards_each_event_once_in_an_envelope_of_its_own() {
 /// origin's own status and body (then its replay), not a list of one.
 #[test]
 fn a_batch_of_one_is_answered_with_the_origins_own_answer() {
-    let edge = EngineEdge::new(&[]);
+    let edge = EngineEdge::gocardless(&[]);
     edge.origin_answers.borrow_mut().insert("EV1".into(), 202);
     let first = answered(edge.post(&batch(&["EV1"], "WB1"), None));
     assert_eq!((first.status, first.body.as_slice()), (202, &b"{}"[..]));
@@ -281,7 +148,7 @@ fn a_batch_of_one_is_answered_with_the_origins_own_answer() {
 
 #[test]
 fn a_batch_that_cannot_be_taken_whole_stores_nothing() {
-    let edge = EngineEdge::new(&[("MAX_BATCH_EVENTS", "3")]);
+    let edge = EngineEdge::gocardless(&[("MAX_BATCH_EVENTS", "3")]);
     let repeated = answered(edge.post(&batch(&["EV1", "EV2", "EV1"], "WB1"), None));
     assert_eq!(repeated.status, 400);
     assert!(String::from_utf8_lossy(&repeated.body).contains("events 1 and 3"));
@@ -299,7 +166,7 @@ fn a_batch_that_cannot_be_taken_whole_stores_nothing() {
 /// forwards only what did not reach it.
 #[test]
 fn a_batch_an_origin_did_not_take_whole_is_not_2xx() {
-    let edge = EngineEdge::new(&[]);
+    let edge = EngineEdge::gocardless(&[]);
     edge.origin_answers.borrow_mut().insert("EV2".into(), 503);
     edge.origin_answers.borrow_mut().insert("EV3".into(), 400);
     let first = answered(edge.post(&batch(&["EV1", "EV2", "EV3", "EV4"], "WB1"), None));
@@ -319,7 +186,7 @@ fn a_batch_an_origin_did_not_take_whole_is_not_2xx() {
 /// same event in another webhook (another `meta`) is the same key.
 #[test]
 fn body_sha256_keys_an_event_whatever_batch_it_came_in() {
-    let edge = EngineEdge::new(&[("KEY_SOURCES", "body-sha256")]);
+    let edge = EngineEdge::gocardless(&[("KEY_SOURCES", "body-sha256")]);
     let first = answered(edge.post(&batch(&["EV1", "EV2"], "WB1"), None));
     assert_eq!(first.status, 200);
     let again = answered(edge.post(&batch(&["EV2", "EV1", "EV3"], "WB2"), None));
@@ -351,7 +218,8 @@ fn adyen_notification(psps: &[&str]) -> String {
 /// answered from that receipt when re-sent, not delivered item by item.
 #[test]
 fn an_adyen_notification_the_third_version_took_whole_is_answered_from_it() {
-    let edge = EngineEdge::new(&[("SIGNATURE_SCHEME", "adyen"), ("SIGNING_SECRET", ADYEN_KEY)]);
+    let edge =
+        EngineEdge::gocardless(&[("SIGNATURE_SCHEME", "adyen"), ("SIGNING_SECRET", ADYEN_KEY)]);
     let mut signed = Message {
         headers: vec![("content-type".into(), "application/json".into())],
         body: adyen_notification(&["PSP1", "PSP2"]).into_bytes(),
@@ -414,7 +282,7 @@ proptest! {
             1..6,
         ),
     ) {
-        let edge = EngineEdge::new(&[]);
+        let edge = EngineEdge::gocardless(&[]);
         let mut delivered = std::collections::HashSet::new();
         for (index, picks) in batches.iter().enumerate() {
             let ids: Vec<String> = picks.iter().map(|pick| format!("EV{pick}")).collect();

@@ -401,6 +401,8 @@ pub use batch::BATCH;
 #[cfg(test)]
 mod batch_tests;
 #[cfg(test)]
+mod engine_edge;
+#[cfg(test)]
 mod stripe_tests;
 #[cfg(test)]
 mod tests;
