@@ -272,3 +272,62 @@ pub async fn storage_writes_per_delivery_kind(world: &'static World) {
         "storage ops: first delivery {first}; after 3 replays {replays}; two failures {failures}"
     );
 }
+
+/// SPEC §14 (v5): the entry calls the Rust code without worker-build's
+/// per-request wrapper, and still re-initialises the wasm after a panic:
+/// the request that panicked fails, the next one finds a sound wasm, and
+/// what the key's object kept (a completed receipt) is replayed.
+pub async fn after_a_panic_the_next_request_finds_the_wasm_made_anew(world: &'static World) {
+    let origin = world.origin.url();
+    let gateway =
+        Gateway::start_with_hooks(&[("ORIGIN_URL", &origin), ("ADMIN_TOKEN", ADMIN_TOKEN)]).await;
+    let first = post_json(
+        &client(),
+        &gateway.url("/panic/pay"),
+        Some("before-panic"),
+        BODY,
+    )
+    .await;
+    assert_eq!(
+        first.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let panicked = client()
+        .get(gateway.url("/__idemgate/test/panic"))
+        .send()
+        .await;
+    assert!(
+        panicked.map_or(true, |reply| reply.status().is_server_error()),
+        "the request that panicked fails"
+    );
+    let replayed = post_json(
+        &client(),
+        &gateway.url("/panic/pay"),
+        Some("before-panic"),
+        BODY,
+    )
+    .await;
+    assert_eq!(replayed.status, 201);
+    assert!(replayed.replayed(), "from the key's object");
+    assert_eq!(replayed.body, first.body);
+    let fresh = post_json(
+        &client(),
+        &gateway.url("/panic/pay"),
+        Some("after-panic"),
+        BODY,
+    )
+    .await;
+    assert_eq!(
+        fresh.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&fresh.body)
+    );
+    assert_eq!(world.origin.count("/panic/"), 2, "one forward per key");
+    assert!(
+        gateway.log().contains("Reinitializing Wasm application"),
+        "the wasm was made anew"
+    );
+}
