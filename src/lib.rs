@@ -74,8 +74,6 @@ async fn fetch(
     env: Env,
     context: Context,
 ) -> worker::Result<web_sys::Response> {
-    #[cfg(feature = "test-hooks")]
-    test_hooks::panic_if_asked(&request);
     let answer = gateway::handle(request, env.clone()).await;
     // Signs of trouble go to the alert object after the answer has left.
     if alerts::pending() {

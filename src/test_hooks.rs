@@ -10,8 +10,6 @@
 //!   index, as a v4 deployment did (the upgrade's test).
 //! - `POST /__idemgate/test/index-shards?route=R&fail=true` makes every
 //!   index shard of route R refuse every call (`fail=false` undoes it).
-//! - `GET /__idemgate/test/panic` panics in the worker: the next request
-//!   must find the wasm made anew (the entry's re-initialisation).
 //! - A request header `X-Idemgate-Test-Audit: fail` on an operator act
 //!   makes its intent's audit write fail (the audit log's writer refuses
 //!   it); `fail-result` makes the write of its result fail.
@@ -59,12 +57,5 @@ pub fn audit_hook(header_list: &[(String, String)]) -> crate::audit_client::Audi
         Some("fail") => AuditHook::FailIntent,
         Some("fail-result") => AuditHook::FailResult,
         _ => AuditHook::None,
-    }
-}
-
-/// Panics when the request asks for it (`GET /__idemgate/test/panic`).
-pub fn panic_if_asked(request: &worker::web_sys::Request) {
-    if request.url().ends_with("/__idemgate/test/panic") {
-        panic!("a panic the end-to-end test asked for");
     }
 }

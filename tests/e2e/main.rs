@@ -331,7 +331,6 @@ fn main() {
         demo_origin::the_ledger_keeps_tenants_apart_and_refuses_a_changed_body,
         failures::crash_keeps_completed_keys_and_takes_over_in_flight_ones,
         failures::retention_makes_a_key_new_again_with_a_higher_epoch,
-        failures::after_a_panic_the_next_request_finds_the_wasm_made_anew,
         money::an_interleaved_storm_over_a_thousand_connections,
         reconcile::a_stripe_event_never_delivered_reaches_the_origin_once,
         reconcile::a_failed_live_forward_is_forwarded_by_the_run,
