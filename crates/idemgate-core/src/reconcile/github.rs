@@ -92,14 +92,10 @@ fn headers(token: &str) -> Vec<(String, String)> {
 }
 
 pub(super) fn list(base: &str, token: &str, hook: &str, cursor: Option<&str>) -> ApiRequest {
-    ApiRequest {
-        method: "GET",
-        url: cursor
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("{base}/{hook}/deliveries?per_page=100")),
-        headers: headers(token),
-        body: None,
-    }
+    let url = cursor
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{base}/{hook}/deliveries?per_page=100"));
+    ApiRequest::get(url, headers(token))
 }
 
 #[derive(Deserialize)]

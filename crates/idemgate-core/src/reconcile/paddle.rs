@@ -76,12 +76,7 @@ pub(super) fn list(
     });
     let mut headers = bearer(key);
     headers.push(("paddle-version".into(), "1".into()));
-    ApiRequest {
-        method: "GET",
-        url,
-        headers,
-        body: None,
-    }
+    ApiRequest::get(url, headers)
 }
 
 #[derive(Deserialize)]

@@ -115,12 +115,7 @@ pub(super) fn list(
         }
         url
     });
-    ApiRequest {
-        method: "GET",
-        url,
-        headers: bearer(token),
-        body: None,
-    }
+    ApiRequest::get(url, bearer(token))
 }
 
 #[derive(Deserialize)]

@@ -71,12 +71,7 @@ pub(super) fn list(
         url.push_str("&starting_after=");
         url.push_str(&query_value(after));
     }
-    ApiRequest {
-        method: "GET",
-        url,
-        headers: bearer(key),
-        body: None,
-    }
+    ApiRequest::get(url, bearer(key))
 }
 
 #[derive(Deserialize)]

@@ -101,12 +101,7 @@ pub(super) fn list(
     });
     let mut headers = bearer(key);
     headers.push(("stripe-version".into(), STRIPE_VERSION.into()));
-    ApiRequest {
-        method: "GET",
-        url,
-        headers,
-        body: None,
-    }
+    ApiRequest::get(url, headers)
 }
 
 #[derive(Deserialize)]

@@ -22,6 +22,18 @@ pub struct ApiRequest {
     pub body: Option<String>,
 }
 
+impl ApiRequest {
+    /// A `GET` of `url` with `headers`: how every source lists.
+    pub fn get(url: String, headers: Vec<(String, String)>) -> ApiRequest {
+        ApiRequest {
+            method: "GET",
+            url,
+            headers,
+            body: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for ApiRequest {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
