@@ -112,6 +112,13 @@ async fn health(env: &Env) -> worker::Result<web_sys::Response> {
         }),
         Some(Err(_)) => serde_json::json!({ "state": "unavailable" }),
     };
+    // Receipts whose row has not landed (SPEC §2b, v5): their objects'
+    // own word, kept by each route's alert object.
+    let owed_rows =
+        match crate::alerts::owed_rows(env, crate::alert_object::OWED_NAMED_IN_HEALTH).await {
+            Ok(view) => serde_json::to_value(view).unwrap_or_default(),
+            Err(_) => serde_json::json!({ "state": "unavailable" }),
+        };
     let configuration = match config_from_env(env) {
         Ok(config) => serde_json::json!({
             // A route that reconciles needs its objects' binding.
@@ -157,6 +164,7 @@ async fn health(env: &Env) -> worker::Result<web_sys::Response> {
             "configuration": configuration,
             "index": index,
             "legacy_index": legacy_index,
+            "index_rows_not_landed": owed_rows,
             "alerts": alerts,
         }),
     )

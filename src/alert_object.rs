@@ -8,6 +8,8 @@
 //! `ALERTS`, signing each attempt afresh. Nothing here is on a delivery's
 //! path, and a flood on one route is kept by that route's object alone.
 
+use std::cell::RefCell;
+
 use wasm_bindgen::prelude::*;
 use worker::{durable_object, Date, DurableObject, Env, Request, Response, State};
 
@@ -16,6 +18,7 @@ use idemgate_core::alerts::{self, AlertsConfig};
 use idemgate_core::answer::render_problem;
 use idemgate_core::host::value::ValueStore;
 use idemgate_core::host::Host;
+use idemgate_core::index::owed::OwedRows;
 use idemgate_core::problem::Problem;
 use idemgate_core::receipt::ForwardResult;
 
@@ -23,12 +26,17 @@ use crate::edge_http;
 use crate::object_storage::KeyValues;
 
 const BOOK_KEY: &str = "book";
+/// The owed rows a route names to health at most.
+pub const OWED_NAMED_IN_HEALTH: usize = 20;
 /// How long a sink may take to answer.
 const SINK_TIMEOUT_MS: u64 = 5_000;
 
 #[durable_object]
 pub struct AlertObject {
     host: Host<KeptAlerts, ValueStore<KeyValues>>,
+    /// The route's receipts whose index row has not landed, in memory:
+    /// their objects say so again at every repair.
+    owed: RefCell<OwedRows>,
     env: Env,
 }
 
@@ -43,6 +51,7 @@ impl DurableObject for AlertObject {
                 storage,
                 key: BOOK_KEY,
             }),
+            owed: RefCell::new(OwedRows::default()),
             env,
         }
     }
@@ -92,6 +101,18 @@ impl AlertObject {
 
     async fn answer(&self, line: &str) -> Result<String, String> {
         let call: AlertCall = serde_json::from_str(line).map_err(|error| error.to_string())?;
+        let now = Date::now().as_millis();
+        match &call {
+            AlertCall::Rows(reports) => {
+                self.owed.borrow_mut().report(reports, now);
+                return Ok("{}".to_string());
+            }
+            AlertCall::OwedRows => {
+                let view = self.owed.borrow_mut().view(now, OWED_NAMED_IN_HEALTH);
+                return serde_json::to_string(&view).map_err(|error| error.to_string());
+            }
+            _ => {}
+        }
         let Some(config) = self.config() else {
             return Ok(not_configured().to_string());
         };

@@ -19,6 +19,7 @@ use worker::Env;
 use futures::future::{select, Either};
 pub use idemgate_core::alerts::kept::{AlertCall, Observation};
 use idemgate_core::alerts::{self, AlertsConfig, Condition, SEND_BOUND_MS};
+use idemgate_core::index::owed::{OwedView, RowReport};
 
 pub const ALERT_OBJECT_BINDING: &str = "ALERT_OBJECT";
 /// The deployment's object's name (the one object of earlier versions).
@@ -67,10 +68,23 @@ pub fn note(env: &Env, route: &str, condition: Condition, detail: &str) {
     });
 }
 
+/// A key object's word on its receipt's index row, for health (SPEC
+/// §2b, v5): kept whether or not alerting is on, the last word per
+/// receipt.
+pub fn note_row(report: RowReport) {
+    crate::isolate::with(|isolate| {
+        isolate
+            .alerts
+            .rows
+            .borrow_mut()
+            .insert(report.receipt_id.clone(), report);
+    });
+}
+
 /// Whether signs wait to be sent.
 pub fn pending() -> bool {
     crate::isolate::with(|isolate| {
-        !isolate.alerts.pending.borrow().is_empty()
+        (!isolate.alerts.pending.borrow().is_empty() || !isolate.alerts.rows.borrow().is_empty())
             && !isolate
                 .alerts
                 .sending
@@ -98,7 +112,14 @@ pub async fn flush(env: Env) {
     }
     loop {
         let mut by_object: BTreeMap<String, Vec<Observation>> = BTreeMap::new();
+        let mut rows_by_object: BTreeMap<String, Vec<RowReport>> = BTreeMap::new();
         crate::isolate::with(|isolate| {
+            for (_, report) in std::mem::take(&mut *isolate.alerts.rows.borrow_mut()) {
+                rows_by_object
+                    .entry(route_object(&report.route))
+                    .or_default()
+                    .push(report);
+            }
             for ((route, condition), (count, detail)) in
                 std::mem::take(&mut *isolate.alerts.pending.borrow_mut())
             {
@@ -113,16 +134,23 @@ pub async fn flush(env: Env) {
                     });
             }
         });
-        if by_object.is_empty() {
+        if by_object.is_empty() && rows_by_object.is_empty() {
             break;
         }
+        let calls = by_object
+            .into_iter()
+            .map(|(name, observations)| (name, AlertCall::Observe(observations)))
+            .chain(
+                rows_by_object
+                    .into_iter()
+                    .map(|(name, rows)| (name, AlertCall::Rows(rows))),
+            );
         // Each object apart, at once: one that hangs or fails costs the
         // others nothing.
-        let sends = by_object.into_iter().map(|(name, observations)| {
+        let sends = calls.map(|(name, call)| {
             let env = &env;
             async move {
-                let observe = AlertCall::Observe(observations);
-                let sent = call_object(env, &name, &observe);
+                let sent = call_object(env, &name, &call);
                 let bound = worker::Delay::from(std::time::Duration::from_millis(SEND_BOUND_MS));
                 let answered = match select(Box::pin(sent), bound).await {
                     Either::Left((answered, _)) => answered.map(|_| ()),
@@ -193,6 +221,30 @@ async fn call_object(env: &Env, name: &str, call: &AlertCall) -> Result<serde_js
         crate::object_rpc::call(env, ALERT_OBJECT_BINDING, name, None, &line, "alert object")
             .await?;
     serde_json::from_str(&answer).map_err(|error| error.to_string())
+}
+
+/// The receipts whose index row has not landed, over every route (SPEC
+/// §2b, v5): the count, and the `named` oldest.
+pub async fn owed_rows(env: &Env, named: usize) -> Result<OwedView, String> {
+    let config =
+        crate::env::config_from_env(env).map_err(|_| "the configuration is refused".to_string())?;
+    let names: Vec<String> = config
+        .routes
+        .iter()
+        .map(|route| route_object(&route.name))
+        .collect();
+    let views = futures::future::join_all(
+        names
+            .iter()
+            .map(|name| call_object(env, name, &AlertCall::OwedRows)),
+    )
+    .await;
+    let mut merged = Vec::with_capacity(views.len());
+    for view in views {
+        let view: OwedView = serde_json::from_value(view?).map_err(|error| error.to_string())?;
+        merged.push(view);
+    }
+    Ok(OwedView::merge(merged, named))
 }
 
 /// The Cron Trigger's minute: every alert object's clock moves on even

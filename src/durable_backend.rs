@@ -350,6 +350,10 @@ impl Backend for DurableBackend {
         events::emit(&self.env, event, logged);
     }
 
+    fn report_row(&self, report: idemgate_core::index::owed::RowReport) {
+        crate::alerts::note_row(report);
+    }
+
     async fn index(&self, update: IndexUpdate, place: &IndexPlace) -> Result<IndexWrite, String> {
         StorageOps::bump(&self.ops, |ops| ops.index_writes += 1);
         #[cfg(feature = "test-hooks")]

@@ -11,6 +11,7 @@ use std::rc::Rc;
 use idemgate_core::access::AccessKey;
 use idemgate_core::alerts::{AlertsConfig, Condition, SendGate};
 use idemgate_core::config::Config;
+use idemgate_core::index::owed::RowReport;
 use idemgate_core::problem::Problem;
 use idemgate_core::replay_cache::ReplayCache;
 use idemgate_core::signature::plaid::KeyCache;
@@ -64,6 +65,10 @@ pub struct Alerts {
     pub config: RefCell<Option<Result<Option<AlertsConfig>, String>>>,
     /// Signs by route and condition: how many, and the last one's detail.
     pub pending: RefCell<BTreeMap<(String, Condition), (u64, String)>>,
+    /// Key objects' word on their rows, by receipt id, the last word kept
+    /// (SPEC §2b, v5): sent to their route's object, whether or not
+    /// alerting is on.
+    pub rows: RefCell<BTreeMap<String, RowReport>>,
     /// Whether a call to the alert object is on its way, within its
     /// bound.
     pub sending: Cell<SendGate>,

@@ -40,12 +40,15 @@ fn routes() -> String {
         "storm": {"path": "/capacity", "delivery": "async"},
         "limited": {"path": "/capacity-limited", "delivery": "async",
                     "max_in_flight": LIMIT, "flow_shards": FLOW_SHARDS},
+        "failing": {"path": "/capacity-failing", "delivery": "async",
+                    "retry_schedule": "1h"},
     })
     .to_string()
 }
 
 /// The async storm of `keys` distinct keys on an unlimited route, then
-/// a fifth of them on a route limited over [`FLOW_SHARDS`] coordinators.
+/// a fifth of them on a route limited over [`FLOW_SHARDS`] coordinators,
+/// and a fifth on a route whose origin refuses them all.
 pub async fn capacity(keys: usize) -> Value {
     let origin = TestOrigin::start().await;
     let origin_url = origin.url();
@@ -65,9 +68,20 @@ pub async fn capacity(keys: usize) -> Value {
         (keys / 5).max(STEP),
     )
     .await;
+    // An origin that refuses every delivery: each one's row is written,
+    // and its next attempt is an hour off.
+    origin.fail("/capacity-failing/", true);
+    let failing = storm(
+        &gateway,
+        &origin,
+        "/capacity-failing/",
+        (keys / 5).max(STEP),
+    )
+    .await;
     json!({
         "index_shards": INDEX_SHARDS.parse::<u64>().unwrap(),
         "async": unlimited,
+        "failing": failing,
         "limited": limited,
         "flow_shards": FLOW_SHARDS,
         "limit": LIMIT,
@@ -191,6 +205,15 @@ pub fn print(capacity: &Value) {
         &format!("async, INDEX_SHARDS {}", capacity["index_shards"]),
         &capacity["async"],
     );
+    if !capacity["failing"].is_null() {
+        print_storm(
+            &format!(
+                "async, every first attempt refused by the origin, INDEX_SHARDS {}",
+                capacity["index_shards"]
+            ),
+            &capacity["failing"],
+        );
+    }
     print_storm(
         &format!(
             "async, max_in_flight {} over flow_shards {}",

@@ -89,10 +89,31 @@ pub async fn an_async_delivery_is_acknowledged_while_every_index_shard_fails(
         None,
         "no listing while the shards fail"
     );
+    // Health counts and names it, from its object's word (SPEC §2b, v5).
+    let receipt_id = ack.header("idemgate-receipt-id").unwrap().to_string();
+    eventually(
+        10,
+        "health names the receipt whose row has not landed",
+        || {
+            let receipt_id = receipt_id.clone();
+            let gateway = &gateway;
+            async move {
+                let owed = &health(gateway).await["index_rows_not_landed"];
+                owed["count"] == 1
+                    && owed["receipts"][0]["receipt_id"] == receipt_id.as_str()
+                    && owed["receipts"][0]["state"] == "failed"
+            }
+        },
+    )
+    .await;
     fail_shards(&gateway, "default", false).await;
     // The key's alarm writes its row again within 10 s.
     eventually(25, "the row lands", || async {
         listed(&gateway, "default", "failed").await == Some(vec!["down-1".to_string()])
+    })
+    .await;
+    eventually(10, "health hears that it landed", || async {
+        health(&gateway).await["index_rows_not_landed"]["count"] == 0
     })
     .await;
     assert_eq!(world.origin.count("/shards-down/"), 1, "sent once");

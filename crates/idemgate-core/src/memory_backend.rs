@@ -51,6 +51,8 @@ pub struct MemoryBackend {
     /// Events emitted, and whether each was a log line.
     pub events: RefCell<Vec<(DecisionLog, bool)>>,
     pub index: RefCell<Vec<IndexUpdate>>,
+    /// What the engine told health of its rows.
+    pub row_reports: RefCell<Vec<crate::index::owed::RowReport>>,
     /// A version every row of the index already holds, as one written
     /// before the clock stepped back would: a write at or below it, or
     /// below a write that landed, changes nothing, as in D1.
@@ -95,11 +97,18 @@ pub struct MemoryBackend {
 pub struct ClockSleep {
     now: Rc<Cell<u64>>,
     until: u64,
+    /// Whether the sleep moves the clock on itself (a clock no test
+    /// drives): when first polled, so that a sleep raced against work
+    /// that ends first leaves the clock where it was.
+    advances: bool,
 }
 
 impl Future for ClockSleep {
     type Output = ();
     fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.advances && self.now.get() < self.until {
+            self.now.set(self.until);
+        }
         if self.now.get() >= self.until {
             Poll::Ready(())
         } else {
@@ -288,13 +297,10 @@ impl Backend for MemoryBackend {
     /// Virtual time: sleeping moves the clock and returns at once, or
     /// with a manual clock waits for the test to move it.
     fn sleep(&self, ms: u64) -> impl Future<Output = ()> {
-        let until = self.now.get() + ms;
-        if !self.manual_clock.get() {
-            self.now.set(until);
-        }
         ClockSleep {
             now: self.now.clone(),
-            until,
+            until: self.now.get() + ms,
+            advances: !self.manual_clock.get(),
         }
     }
 
@@ -316,6 +322,10 @@ impl Backend for MemoryBackend {
 
     fn emit(&self, event: &DecisionLog, logged: bool) {
         self.events.borrow_mut().push((event.clone(), logged));
+    }
+
+    fn report_row(&self, report: crate::index::owed::RowReport) {
+        self.row_reports.borrow_mut().push(report);
     }
 
     fn index_shards(&self) -> u16 {

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::book::AlertBook;
 use super::{AlertsConfig, Condition};
 use crate::host::{AlarmStep, Book};
+use crate::index::owed::RowReport;
 
 /// What an alert object is asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +21,11 @@ pub enum AlertCall {
     Tick,
     /// The book as the operator sees it.
     View,
+    /// Key objects' word on their index rows (kept apart from the book,
+    /// whether or not alerting is on: [`crate::index::owed`]).
+    Rows(Vec<RowReport>),
+    /// The route's owed rows, as health shows them.
+    OwedRows,
 }
 
 /// `count` signs of `condition` on `route`.
@@ -64,7 +70,7 @@ impl KeptAlerts {
                 }
             }
             AlertCall::Tick => self.book.tick(now, config),
-            AlertCall::View => {}
+            AlertCall::View | AlertCall::Rows(_) | AlertCall::OwedRows => {}
         }
         self.view()
     }

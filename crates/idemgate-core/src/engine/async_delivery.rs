@@ -5,7 +5,7 @@
 //! until it completes or is dead; and the operator's re-drive queues a
 //! dead letter again.
 
-use futures::future::join;
+use futures::future::{join, select, Either};
 
 use super::async_attempts::Attempt;
 use super::index_writes::AfterAnswer;
@@ -83,8 +83,9 @@ impl<B: Backend> Engine<B> {
                     }
                 }
                 // Its index row may not have landed yet: written again
-                // once this acknowledgement has left.
-                if !indexed {
+                // once this acknowledgement has left, unless it is held
+                // back for the first attempt (`after_answer`).
+                if !indexed && !self.row_deferred() {
                     self.write_after_answer(AfterAnswer::Reconcile(
                         delivery.identity.object.clone(),
                     ));
@@ -134,6 +135,7 @@ impl<B: Backend> Engine<B> {
                     }
                 };
                 let wake = receipt.next_wake();
+                let shown_before = receipt.indexed.clone();
                 let index = self.plan_index(&mut receipt);
                 if is_active(Mutation::AcknowledgeWithoutIndexRow) {
                     receipt.indexed.confirmed = true;
@@ -179,6 +181,9 @@ impl<B: Backend> Engine<B> {
                     index.filter(|_| !is_active(Mutation::AcknowledgeWithoutIndexRow))
                 {
                     self.write_after_answer(AfterAnswer::Write(Box::new(index)));
+                    if first_epoch.is_some() {
+                        self.defer_row(shown_before);
+                    }
                 }
                 if let Some(refused) = self.refuse_if_moved_on(&receipt_id) {
                     return refused;
@@ -220,8 +225,33 @@ impl<B: Backend> Engine<B> {
     /// live lease; otherwise the alarm at the lease's end, or the sweep,
     /// has the delivery (a purge, a restart, a lease that ran out first).
     /// Answers whether it forwarded.
+    ///
+    /// The acceptance's row waits for the attempt, up to
+    /// [`ROW_DEFERRED_MS`]: most attempts end sooner, and their outcome's
+    /// row (none at all, for a delivery the origin took) is then the only
+    /// write, so a storm the origin keeps up with costs the index shards
+    /// nothing. An attempt still under way then is listed in flight.
     pub async fn after_answer(&self) -> bool {
-        let (_, forwarded) = join(self.write_index_after_answer(), self.first_attempt()).await;
+        let attempt = std::pin::pin!(self.first_attempt());
+        let forwarded = match self.row_deferred() {
+            false => join(self.write_index_after_answer(), attempt).await.1,
+            true => {
+                let waited = std::pin::pin!(self.backend.sleep(ROW_DEFERRED_MS));
+                match select(attempt, waited).await {
+                    Either::Left((forwarded, _)) => forwarded,
+                    Either::Right(((), attempt)) => {
+                        self.undefer_row();
+                        join(self.write_index_after_answer(), attempt).await.1
+                    }
+                }
+            }
+        };
+        // An attempt that planned no row of its own (it did not run)
+        // leaves the acceptance's to write. One whose outcome could not be
+        // stored leaves the receipt in flight and its row unconfirmed: the
+        // alarm at the lease's end takes it over and writes it.
+        self.undefer_row();
+        self.write_index_after_answer().await;
         forwarded
     }
 
@@ -358,6 +388,10 @@ pub const MAX_ORDER_TIME_AHEAD_MS: u64 = 86_400_000;
 /// minutes). A route with a longer timeout queues its deliveries for the
 /// alarm.
 const FIRST_ATTEMPT_MAX_TIMEOUT_MS: u64 = 60_000;
+
+/// How long the acceptance's row waits for the first attempt's outcome
+/// (see [`Engine::after_answer`]).
+pub const ROW_DEFERRED_MS: u64 = 1_000;
 
 /// The first attempt of a delivery accepted in flight: what
 /// [`Engine::after_answer`] sends, from memory (the request needs no read).

@@ -20,6 +20,7 @@ pub enum AfterAnswer {
     Reconcile(String),
 }
 use crate::decision_log::DecisionLog;
+use crate::index::owed::RowReport;
 use crate::index::shard::{shard_of, IndexPlace};
 use crate::index::{update_for, IndexUpdate, IndexWrite, Indexed};
 use crate::receipt::Receipt;
@@ -28,6 +29,7 @@ impl<B: Backend> Engine<B> {
     /// A version above every index write this object made, across its
     /// lives: the clock's microseconds, as epochs are.
     fn next_index_version(&self, now: u64) -> u64 {
+        self.row_deferred.take();
         let version = crate::receipt::next_epoch(self.index_floor.get(), now);
         self.index_floor.set(version);
         version
@@ -37,7 +39,33 @@ impl<B: Backend> Engine<B> {
     /// what the index will show, unconfirmed until the write lands: it is
     /// stored so, and a reload writes the row again rather than trust it.
     pub(super) fn plan_index(&self, receipt: &mut Receipt) -> Option<IndexUpdate> {
+        if let Some(before) = self.row_deferred.take() {
+            // The acceptance's row never left: the index still shows what
+            // it showed before, and this write replaces that one.
+            receipt.indexed = before;
+            let mut kept = self.index_after_answer.borrow_mut();
+            if matches!(*kept, Some(AfterAnswer::Write(_))) {
+                *kept = None;
+            }
+        }
         self.plan_index_from(receipt, receipt.indexed.clone())
+    }
+
+    /// Holds back the acceptance's row, kept for after the answer, while
+    /// the first attempt may make it moot; `before` is what the index
+    /// showed before it (see [`Engine::after_answer`]).
+    pub(super) fn defer_row(&self, before: Indexed) {
+        *self.row_deferred.borrow_mut() = Some(before);
+    }
+
+    /// Whether the acceptance's row is held back.
+    pub(super) fn row_deferred(&self) -> bool {
+        self.row_deferred.borrow().is_some()
+    }
+
+    /// Lets the acceptance's row go as it was planned.
+    pub(super) fn undefer_row(&self) {
+        self.row_deferred.take();
     }
 
     fn plan_index_from(&self, receipt: &mut Receipt, shown: Indexed) -> Option<IndexUpdate> {
@@ -52,6 +80,8 @@ impl<B: Backend> Engine<B> {
             version,
             now,
         )?;
+        // Any write planned now shows more than the held-back row would.
+        self.row_deferred.take();
         self.index_floor.set(version);
         let shard = self.shard_for(receipt.indexed.shard, &receipt.identity.object);
         *self.known_route.borrow_mut() = Some(receipt.identity.route.clone());
@@ -96,21 +126,52 @@ impl<B: Backend> Engine<B> {
         let last = update.version() == self.index_floor.get();
         if landed && last {
             let shown = Indexed::after(&update);
-            let _ = self.with_receipt(|receipt| {
-                if let Some(receipt) = receipt.as_mut() {
+            let confirmed = self.with_receipt(|receipt| {
+                receipt.as_mut().is_some_and(|receipt| {
                     let same = receipt.indexed.state == shown.state
                         && receipt.indexed.next_wake_at == shown.next_wake_at;
                     receipt.indexed.confirmed |= same;
-                }
+                    receipt.indexed.confirmed
+                })
             });
+            if confirmed == Ok(true) && self.row_owed.replace(false) {
+                self.report_row(&update, &place, true);
+            }
         }
         if !landed {
             let mut line = DecisionLog::new("index_failed", 0);
             line.reason = Some("storage-unavailable");
             self.backend.emit(&line, true);
+            self.report_row(&update, &place, false);
             self.arm_index_repair().await;
         }
         landed
+    }
+
+    /// Tells health whether the receipt's row landed (see
+    /// [`crate::index::owed`]); a row whose receipt is gone is nobody's.
+    fn report_row(&self, update: &IndexUpdate, place: &IndexPlace, landed: bool) {
+        let receipt_id = self.with_receipt(|receipt| {
+            receipt
+                .as_ref()
+                .map(|receipt| receipt.identity.receipt_id.clone())
+        });
+        let Ok(Some(receipt_id)) = receipt_id else {
+            return;
+        };
+        if !landed {
+            self.row_owed.set(true);
+        }
+        let state = match update {
+            IndexUpdate::Upsert(row) => row.state.clone(),
+            IndexUpdate::Remove { .. } => crate::index::GONE.to_string(),
+        };
+        self.backend.report_row(RowReport {
+            route: place.route.clone(),
+            receipt_id,
+            state,
+            landed,
+        });
     }
 
     /// The shard this object's row goes to: the one it is in, else the
@@ -158,10 +219,24 @@ impl<B: Backend> Engine<B> {
                 .map(|receipt| receipt.next_wake())
         });
         if let Ok(Some(wake)) = wake {
-            let _ = self
+            let armed = self
                 .set_alarm(wake.min(now.saturating_add(INDEX_REPAIR_MS)))
-                .await;
+                .await
+                .is_ok();
+            self.repair_unarmed.set(!armed);
         }
+    }
+
+    /// Whether the receipt's row has not landed and no alarm was set to
+    /// write it again: the alarm handler then fails, so that the runtime
+    /// runs it again (SPEC §2b, v5: the alarm is all that finds it).
+    pub(super) fn repair_unarmed(&self) -> bool {
+        let unconfirmed = self.with_receipt(|receipt| {
+            receipt
+                .as_ref()
+                .is_some_and(|receipt| !receipt.indexed.confirmed)
+        });
+        self.repair_unarmed.get() && unconfirmed != Ok(false)
     }
 
     /// Keeps `write` for [`Engine::write_index_after_answer`].
@@ -171,12 +246,16 @@ impl<B: Backend> Engine<B> {
 
     /// Whether an index write waits for the answer to leave.
     pub fn has_index_after_answer(&self) -> bool {
-        self.index_after_answer.borrow().is_some()
+        self.index_after_answer.borrow().is_some() && !self.row_deferred()
     }
 
     /// The index write kept for after the answer, if any: whether it landed
     /// (a failure has moved the alarm near, which writes it again).
     pub async fn write_index_after_answer(&self) -> bool {
+        // Held back, it is the first attempt's to write or drop.
+        if self.row_deferred() {
+            return true;
+        }
         let write = self.index_after_answer.take();
         match write {
             None => true,

@@ -91,6 +91,9 @@ pub trait Backend {
     fn new_receipt_id(&self, now_ms: u64) -> String;
     /// One event per decision: counted, and logged when `logged`.
     fn emit(&self, event: &DecisionLog, logged: bool);
+    /// Tells health that a receipt's row did not land, or landed after
+    /// all ([`crate::index::owed`]); off the delivery's path.
+    fn report_row(&self, _report: crate::index::owed::RowReport) {}
     /// Writes the receipt index (the route's shard `place` names, SPEC
     /// §15 v5): whether the row changed, or had a write of the same or a
     /// higher version already.
@@ -140,6 +143,7 @@ pub trait Backend {
 /// Storage operations, as counted by a backend (the operator's view of a
 /// receipt shows them, so they are defined with it).
 pub use crate::operator::view::StorageOps;
+pub use index_writes::INDEX_REPAIR_MS;
 
 /// The part of a route's configuration the Durable Object acts on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,6 +254,15 @@ pub struct Engine<B: Backend> {
     /// acknowledgement has left (SPEC §2b, v5): the acknowledgement waits
     /// on this object alone.
     index_after_answer: RefCell<Option<index_writes::AfterAnswer>>,
+    /// What the index showed before an acceptance whose row is held back
+    /// for its first attempt's outcome (see [`Engine::after_answer`]).
+    row_deferred: RefCell<Option<crate::index::Indexed>>,
+    /// Whether this instance told health its receipt's row had not
+    /// landed, so that it says when it has.
+    row_owed: Cell<bool>,
+    /// Whether the alarm meant to write a row that did not land again
+    /// could not be set (see `on_alarm`).
+    repair_unarmed: Cell<bool>,
     /// The shard this object's row is in, once known (its receipt's, or
     /// the one its last write went to): a removal written after the
     /// receipt is gone goes there too.
@@ -274,6 +287,9 @@ impl<B: Backend> Engine<B> {
             woken: Cell::new(false),
             first_attempt: RefCell::new(None),
             index_after_answer: RefCell::new(None),
+            row_deferred: RefCell::new(None),
+            row_owed: Cell::new(false),
+            repair_unarmed: Cell::new(false),
             index_shard: Cell::new(None),
             known_route: RefCell::new(None),
         }
@@ -491,8 +507,12 @@ impl<B: Backend> Engine<B> {
                 .filter(|receipt| !receipt.indexed.confirmed)
                 .map(|receipt| receipt.identity.object.clone())
         });
+        self.repair_unarmed.set(false);
         if let Ok(Some(object)) = unconfirmed {
             self.reconcile_index(&object).await;
+        }
+        if self.repair_unarmed() {
+            return Err("the index row did not land, and no alarm is set to write it".into());
         }
         advanced
     }

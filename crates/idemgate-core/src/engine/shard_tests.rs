@@ -3,7 +3,7 @@
 
 use futures::executor::block_on;
 
-use super::tests::{async_policy, delivery, engine, NOW};
+use super::tests::{async_policy, delivery, engine, write_accepted_row, NOW};
 use super::Engine;
 use crate::index::shard::{shard_of, IndexPlace};
 use crate::memory_backend::MemoryBackend;
@@ -19,7 +19,7 @@ fn a_receipt_keeps_its_row_in_its_shard_when_index_shards_changes() {
     backend.index_shards.set(16);
     let policy = async_policy(&[10_000]);
     block_on(engine.deliver(delivery("a"), &policy));
-    assert!(block_on(engine.write_index_after_answer()));
+    assert!(write_accepted_row(&engine));
     let shard = engine.receipt().unwrap().unwrap().indexed.shard;
     assert_eq!(shard, Some(shard_of("object-1", 16)), "remembered");
     let first = IndexPlace {
@@ -46,7 +46,7 @@ fn a_new_object_hashes_to_a_shard_of_its_route() {
     let engine = engine();
     engine.backend().index_shards.set(7);
     block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
-    block_on(engine.write_index_after_answer());
+    write_accepted_row(&engine);
     assert_eq!(
         places(engine.backend()),
         [IndexPlace {

@@ -17,6 +17,7 @@ use crate::delivery::DeliveryRequest;
 use crate::headers::get;
 use crate::memory_backend::{created, MemoryBackend};
 use crate::receipt::{next_epoch, HttpResponse, ReceiptState};
+use async_delivery::ROW_DEFERRED_MS;
 
 pub(super) const NOW: u64 = 1_700_000_000_000;
 pub(super) const SECRET: &str = "engine-test-forward-secret";
@@ -720,8 +721,11 @@ fn an_async_delivery_is_acknowledged_in_flight_and_forwarded_after_its_answer() 
             IndexUpdate::Remove { .. } => "remove".into(),
         })
         .collect();
-    assert_eq!(index, ["in_flight", "remove"], "two index writes in all");
-    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
+    assert!(
+        index.is_empty(),
+        "delivered within {ROW_DEFERRED_MS} ms: no index write at all ({index:?})"
+    );
+    assert!(backend.index_rows().is_empty());
     let duplicate = block_on(engine.deliver(delivery("a"), &policy));
     assert_eq!(duplicate.decision(), "duplicate", "never forwarded again");
     assert_eq!(backend.forwarded.borrow().len(), 1);
@@ -1556,7 +1560,7 @@ fn the_sweep_puts_a_lagging_row_right_and_removes_a_ghost() {
     let engine = engine();
     let backend = engine.backend();
     block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
-    assert!(block_on(engine.write_index_after_answer()));
+    assert!(write_accepted_row(&engine));
     // The outcome's index write is lost: the row still says in flight.
     backend.fail_index.set(true);
     block_on(engine.after_answer());
@@ -1584,9 +1588,81 @@ fn a_row_that_did_not_land_is_not_confirmed() {
     engine.backend().fail_index.set(true);
     let acknowledged = block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
     assert_eq!(acknowledged.render().status, 202);
-    assert!(!block_on(engine.write_index_after_answer()));
+    assert!(!write_accepted_row(&engine));
     let receipt = engine.receipt().unwrap().unwrap();
     assert!(!receipt.indexed.confirmed);
+}
+
+/// SPEC §2b (v5): health counts and names a receipt whose row did not
+/// land, from its object's word, until the row lands.
+#[test]
+fn health_hears_of_a_row_that_did_not_land_until_it_lands() {
+    let engine = engine();
+    let backend = engine.backend();
+    backend.fail_index.set(true);
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    assert!(!write_accepted_row(&engine));
+    let receipt = engine.receipt().unwrap().unwrap();
+    let said: Vec<(String, String, bool)> = backend
+        .row_reports
+        .borrow()
+        .iter()
+        .map(|report| {
+            (
+                report.receipt_id.clone(),
+                report.state.clone(),
+                report.landed,
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [(
+            receipt.identity.receipt_id.clone(),
+            "in_flight".into(),
+            false
+        )]
+    );
+    assert_eq!(backend.row_reports.borrow()[0].route, "default");
+    backend.fail_index.set(false);
+    backend.now.set(backend.alarm.get().unwrap());
+    block_on(engine.on_alarm()).unwrap();
+    let last = backend.row_reports.borrow().last().cloned().unwrap();
+    assert_eq!(
+        (last.receipt_id, last.landed),
+        (receipt.identity.receipt_id, true),
+        "the repair landed, and says so"
+    );
+    let count = backend.row_reports.borrow().len();
+    block_on(engine.wake("object-1")).unwrap();
+    assert_eq!(
+        backend.row_reports.borrow().len(),
+        count,
+        "a row that always landed is nobody's news"
+    );
+}
+
+/// A row that did not land rests on the alarm alone: an alarm handler
+/// that can neither land it nor set the alarm that writes it again fails,
+/// so that the runtime runs it again.
+#[test]
+fn an_alarm_that_cannot_arm_the_repair_of_its_row_fails() {
+    let engine = engine();
+    let backend = engine.backend();
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    backend.fail_index.set(true);
+    deliver_after_the_row(&engine);
+    assert!(!engine.receipt().unwrap().unwrap().indexed.confirmed);
+    backend.fail_alarms.set(true);
+    assert!(block_on(engine.on_alarm()).is_err());
+    backend.fail_alarms.set(false);
+    assert!(
+        block_on(engine.on_alarm()).is_ok(),
+        "the repair is armed: the alarm will come again"
+    );
+    backend.fail_index.set(false);
+    assert!(block_on(engine.on_alarm()).is_ok());
+    assert!(engine.receipt().unwrap().unwrap().indexed.confirmed);
 }
 
 /// The sweep's wake writes the row whatever the receipt believes: a row
@@ -1909,6 +1985,80 @@ fn a_late_index_write_confirms_only_the_row_last_planned() {
     );
 }
 
+/// Writes the row of the delivery just accepted at once, as when its
+/// first attempt outlasts [`ROW_DEFERRED_MS`]: whether it landed.
+pub(super) fn write_accepted_row(engine: &Engine<MemoryBackend>) -> bool {
+    engine.undefer_row();
+    block_on(engine.write_index_after_answer())
+}
+
+/// Runs the first attempt of the delivery just accepted with an origin
+/// slower than [`ROW_DEFERRED_MS`], so that its acceptance's row is
+/// written before the attempt ends; the origin then takes it.
+fn deliver_after_the_row(engine: &Engine<MemoryBackend>) {
+    let origin = gated(engine.backend());
+    let mut attempt = Box::pin(engine.after_answer());
+    assert!(poll_once(attempt.as_mut()).is_none(), "at the origin");
+    origin.send(created("slow")).unwrap();
+    assert_eq!(poll_once(attempt.as_mut()), Some(true));
+}
+
+/// An attempt that outlasts [`ROW_DEFERRED_MS`] is listed in flight
+/// meanwhile: its acceptance's row goes, and its removal follows.
+#[test]
+fn a_first_attempt_slower_than_a_second_is_listed_in_flight_meanwhile() {
+    let engine = engine();
+    let backend = engine.backend();
+    block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
+    let origin = gated(backend);
+    let mut attempt = Box::pin(engine.after_answer());
+    assert!(poll_once(attempt.as_mut()).is_none(), "at the origin");
+    assert_eq!(
+        backend.index_rows(),
+        [("object-1".into(), "in_flight".into())]
+    );
+    origin.send(created("slow")).unwrap();
+    assert_eq!(poll_once(attempt.as_mut()), Some(true));
+    assert_eq!(backend.index_rows(), [("object-1".into(), "gone".into())]);
+    assert!(engine.receipt().unwrap().unwrap().indexed.confirmed);
+}
+
+/// A first attempt that fails within [`ROW_DEFERRED_MS`] writes one row,
+/// its outcome's; a duplicate meanwhile writes none of its own.
+#[test]
+fn a_first_attempt_that_fails_at_once_writes_its_outcome_row_alone() {
+    let engine = engine();
+    let backend = engine.backend();
+    let policy = async_policy(&[10_000]);
+    block_on(engine.deliver(delivery("a"), &policy));
+    let origin = gated(backend);
+    backend.manual_clock.set(true);
+    let mut attempt = Box::pin(engine.after_answer());
+    assert!(poll_once(attempt.as_mut()).is_none(), "at the origin");
+    let duplicate = block_on(engine.deliver(delivery("a"), &policy));
+    assert_eq!(duplicate.decision(), "duplicate");
+    assert!(!engine.has_after_answer(), "the row is held back still");
+    origin
+        .send(ForwardResult::Answered(HttpResponse {
+            status: 503,
+            headers: vec![],
+            body: vec![],
+        }))
+        .unwrap();
+    assert_eq!(poll_once(attempt.as_mut()), Some(true));
+    let states: Vec<String> = backend
+        .index
+        .borrow()
+        .iter()
+        .map(|update| match update {
+            IndexUpdate::Upsert(row) => row.state.clone(),
+            IndexUpdate::Remove { .. } => "remove".into(),
+        })
+        .collect();
+    assert_eq!(states, ["failed"]);
+    assert!(engine.receipt().unwrap().unwrap().indexed.confirmed);
+}
+
 /// SPEC §2b (v5): a duplicate never waits on the index. One whose row
 /// did not land is acknowledged at once, and writes the row after.
 #[test]
@@ -1917,9 +2067,9 @@ fn a_duplicate_is_acknowledged_at_once_while_its_row_is_slow() {
     let backend = engine.backend();
     let policy = async_policy(&[10_000]);
     block_on(engine.deliver(delivery("a"), &policy));
-    // Delivered, but its row's removal is lost: the receipt says so.
+    // Delivered slowly, but its rows are lost: the receipt says so.
     backend.fail_index.set(true);
-    block_on(engine.after_answer());
+    deliver_after_the_row(&engine);
     backend.fail_index.set(false);
     assert_eq!(engine.receipt().unwrap().unwrap().state_name(), "completed");
     let (release, index_gate) = oneshot::channel();
@@ -2059,10 +2209,7 @@ fn an_index_write_that_loses_to_a_row_from_ahead_of_the_clock_goes_again_above_i
     backend.index_row_version.set(ahead);
     let answer = block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
     assert_eq!(answer.render().status, 202);
-    assert!(
-        block_on(engine.write_index_after_answer()),
-        "its row landed"
-    );
+    assert!(write_accepted_row(&engine), "its row landed");
     let versions: Vec<u64> = backend.index.borrow().iter().map(|u| u.version()).collect();
     assert_eq!(versions.len(), 1);
     assert!(versions[0] > ahead, "{versions:?} above {ahead}");
@@ -2081,7 +2228,7 @@ fn an_expiry_writes_again_a_removal_that_was_never_confirmed() {
     let backend = engine.backend();
     block_on(engine.deliver(delivery("a"), &async_policy(&[10_000])));
     backend.fail_index.set(true);
-    assert!(block_on(engine.after_answer()));
+    deliver_after_the_row(&engine);
     let completed = engine.receipt().unwrap().unwrap();
     assert_eq!(completed.state_name(), "completed");
     assert!(!completed.indexed.confirmed, "its row's removal failed");

@@ -22,6 +22,7 @@
 //! or a deleted row. Rows are keyed by the Durable Object's name, so a
 //! purge removes its row without reading (or parsing) the receipt.
 
+pub mod owed;
 pub mod row;
 pub mod shard;
 pub mod sql;

@@ -25,19 +25,21 @@
 //!   some step on, through the end of the schedule; but never the alarm of
 //!   a receipt whose index row has not landed, which is all that finds it
 //!   again (SPEC §2b, v5: the platform runs every alarm at least once);
-//! - the receipt index (one table standing for every key's shard, modelled
-//!   with `index::sql`'s version rule):
-//!   writes that fail, land late and out of order with later ones, land
-//!   while their reply is lost, or are lost; outages of seconds to a
-//!   minute;
+//! - the receipt index, in two shards (one table holds both shards' rows,
+//!   modelled with `index::sql`'s version rule; a key's row is in the
+//!   shard it hashes to): writes that fail, land late and out of order
+//!   with later ones (a slow shard), land while their reply is lost, or
+//!   are lost; outages of one shard or both, of seconds to a minute;
 //! - crashes between any two writes an object makes (writes of one turn
 //!   commit together), among them between a receipt's write and its index
 //!   write;
-//! - the scheduled sweep ([`crate::sweep`]): at a seeded cadence (a
-//!   minute, or 15 s), unless the run is missed or the index is down, every row
-//!   whose `next_wake_at` is at or before `now - GRACE_MS` and is not a
-//!   tombstone has its object woken ([`Engine::wake`]), concurrently with
-//!   everything else; old tombstones are forgotten.
+//! - each shard's sweep ([`crate::sweep`], its alarm): at a seeded cadence
+//!   (a minute, or 15 s), unless the shard's run is missed or the shard is
+//!   down, every row of the shard whose `next_wake_at` is at or before
+//!   `now - GRACE_MS` and is not a tombstone has its object woken
+//!   ([`Engine::wake`]), concurrently with everything else, unless the
+//!   shard restarts mid-run and wakes only the first few; old tombstones
+//!   are forgotten.
 //!
 //! After the schedule the run quiesces, in two phases. It settles: faults
 //! end (alarms dropped for good stay dropped), the origin answers every
@@ -115,6 +117,7 @@ use crate::config::{AsyncDelivery, Delivery as DeliveryMode, InFlightPolicy};
 use crate::delivery::{Delivery, DeliveryRequest};
 use crate::engine::{Engine, Policy};
 use crate::headers::{DECISION, REPLAYED};
+use crate::index::shard::shard_of;
 use crate::index::{update_for, Indexed};
 use crate::key::IdempotencyKey;
 use crate::mutation::{self, Mutation};
@@ -122,7 +125,7 @@ use crate::order::OrderTicket;
 use crate::receipt::{ForwardResult, HttpResponse, Identity, ReceiptState, RetryableStatuses};
 use crate::signature::Secret;
 use crate::sweep::{Sweep, DEFAULT_LIMIT, GRACE_MS};
-use world::{Alarm, IndexFaults, SimBackend, World};
+use world::{Alarm, IndexFaults, SimBackend, World, SIM_SHARDS};
 
 /// SplitMix64: a tiny generator whose sequence for a seed never changes
 /// with a dependency upgrade, so a printed seed replays forever.
@@ -224,6 +227,8 @@ pub struct Explored {
     /// Acknowledged deliveries whose first attempt the accepting call sent.
     pub first_attempts: u64,
     pub wakes: u64,
+    /// Shard sweeps cut short by a restart.
+    pub shard_restarts: u64,
     pub crashes: u64,
     pub alarms_refused: u64,
     pub alarms_dropped: u64,
@@ -531,7 +536,14 @@ impl Simulation {
             92..96 => self.alarm_fault(),
             _ if self.profile.index => {
                 let until = self.world.now.get() + self.rng.pick(&[1_000, 10_000, 60_000]);
-                self.world.faults.index_fails_until.set(until);
+                // One shard down, or the whole index.
+                let down = self.rng.below(3) as usize;
+                let mut fails_until = self.world.faults.shard_fails_until.borrow_mut();
+                for (shard, fails) in fails_until.iter_mut().enumerate() {
+                    if down == 2 || down == shard {
+                        *fails = until;
+                    }
+                }
             }
             _ => self.deliver(),
         }
@@ -813,22 +825,40 @@ impl Simulation {
         );
     }
 
-    /// The Cron Trigger's run: wakes every object whose row is overdue
-    /// (`sql::OVERDUE`), then forgets old tombstones. A run may be missed,
-    /// and finds nothing while D1 is down.
+    /// Each shard's sweep (its alarm): wakes every object of the shard
+    /// whose row is overdue (`sql::OVERDUE`), then forgets old
+    /// tombstones. A shard's run may be missed, finds nothing while the
+    /// shard is down, and may be cut short by the shard's restart (it
+    /// wakes the first few, and runs again at its next time).
     fn sweep(&mut self) {
         let now = self.world.now.get();
         self.next_sweep_at = now + self.profile.sweep_every_ms;
-        let down = now < self.world.faults.index_fails_until.get();
-        if down || self.rng.chance(self.profile.sweep_missed) {
-            return;
+        for shard in 0..SIM_SHARDS {
+            let down = self.world.faults.shard_down(shard, now);
+            if down || self.rng.chance(self.profile.sweep_missed) {
+                continue;
+            }
+            self.sweep_shard(shard, now);
         }
+    }
+
+    fn sweep_shard(&mut self, shard: u16, now: u64) {
         let plan = Sweep::at(now, DEFAULT_LIMIT);
-        let overdue = self
+        let mut overdue: Vec<String> = self
             .world
             .d1
             .borrow()
-            .overdue(plan.overdue_before, plan.limit as usize);
+            .overdue(plan.overdue_before, usize::MAX)
+            .into_iter()
+            .filter(|name| shard_of(name, SIM_SHARDS) == shard)
+            .take(plan.limit as usize)
+            .collect();
+        if self.rng.chance(self.profile.sweep_missed) {
+            // The shard restarts mid-run: the rest wait for its next.
+            let woken = self.rng.below(overdue.len() as u64 + 1) as usize;
+            overdue.truncate(woken);
+            self.explored.shard_restarts += 1;
+        }
         for name in overdue {
             let key: usize = name
                 .strip_prefix("object-")

@@ -235,8 +235,9 @@ pub struct Faults {
     pub alarms_dropped_until: Cell<u64>,
     /// Accepted alarms dropped at random, in percent.
     pub alarm_drop_percent: Cell<u64>,
-    /// Every index write (and the sweep's read) fails until then.
-    pub index_fails_until: Cell<u64>,
+    /// Every index write to a shard (and its sweep) fails until then, by
+    /// shard: one shard down, or all of them.
+    pub shard_fails_until: RefCell<[u64; SIM_SHARDS as usize]>,
     pub index: Cell<IndexFaults>,
     /// The longest an index write is late, in ms.
     pub index_delay_ms: Cell<u64>,
@@ -246,6 +247,11 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// Whether `shard` is down at `now`.
+    pub fn shard_down(&self, shard: u16, now: u64) -> bool {
+        now < self.shard_fails_until.borrow()[usize::from(shard)]
+    }
+
     pub fn chance(&self, percent: u64) -> bool {
         percent > 0 && self.rng.borrow_mut().chance(percent)
     }
@@ -262,7 +268,7 @@ impl Faults {
             self.alarms_dropped_until.set(0);
         }
         self.alarm_drop_percent.set(0);
-        self.index_fails_until.set(0);
+        *self.shard_fails_until.borrow_mut() = [0; SIM_SHARDS as usize];
         self.index.set(IndexFaults::default());
         self.crash_percent.set(0);
     }
@@ -338,7 +344,7 @@ impl World {
                 alarms_fail_until: Cell::new(0),
                 alarms_dropped_until: Cell::new(0),
                 alarm_drop_percent: Cell::new(0),
-                index_fails_until: Cell::new(0),
+                shard_fails_until: RefCell::new([0; SIM_SHARDS as usize]),
                 index: Cell::new(IndexFaults::default()),
                 index_delay_ms: Cell::new(0),
                 crash_percent: Cell::new(0),
@@ -752,6 +758,9 @@ impl Future for IndexReply {
 
 const CRASHED: &str = "the object crashed";
 
+/// The route's index shards: keys hash to either, each down on its own.
+pub const SIM_SHARDS: u16 = 2;
+
 impl SimBackend {
     fn alive(&self) -> bool {
         self.world.keys.borrow()[self.key].incarnation == self.incarnation
@@ -1121,14 +1130,14 @@ impl Backend for SimBackend {
     fn emit(&self, _event: &DecisionLog, _logged: bool) {}
 
     /// The key's index shard, over the network (each key's row is in one
-    /// shard, so one table models them all): the write fails at once, or
-    /// is sent and lands now, later (after writes sent after it), or
-    /// never; its reply may be lost. A crash may fall before it is sent
-    /// or after.
+    /// of [`SIM_SHARDS`], so one table holds them all, and each shard has
+    /// its own outages and sweep): the write fails at once, or is sent and
+    /// lands now, later (after writes sent after it), or never; its reply
+    /// may be lost. A crash may fall before it is sent or after.
     async fn index(
         &self,
         update: IndexUpdate,
-        _place: &crate::index::shard::IndexPlace,
+        place: &crate::index::shard::IndexPlace,
     ) -> Result<crate::index::IndexWrite, String> {
         self.end_turn();
         let mut outdated = None;
@@ -1152,7 +1161,8 @@ impl Backend for SimBackend {
             });
             done
         };
-        let fate = if now < faults.index_fails_until.get() || roll < odds.fail {
+        let down = faults.shard_down(place.shard, now);
+        let fate = if down || roll < odds.fail {
             "fails"
         } else if roll < odds.fail + odds.lost + odds.late + odds.reply_lost {
             "is late"
@@ -1160,7 +1170,7 @@ impl Backend for SimBackend {
             "lands"
         };
         world.note(|| format!("key {}: index write {fate}: {}", self.key, brief(&update)));
-        let done = if now < faults.index_fails_until.get() || roll < odds.fail {
+        let done = if down || roll < odds.fail {
             world.count(|counts| counts.index_failed += 1);
             Rc::new(RefCell::new(Some(Err("injected index failure".into()))))
         } else if roll < odds.fail + odds.lost {
@@ -1185,6 +1195,10 @@ impl Backend for SimBackend {
             Some(row_version) => crate::index::IndexWrite::Outdated { row_version },
             None => crate::index::IndexWrite::Landed,
         })
+    }
+
+    fn index_shards(&self) -> u16 {
+        SIM_SHARDS
     }
 
     fn secret(&self, name: &str) -> Option<Secret> {
