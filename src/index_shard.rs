@@ -39,6 +39,9 @@ pub struct IndexShard {
     state: State,
     env: Env,
     schema_ready: Cell<bool>,
+    /// Whether shard 0 knows of this shard (see `record_extent`): held
+    /// while it is told, so that a burst of first writes tells it once.
+    extent_recorded: futures::lock::Mutex<bool>,
     /// The alarm this instance set: moved only when a row wants it sooner.
     alarm_at: Cell<Option<u64>>,
 }
@@ -49,6 +52,7 @@ impl DurableObject for IndexShard {
             state,
             env,
             schema_ready: Cell::new(false),
+            extent_recorded: futures::lock::Mutex::new(false),
             alarm_at: Cell::new(None),
         }
     }
@@ -109,6 +113,10 @@ impl IndexShard {
     /// shards, before this shard holds a row: once in the shard's life
     /// (its storage remembers), not once per instance.
     async fn record_extent(&self, route: &str, shard: u16) -> Result<(), String> {
+        let mut recorded = self.extent_recorded.lock().await;
+        if *recorded {
+            return Ok(());
+        }
         let storage = self.state.storage();
         if storage
             .get::<bool>(EXTENT_RECORDED_KEY)
@@ -117,6 +125,7 @@ impl IndexShard {
             .flatten()
             == Some(true)
         {
+            *recorded = true;
             return Ok(());
         }
         let extent = ShardQuery::new(sql::RECORD_EXTENT, &[Param::Integer(u64::from(shard) + 1)]);
@@ -130,7 +139,9 @@ impl IndexShard {
         storage
             .put(EXTENT_RECORDED_KEY, true)
             .await
-            .map_err(|error| error.to_string())
+            .map_err(|error| error.to_string())?;
+        *recorded = true;
+        Ok(())
     }
 
     fn ensure_schema(&self) -> Result<(), String> {

@@ -35,9 +35,6 @@ const QUICK_KEYS: usize = 2_000;
 /// Longer than a forward's lease (the default `ORIGIN_TIMEOUT_MS` and its
 /// margin): a run is over when nothing arrived for this long.
 const QUIET: Duration = Duration::from_secs(20);
-/// The coordinators each summary call asks: one for each of five limited
-/// routes, and the sharded route's [`FLOW_SHARDS`].
-const LIMITED_ROUTES: f64 = 5.0 + FLOW_SHARDS as f64;
 /// The sharded backlog's coordinators (SPEC §15, v5: `flow_shards`).
 const FLOW_SHARDS: u64 = 8;
 /// The slow origin of the review's case (round 4): each forward takes this
@@ -146,6 +143,16 @@ async fn flow_status(gateway: &Gateway, route: &str) -> Option<Value> {
         .and_then(|routes| routes.iter().find(|r| r["route"] == route))
         .map(|route| route["flow"].clone())
         .filter(|flow| !flow.is_null())
+}
+
+/// The object requests one summary call makes, measured (the shards it
+/// asks depend on the rows written so far).
+async fn summary_requests(gateway: &Gateway) -> f64 {
+    let before = stats(gateway).await;
+    let _ = support::read_summary(gateway, ADMIN_TOKEN).await;
+    let after = stats(gateway).await;
+    after["object_requests"].as_f64().unwrap_or(0.0)
+        - before["object_requests"].as_f64().unwrap_or(0.0)
 }
 
 /// What the operator saw while a run drained, and how often it looked.
@@ -318,11 +325,12 @@ async fn run(
     let after = stats(gateway).await;
     let delta =
         |name: &str| after[name].as_f64().unwrap_or(0.0) - before[name].as_f64().unwrap_or(0.0);
-    // The operator's summary calls ask the coordinators; they are the
-    // benchmark's, not the deliveries'.
+    // The operator's summary calls ask the coordinators and every route's
+    // index shards; they are the benchmark's, not the deliveries'.
     let summary_calls = (watched.summary_calls + quiet_calls) as f64;
-    let object_requests =
-        delta("object_requests") - summary_calls * LIMITED_ROUTES - SAMPLED_RECEIPTS as f64;
+    let object_requests = delta("object_requests")
+        - summary_calls * summary_requests(gateway).await
+        - SAMPLED_RECEIPTS as f64;
     let waited = |stats: &Value| {
         stats["decisions"][route]["waiting_for_permit"]
             .as_f64()

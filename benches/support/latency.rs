@@ -2,7 +2,9 @@
 //! delivery, a replay and an async acknowledgement through idemgate, minus
 //! the same request sent to the origin directly, measured in the same run
 //! at a few concurrencies (closed loops: each connection sends its next
-//! request once the last was answered).
+//! request once the last was answered); beside it the reference worker's
+//! (and, with `BENCH_PEER`, the peer's) first delivery and replay, each
+//! without the inspector but the peer, which runs under the command.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -78,58 +80,86 @@ fn none(_: u64) -> Option<String> {
     None
 }
 
+/// A gateway measured: its name, and the paths of its kinds (the
+/// reference has no async acknowledgement).
+struct Measured {
+    name: &'static str,
+    gateway: Gateway,
+    sync_path: &'static str,
+    async_path: Option<&'static str>,
+}
+
 pub async fn latency() -> Value {
     let origin = TestOrigin::start().await;
     let routes = routes();
-    let gateway = Gateway::start_without_inspector(&[
-        ("ROUTES", routes.as_str()),
-        ("ORIGIN_URL", origin.url().as_str()),
-        ("ADMIN_TOKEN", ADMIN_TOKEN),
-    ])
-    .await;
-    // The replayed key, and a warm-up of every path.
-    let _ = client()
-        .post(gateway.url("/lat-sync/pay"))
-        .header("content-type", "application/json")
-        .header("idempotency-key", same(0).unwrap())
-        .body(BODY)
-        .send()
-        .await;
-    for url in [
-        gateway.url("/lat-sync/warm"),
-        origin.url() + "/lat-direct/warm",
-    ] {
-        measure(url, 4, fresh).await;
+    let mut gateways = vec![Measured {
+        name: "idemgate",
+        gateway: Gateway::start_without_inspector(&[
+            ("ROUTES", routes.as_str()),
+            ("ORIGIN_URL", origin.url().as_str()),
+            ("ADMIN_TOKEN", ADMIN_TOKEN),
+        ])
+        .await,
+        sync_path: "/lat-sync/pay",
+        async_path: Some("/lat-async/pay"),
+    }];
+    gateways.push(Measured {
+        name: "reference",
+        gateway: Gateway::start_reference(&origin.url(), false).await,
+        sync_path: "/lat-sync/pay",
+        async_path: None,
+    });
+    if let Some(config) = std::env::var_os("BENCH_PEER") {
+        gateways.push(Measured {
+            name: "peer",
+            gateway: Gateway::start_peer(std::path::Path::new(&config), &origin.url()).await,
+            sync_path: "/lat-sync/pay",
+            async_path: None,
+        });
     }
+    // The replayed key, and a warm-up of every path.
+    for measured in &gateways {
+        let _ = client()
+            .post(measured.gateway.url(measured.sync_path))
+            .header("content-type", "application/json")
+            .header("idempotency-key", same(0).unwrap())
+            .body(BODY)
+            .send()
+            .await;
+        measure(measured.gateway.url("/lat-sync/warm"), 4, fresh).await;
+    }
+    measure(origin.url() + "/lat-direct/warm", 4, fresh).await;
     let mut rows = Vec::new();
     for concurrency in CONCURRENCIES {
         let direct = measure(origin.url() + "/lat-direct/pay", concurrency, none).await;
-        let kinds = [
-            (
-                "first delivery",
-                gateway.url("/lat-sync/pay"),
-                fresh as fn(u64) -> Option<String>,
-            ),
-            ("replay", gateway.url("/lat-sync/pay"), same),
-            (
-                "async acknowledgement",
-                gateway.url("/lat-async/pay"),
-                fresh,
-            ),
-        ];
-        for (kind, url, key) in kinds {
-            let (p50, p99, requests) = measure(url, concurrency, key).await;
-            rows.push(json!({
-                "kind": kind,
-                "concurrency": concurrency,
-                "requests": requests,
-                "p50_ms": p50,
-                "p99_ms": p99,
-                "direct_p50_ms": direct.0,
-                "direct_p99_ms": direct.1,
-                "added_p50_ms": p50 - direct.0,
-                "added_p99_ms": p99 - direct.1,
-            }));
+        for measured in &gateways {
+            let sync = measured.gateway.url(measured.sync_path);
+            let mut kinds = vec![
+                (
+                    "first delivery",
+                    sync.clone(),
+                    fresh as fn(u64) -> Option<String>,
+                ),
+                ("replay", sync, same),
+            ];
+            if let Some(path) = measured.async_path {
+                kinds.push(("async acknowledgement", measured.gateway.url(path), fresh));
+            }
+            for (kind, url, key) in kinds {
+                let (p50, p99, requests) = measure(url, concurrency, key).await;
+                rows.push(json!({
+                    "gateway": measured.name,
+                    "kind": kind,
+                    "concurrency": concurrency,
+                    "requests": requests,
+                    "p50_ms": p50,
+                    "p99_ms": p99,
+                    "direct_p50_ms": direct.0,
+                    "direct_p99_ms": direct.1,
+                    "added_p50_ms": p50 - direct.0,
+                    "added_p99_ms": p99 - direct.1,
+                }));
+            }
         }
     }
     json!({ "seconds": SECONDS, "rows": rows })
@@ -137,15 +167,16 @@ pub async fn latency() -> Value {
 
 pub fn print(latency: &Value) {
     println!(
-        "\nlatency added (through idemgate minus the origin directly, same run, {} s a point):",
+        "\nlatency added (through the gateway minus the origin directly, same run, {} s a point; the reference has no async acknowledgement):",
         latency["seconds"]
     );
-    println!("| request | connections | p50 (ms) | added p50 | p99 (ms) | added p99 |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| gateway | request | connections | p50 (ms) | added p50 | p99 (ms) | added p99 |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
     for row in latency["rows"].as_array().into_iter().flatten() {
         let number = |name: &str| row[name].as_f64().unwrap_or(0.0);
         println!(
-            "| {} | {} | {:.2} | {:+.2} | {:.2} | {:+.2} |",
+            "| {} | {} | {} | {:.2} | {:+.2} | {:.2} | {:+.2} |",
+            row["gateway"].as_str().unwrap_or("idemgate"),
             row["kind"].as_str().unwrap_or(""),
             row["concurrency"],
             number("p50_ms"),

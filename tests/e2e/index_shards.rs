@@ -5,7 +5,7 @@
 //! a pending one, and health says when the old binding can go.
 
 use crate::support::gateway::{Index, Worker};
-use crate::support::{client, eventually, operator, post_json, Gateway};
+use crate::support::{client, eventually, operator, post_json, read_stats, Gateway};
 use crate::{World, ADMIN_TOKEN, FORWARD_SECRET};
 
 const BODY: &str = r#"{"amount":900,"currency":"eur"}"#;
@@ -27,7 +27,7 @@ async fn listed(gateway: &Gateway, route: &str, state: &str) -> Option<Vec<Strin
         for receipt in page["receipts"].as_array().unwrap() {
             keys.push(receipt["key"].as_str().unwrap().to_string());
         }
-        match page["next_cursor"].as_str() {
+        match page["cursor"].as_str() {
             Some(next) => cursor = Some(next.to_string()),
             None => return Some(keys),
         }
@@ -118,6 +118,81 @@ pub async fn an_async_delivery_is_acknowledged_while_every_index_shard_fails(
     .await;
     assert_eq!(world.origin.count("/shards-down/"), 1, "sent once");
     world.origin.fail("/shards-down/", false);
+}
+
+/// SPEC §15 (v5): a delivery the origin takes within a second needs no
+/// row, so a storm the origin keeps up with costs the index shards
+/// nothing; one it refuses is listed `failed`.
+pub async fn a_delivery_the_origin_takes_at_once_writes_no_index_row(world: &'static World) {
+    let origin = world.origin.url();
+    let gateway = Gateway::start_with_hooks(&[
+        ("ORIGIN_URL", &origin),
+        ("DELIVERY", "async"),
+        ("RETRY_SCHEDULE", "1h"),
+        ("FORWARD_SECRET", FORWARD_SECRET),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+    ])
+    .await;
+    let shard_requests = || async {
+        read_stats(&gateway, ADMIN_TOKEN).await["requests_by_class"]["INDEX_SHARD"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let before = shard_requests().await;
+    for n in 0..10 {
+        let key = format!("quick-{n}");
+        let ack = post_json(&client(), &gateway.url("/quick-rows/pay"), Some(&key), BODY).await;
+        assert_eq!(ack.status, 202);
+    }
+    eventually(10, "every delivery at the origin", || async {
+        world.origin.count("/quick-rows/") == 10
+    })
+    .await;
+    // Past the second a row waits for.
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    assert_eq!(shard_requests().await, before, "no shard asked");
+    world.origin.fail("/refused-rows/", true);
+    let ack = post_json(
+        &client(),
+        &gateway.url("/refused-rows/pay"),
+        Some("refused-1"),
+        BODY,
+    )
+    .await;
+    assert_eq!(ack.status, 202);
+    eventually(10, "the refused delivery listed", || async {
+        listed(&gateway, "default", "failed").await == Some(vec!["refused-1".to_string()])
+    })
+    .await;
+    assert!(
+        shard_requests().await > before,
+        "the refused delivery's row went to its shard"
+    );
+    // A burst over every shard: the merged listing pages through them
+    // all.
+    let mut burst = tokio::task::JoinSet::new();
+    for n in 0..160 {
+        let url = gateway.url("/refused-rows/pay");
+        burst.spawn(async move {
+            post_json(&client(), &url, Some(&format!("burst-{n}")), BODY)
+                .await
+                .status
+        });
+    }
+    while let Some(status) = burst.join_next().await {
+        assert_eq!(status.unwrap(), 202);
+    }
+    eventually(15, "every burst delivery refused at the origin", || async {
+        world.origin.count("/refused-rows/") >= 161
+    })
+    .await;
+    eventually(15, "every row listed", || async {
+        listed(&gateway, "default", "failed")
+            .await
+            .is_some_and(|keys| keys.len() == 161)
+    })
+    .await;
+    world.origin.fail("/refused-rows/", false);
 }
 
 fn routes() -> String {

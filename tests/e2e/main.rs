@@ -321,6 +321,7 @@ fn main() {
         sweep::a_gateway_without_d1_lists_what_it_acknowledged,
         sweep::without_an_index_nothing_is_acknowledged,
         index_shards::an_async_delivery_is_acknowledged_while_every_index_shard_fails,
+        index_shards::a_delivery_the_origin_takes_at_once_writes_no_index_row,
         index_shards::an_upgrade_from_the_d1_index_moves_every_row_and_loses_none,
         service_origin::a_service_bound_origin_worker_is_charged_once_and_verifies_every_forward,
         sweep::purges_of_pending_deliveries_take_force_and_dead_letters_redrive_in_bulk,
