@@ -34,6 +34,28 @@ async fn listed(gateway: &Gateway, route: &str, state: &str) -> Option<Vec<Strin
     }
 }
 
+/// A gateway with the test hooks whose every delivery is async, retried
+/// an hour later, with `extra` settings.
+async fn async_gateway(world: &'static World, extra: &[(&str, &str)]) -> Gateway {
+    let origin = world.origin.url();
+    let mut vars = vec![
+        ("ORIGIN_URL", origin.as_str()),
+        ("DELIVERY", "async"),
+        ("RETRY_SCHEDULE", "1h"),
+        ("FORWARD_SECRET", FORWARD_SECRET),
+        ("ADMIN_TOKEN", ADMIN_TOKEN),
+    ];
+    vars.extend_from_slice(extra);
+    Gateway::start_with_hooks(&vars).await
+}
+
+/// An async delivery of `key` to `path`, acknowledged (202): its reply.
+async fn accepted(gateway: &Gateway, path: &str, key: &str) -> crate::support::Reply {
+    let ack = post_json(&client(), &gateway.url(path), Some(key), BODY).await;
+    assert_eq!(ack.status, 202, "{}", String::from_utf8_lossy(&ack.body));
+    ack
+}
+
 async fn health(gateway: &Gateway) -> serde_json::Value {
     let reply = client()
         .get(gateway.url("/__idemgate/health"))
@@ -60,26 +82,10 @@ async fn fail_shards(gateway: &Gateway, route: &str, fail: bool) {
 pub async fn an_async_delivery_is_acknowledged_while_every_index_shard_fails(
     world: &'static World,
 ) {
-    let origin = world.origin.url();
-    let gateway = Gateway::start_with_hooks(&[
-        ("ORIGIN_URL", &origin),
-        ("DELIVERY", "async"),
-        ("RETRY_SCHEDULE", "1h"),
-        ("FORWARD_SECRET", FORWARD_SECRET),
-        ("ADMIN_TOKEN", ADMIN_TOKEN),
-        ("INDEX_SHARDS", "4"),
-    ])
-    .await;
+    let gateway = async_gateway(world, &[("INDEX_SHARDS", "4")]).await;
     world.origin.fail("/shards-down/", true);
     fail_shards(&gateway, "default", true).await;
-    let ack = post_json(
-        &client(),
-        &gateway.url("/shards-down/pay"),
-        Some("down-1"),
-        BODY,
-    )
-    .await;
-    assert_eq!(ack.status, 202, "{}", String::from_utf8_lossy(&ack.body));
+    let ack = accepted(&gateway, "/shards-down/pay", "down-1").await;
     eventually(10, "the first attempt", || async {
         world.origin.count("/shards-down/") == 1
     })
@@ -124,15 +130,7 @@ pub async fn an_async_delivery_is_acknowledged_while_every_index_shard_fails(
 /// row, so a storm the origin keeps up with costs the index shards
 /// nothing; one it refuses is listed `failed`.
 pub async fn a_delivery_the_origin_takes_at_once_writes_no_index_row(world: &'static World) {
-    let origin = world.origin.url();
-    let gateway = Gateway::start_with_hooks(&[
-        ("ORIGIN_URL", &origin),
-        ("DELIVERY", "async"),
-        ("RETRY_SCHEDULE", "1h"),
-        ("FORWARD_SECRET", FORWARD_SECRET),
-        ("ADMIN_TOKEN", ADMIN_TOKEN),
-    ])
-    .await;
+    let gateway = async_gateway(world, &[]).await;
     let shard_requests = || async {
         read_stats(&gateway, ADMIN_TOKEN).await["requests_by_class"]["INDEX_SHARD"]
             .as_u64()
@@ -140,9 +138,7 @@ pub async fn a_delivery_the_origin_takes_at_once_writes_no_index_row(world: &'st
     };
     let before = shard_requests().await;
     for n in 0..10 {
-        let key = format!("quick-{n}");
-        let ack = post_json(&client(), &gateway.url("/quick-rows/pay"), Some(&key), BODY).await;
-        assert_eq!(ack.status, 202);
+        accepted(&gateway, "/quick-rows/pay", &format!("quick-{n}")).await;
     }
     eventually(10, "every delivery at the origin", || async {
         world.origin.count("/quick-rows/") == 10
@@ -152,14 +148,7 @@ pub async fn a_delivery_the_origin_takes_at_once_writes_no_index_row(world: &'st
     tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
     assert_eq!(shard_requests().await, before, "no shard asked");
     world.origin.fail("/refused-rows/", true);
-    let ack = post_json(
-        &client(),
-        &gateway.url("/refused-rows/pay"),
-        Some("refused-1"),
-        BODY,
-    )
-    .await;
-    assert_eq!(ack.status, 202);
+    accepted(&gateway, "/refused-rows/pay", "refused-1").await;
     eventually(10, "the refused delivery listed", || async {
         listed(&gateway, "default", "failed").await == Some(vec!["refused-1".to_string()])
     })
@@ -224,17 +213,9 @@ pub async fn an_upgrade_from_the_d1_index_moves_every_row_and_loses_none(world: 
     world.origin.fail("/v4-", true);
     let dead = ["v4-dead-1", "v4-dead-2", "v4-dead-3"];
     for key in dead {
-        let ack = post_json(&client(), &before.url("/v4-dies/pay"), Some(key), BODY).await;
-        assert_eq!(ack.status, 202);
+        accepted(&before, "/v4-dies/pay", key).await;
     }
-    let ack = post_json(
-        &client(),
-        &before.url("/v4-waits/pay"),
-        Some("v4-failed"),
-        BODY,
-    )
-    .await;
-    assert_eq!(ack.status, 202);
+    accepted(&before, "/v4-waits/pay", "v4-failed").await;
     eventually(20, "the v4 rows", || async {
         let mut dead_listed = listed(&before, "dies", "dead").await.unwrap_or_default();
         dead_listed.sort();

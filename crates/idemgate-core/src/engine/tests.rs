@@ -15,7 +15,9 @@ use crate::canonical::sha256_hex;
 use crate::config::AsyncDelivery;
 use crate::delivery::DeliveryRequest;
 use crate::headers::get;
+use crate::index::IndexUpdate;
 use crate::memory_backend::{created, MemoryBackend};
+use crate::origin::OutboundRequest;
 use crate::receipt::{next_epoch, HttpResponse, ReceiptState};
 use async_delivery::ROW_DEFERRED_MS;
 
@@ -712,15 +714,7 @@ fn an_async_delivery_is_acknowledged_in_flight_and_forwarded_after_its_answer() 
         (2, 2),
         "the outcome, and the alarm moved to retention"
     );
-    let index: Vec<String> = backend
-        .index
-        .borrow()
-        .iter()
-        .map(|update| match update {
-            IndexUpdate::Upsert(row) => row.state.clone(),
-            IndexUpdate::Remove { .. } => "remove".into(),
-        })
-        .collect();
+    let index = written_states(backend);
     assert!(
         index.is_empty(),
         "delivered within {ROW_DEFERRED_MS} ms: no index write at all ({index:?})"
@@ -1985,6 +1979,19 @@ fn a_late_index_write_confirms_only_the_row_last_planned() {
     );
 }
 
+/// The index writes made so far: each upsert's state, or `remove`.
+fn written_states(backend: &MemoryBackend) -> Vec<String> {
+    backend
+        .index
+        .borrow()
+        .iter()
+        .map(|update| match update {
+            IndexUpdate::Upsert(row) => row.state.clone(),
+            IndexUpdate::Remove { .. } => "remove".into(),
+        })
+        .collect()
+}
+
 /// Writes the row of the delivery just accepted at once, as when its
 /// first attempt outlasts [`ROW_DEFERRED_MS`]: whether it landed.
 pub(super) fn write_accepted_row(engine: &Engine<MemoryBackend>) -> bool {
@@ -2046,15 +2053,7 @@ fn a_first_attempt_that_fails_at_once_writes_its_outcome_row_alone() {
         }))
         .unwrap();
     assert_eq!(poll_once(attempt.as_mut()), Some(true));
-    let states: Vec<String> = backend
-        .index
-        .borrow()
-        .iter()
-        .map(|update| match update {
-            IndexUpdate::Upsert(row) => row.state.clone(),
-            IndexUpdate::Remove { .. } => "remove".into(),
-        })
-        .collect();
+    let states = written_states(backend);
     assert_eq!(states, ["failed"]);
     assert!(engine.receipt().unwrap().unwrap().indexed.confirmed);
 }
