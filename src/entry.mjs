@@ -18,149 +18,67 @@ import gateway, {
 
 export default gateway;
 
-export class DedupObject extends DurableObject {
-  #object;
+// The Rust object of each instance, under a symbol: RPC exposes the
+// class's methods alone, never a property.
+const RUST = Symbol("the Rust object");
 
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.#object = new RustDedupObject(ctx, env);
-  }
+// A Durable Object class around the Rust class `Rust`: its constructor,
+// `fetch` and `alarm`; each subclass adds its RPC method.
+function hosting(Rust) {
+  return class extends DurableObject {
+    constructor(ctx, env) {
+      super(ctx, env);
+      this[RUST] = new Rust(ctx, env);
+    }
 
-  fetch(request) {
-    return this.#object.fetch(request);
-  }
+    fetch(request) {
+      return this[RUST].fetch(request);
+    }
 
-  alarm() {
-    return this.#object.alarm();
-  }
+    alarm() {
+      return this[RUST].alarm();
+    }
+  };
+}
 
+export class DedupObject extends hosting(RustDedupObject) {
   dispatch(call, body) {
-    return this.#object.dispatch(call, body);
+    return this[RUST].dispatch(call, body);
   }
 }
 
-export class FlowCoordinator extends DurableObject {
-  #object;
-
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.#object = new RustFlowCoordinator(ctx, env);
-  }
-
-  fetch(request) {
-    return this.#object.fetch(request);
-  }
-
-  alarm() {
-    return this.#object.alarm();
-  }
-
+export class FlowCoordinator extends hosting(RustFlowCoordinator) {
   call(route, line) {
-    return this.#object.call(route, line);
+    return this[RUST].call(route, line);
   }
 }
 
-export class ReconcileObject extends DurableObject {
-  #object;
-
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.#object = new RustReconcileObject(ctx, env);
-  }
-
-  fetch(request) {
-    return this.#object.fetch(request);
-  }
-
-  alarm() {
-    return this.#object.alarm();
-  }
-
+export class ReconcileObject extends hosting(RustReconcileObject) {
   call(route, line) {
-    return this.#object.call(route, line);
+    return this[RUST].call(route, line);
   }
 }
 
-export class AlertObject extends DurableObject {
-  #object;
-
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.#object = new RustAlertObject(ctx, env);
-  }
-
-  fetch(request) {
-    return this.#object.fetch(request);
-  }
-
-  alarm() {
-    return this.#object.alarm();
-  }
-
+export class AlertObject extends hosting(RustAlertObject) {
   call(line) {
-    return this.#object.call(line);
+    return this[RUST].call(line);
   }
 }
 
-export class IndexShard extends DurableObject {
-  #object;
-
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.#object = new RustIndexShard(ctx, env);
-  }
-
-  fetch(request) {
-    return this.#object.fetch(request);
-  }
-
-  alarm() {
-    return this.#object.alarm();
-  }
-
+export class IndexShard extends hosting(RustIndexShard) {
   call(route, line) {
-    return this.#object.call(route, line);
+    return this[RUST].call(route, line);
   }
 }
 
-export class OrderObject extends DurableObject {
-  #object;
-
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.#object = new RustOrderObject(ctx, env);
-  }
-
-  fetch(request) {
-    return this.#object.fetch(request);
-  }
-
-  alarm() {
-    return this.#object.alarm();
-  }
-
+export class OrderObject extends hosting(RustOrderObject) {
   call(route, line) {
-    return this.#object.call(route, line);
+    return this[RUST].call(route, line);
   }
 }
 
-export class AuditLog extends DurableObject {
-  #object;
-
-  constructor(ctx, env) {
-    super(ctx, env);
-    this.#object = new RustAuditLog(ctx, env);
-  }
-
-  fetch(request) {
-    return this.#object.fetch(request);
-  }
-
-  alarm() {
-    return this.#object.alarm();
-  }
-
+export class AuditLog extends hosting(RustAuditLog) {
   call(line) {
-    return this.#object.call(line);
+    return this[RUST].call(line);
   }
 }
