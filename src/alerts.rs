@@ -22,6 +22,8 @@ use idemgate_core::alerts::{self, AlertsConfig, Condition, SEND_BOUND_MS};
 use idemgate_core::index::owed::{OwedView, RowReport};
 
 pub const ALERT_OBJECT_BINDING: &str = "ALERT_OBJECT";
+/// How long health waits for a route's alert object.
+const HEALTH_BOUND_MS: u64 = 2_000;
 /// The deployment's object's name (the one object of earlier versions).
 pub const ALERT_OBJECT_NAME: &str = "alerts";
 
@@ -233,11 +235,16 @@ pub async fn owed_rows(env: &Env, named: usize) -> Result<OwedView, String> {
         .iter()
         .map(|route| route_object(&route.name))
         .collect();
-    let views = futures::future::join_all(
-        names
-            .iter()
-            .map(|name| call_object(env, name, &AlertCall::OwedRows)),
-    )
+    // Each within a bound: a stuck object makes health say
+    // `unavailable`, never hang.
+    let views = futures::future::join_all(names.iter().map(|name| async move {
+        let asked = Box::pin(call_object(env, name, &AlertCall::OwedRows));
+        let bound = worker::Delay::from(std::time::Duration::from_millis(HEALTH_BOUND_MS));
+        match select(asked, bound).await {
+            Either::Left((view, _)) => view,
+            Either::Right(_) => Err(format!("{name} did not answer in time")),
+        }
+    }))
     .await;
     let mut merged = Vec::with_capacity(views.len());
     for view in views {

@@ -24,6 +24,8 @@ use crate::index_db::{run_local, IndexDb};
 
 /// Whether this shard has told shard 0 of its route that it exists.
 const EXTENT_RECORDED_KEY: &str = "extent_recorded";
+/// How long after a failure to tell shard 0 the next write tries again.
+const EXTENT_RETRY_MS: u64 = 1_000;
 
 /// The end-to-end tests' hook: a shard told to fail refuses every call
 /// until told to answer again.
@@ -42,6 +44,10 @@ pub struct IndexShard {
     /// Whether shard 0 knows of this shard (see `record_extent`): held
     /// while it is told, so that a burst of first writes tells it once.
     extent_recorded: futures::lock::Mutex<bool>,
+    /// When telling shard 0 last failed: the writes queued behind that
+    /// attempt fail at once for a second rather than each wait its turn
+    /// (their objects write them again).
+    extent_failed_at: Cell<Option<u64>>,
     /// The alarm this instance set: moved only when a row wants it sooner.
     alarm_at: Cell<Option<u64>>,
 }
@@ -53,6 +59,7 @@ impl DurableObject for IndexShard {
             env,
             schema_ready: Cell::new(false),
             extent_recorded: futures::lock::Mutex::new(false),
+            extent_failed_at: Cell::new(None),
             alarm_at: Cell::new(None),
         }
     }
@@ -117,6 +124,14 @@ impl IndexShard {
         if *recorded {
             return Ok(());
         }
+        let now = worker::Date::now().as_millis();
+        if self
+            .extent_failed_at
+            .get()
+            .is_some_and(|at| now.saturating_sub(at) < EXTENT_RETRY_MS)
+        {
+            return Err("the route's shard 0 did not answer a moment ago".into());
+        }
         let storage = self.state.storage();
         if storage
             .get::<bool>(EXTENT_RECORDED_KEY)
@@ -129,13 +144,17 @@ impl IndexShard {
             return Ok(());
         }
         let extent = ShardQuery::new(sql::RECORD_EXTENT, &[Param::Integer(u64::from(shard) + 1)]);
-        IndexDb::Shard {
+        let told = IndexDb::Shard {
             env: &self.env,
             route,
             shard: 0,
         }
         .run(&extent)
-        .await?;
+        .await;
+        if let Err(message) = told {
+            self.extent_failed_at.set(Some(now));
+            return Err(message);
+        }
         storage
             .put(EXTENT_RECORDED_KEY, true)
             .await

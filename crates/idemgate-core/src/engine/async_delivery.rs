@@ -180,8 +180,13 @@ impl<B: Backend> Engine<B> {
                 if let Some(index) =
                     index.filter(|_| !is_active(Mutation::AcknowledgeWithoutIndexRow))
                 {
+                    // Held back only while nothing was planned or sent
+                    // since (a duplicate during the alarm's write may
+                    // have written the row and taken the attempt).
+                    let still_first =
+                        self.index_floor.get() == index.version() && self.has_first_attempt();
                     self.write_after_answer(AfterAnswer::Write(Box::new(index)));
-                    if first_epoch.is_some() {
+                    if first_epoch.is_some() && still_first {
                         self.defer_row(shown_before);
                     }
                 }

@@ -142,7 +142,11 @@ impl<B: Backend> Engine<B> {
             let mut line = DecisionLog::new("index_failed", 0);
             line.reason = Some("storage-unavailable");
             self.backend.emit(&line, true);
-            self.report_row(&update, &place, false);
+            // A write a later one of this object overtook is not owed:
+            // that one says what the row shows.
+            if last {
+                self.report_row(&update, &place, false);
+            }
             self.arm_index_repair().await;
         }
         landed

@@ -1636,6 +1636,37 @@ fn health_hears_of_a_row_that_did_not_land_until_it_lands() {
     );
 }
 
+/// A write that fails after a later one of the object landed is not
+/// owed: health hears nothing of a receipt whose row is confirmed.
+#[test]
+fn a_failed_write_a_later_one_overtook_is_not_reported() {
+    let engine = engine();
+    let backend = engine.backend();
+    block_on(engine.deliver(delivery("a"), &queued_policy(&[10_000])));
+    assert!(block_on(engine.write_index_after_answer()));
+    // The alarm's attempt: its in-flight row is slow, the origin quick,
+    // the outcome's removal lands, then the in-flight write fails.
+    let (release, gate) = oneshot::channel();
+    backend.index_gates.borrow_mut().push_back(gate);
+    let origin = gated(backend);
+    backend.now.set(backend.alarm.get().unwrap());
+    let mut alarm = Box::pin(engine.on_alarm());
+    assert!(poll_once(alarm.as_mut()).is_none());
+    origin.send(created("x")).unwrap();
+    assert!(poll_once(alarm.as_mut()).is_none());
+    backend.fail_index.set(true);
+    release.send(()).unwrap();
+    let _ = poll_once(alarm.as_mut());
+    let receipt = engine.receipt().unwrap().unwrap();
+    assert_eq!(receipt.state_name(), "completed");
+    assert!(receipt.indexed.confirmed);
+    assert!(
+        backend.row_reports.borrow().is_empty(),
+        "{:?}",
+        backend.row_reports.borrow()
+    );
+}
+
 /// A row that did not land rests on the alarm alone: an alarm handler
 /// that can neither land it nor set the alarm that writes it again fails,
 /// so that the runtime runs it again.
