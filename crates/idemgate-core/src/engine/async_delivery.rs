@@ -238,26 +238,26 @@ impl<B: Backend> Engine<B> {
     /// nothing. An attempt still under way then is listed in flight.
     pub async fn after_answer(&self) -> bool {
         let attempt = std::pin::pin!(self.first_attempt());
-        let forwarded = match self.row_deferred() {
-            false => join(self.write_index_after_answer(), attempt).await.1,
-            true => {
-                let waited = std::pin::pin!(self.backend.sleep(ROW_DEFERRED_MS));
-                match select(attempt, waited).await {
-                    Either::Left((forwarded, _)) => forwarded,
-                    Either::Right(((), attempt)) => {
-                        self.undefer_row();
-                        join(self.write_index_after_answer(), attempt).await.1
-                    }
-                }
+        if !self.row_deferred() {
+            return join(self.write_index_after_answer(), attempt).await.1;
+        }
+        let waited = std::pin::pin!(self.backend.sleep(ROW_DEFERRED_MS));
+        match select(attempt, waited).await {
+            Either::Left((forwarded, _)) => {
+                // An attempt that planned no row of its own (it did not
+                // run) leaves the acceptance's to write. One whose outcome
+                // could not be stored leaves the receipt in flight and its
+                // row unconfirmed: the alarm at the lease's end takes it
+                // over and writes it.
+                self.undefer_row();
+                self.write_index_after_answer().await;
+                forwarded
             }
-        };
-        // An attempt that planned no row of its own (it did not run)
-        // leaves the acceptance's to write. One whose outcome could not be
-        // stored leaves the receipt in flight and its row unconfirmed: the
-        // alarm at the lease's end takes it over and writes it.
-        self.undefer_row();
-        self.write_index_after_answer().await;
-        forwarded
+            Either::Right(((), attempt)) => {
+                self.undefer_row();
+                join(self.write_index_after_answer(), attempt).await.1
+            }
+        }
     }
 
     /// Whether [`Engine::after_answer`] has anything to do.
