@@ -19,8 +19,11 @@
 //! reconciliation over `RECONCILE_EVENTS` events, default 10,000) or
 //! `BENCH_ONLY=capacity` (the capacity table: an async storm of
 //! `CAPACITY_KEYS` distinct keys, default 20,000, counted per class of
-//! object) or `BENCH_ONLY=latency` (the latency idemgate adds: p50 and p99
-//! through it minus the origin directly) runs only that part.
+//! object), `BENCH_ONLY=latency` (the latency idemgate adds: p50 and p99
+//! through it minus the origin directly) or `BENCH_ONLY=peer` (requests per
+//! second beside the TypeScript peer, `PEER_ROUNDS` rounds) runs only that
+//! part. With `BENCH_PEER` (which `scripts/bench` sets when it installs the
+//! peer of `benches/peer`) the full run measures the peer too.
 
 #[path = "support/bodies.rs"]
 mod bodies;
@@ -42,6 +45,8 @@ mod machine;
 mod ordered;
 #[path = "../crates/idemgate-core/benches/support/payment_body.rs"]
 mod payment_body;
+#[path = "support/peer.rs"]
+mod peer;
 #[path = "support/reconcile.rs"]
 mod reconcile;
 #[path = "support/scaling.rs"]
@@ -479,7 +484,8 @@ async fn cpu_only(seconds: u64) -> Value {
                 "bench: cpu round {round_number}: the peer ({})",
                 config.to_string_lossy()
             );
-            let peer = Gateway::start_peer(std::path::Path::new(&config), &origin.url()).await;
+            let peer =
+                Gateway::start_peer(std::path::Path::new(&config), &origin.url(), true).await;
             round["peer"] = json!({ "throughput": throughput(&peer, seconds).await });
         }
         measured.push(round);
@@ -562,8 +568,13 @@ fn main() {
             "ordered" => runtime.block_on(ordered::ordered()),
             "capacity" => runtime.block_on(capacity::capacity(capacity_keys)),
             "latency" => runtime.block_on(latency::latency()),
+            "peer" => runtime.block_on(async {
+                let origin = TestOrigin::start().await;
+                let rounds = number_from_env("PEER_ROUNDS", 2);
+                peer::rounds(&origin, seconds, rounds).await.unwrap_or(Value::Null)
+            }),
             other => panic!(
-                "BENCH_ONLY={other}: drain, ordered, bodies, scaling, storms, cpu, reconcile, capacity or latency"
+                "BENCH_ONLY={other}: drain, ordered, bodies, scaling, storms, cpu, reconcile, capacity, latency or peer"
             ),
         };
         match part.as_str() {
@@ -579,6 +590,7 @@ fn main() {
             "ordered" => ordered::print(&measured),
             "capacity" => capacity::print(&measured),
             "latency" => latency::print(&measured),
+            "peer" => peer::print(&measured),
             _ => bodies::print(&measured),
         }
         let mut results = stored;
@@ -586,6 +598,7 @@ fn main() {
         let name = match part.as_str() {
             "storms" => "storm_repeats",
             "cpu" => "cpu_rounds",
+            "peer" => "peer_rounds",
             _ => part.as_str(),
         };
         results[name] = measured;
@@ -625,6 +638,14 @@ fn main() {
         let reconciled = reconcile::reconcile(reconcile_events).await;
         let capacity = capacity::capacity(capacity_keys).await;
         let latency = latency::latency().await;
+        let cold_start = levels::cold_start(&origin).await;
+        let peer_rounds = peer::rounds(&origin, seconds, number_from_env("PEER_ROUNDS", 2)).await;
+        // The peer's CPU per request beside idemgate's (the fixed-cost
+        // table): its first round under the command.
+        let peer_cpu = peer_rounds.as_ref().map_or(
+            Value::Null,
+            |rounds| json!({ "throughput": rounds[0]["peer"]["command"] }),
+        );
         json!({
             "reference": reference_results,
             "seconds": seconds,
@@ -643,6 +664,9 @@ fn main() {
             "reconcile": reconciled,
             "capacity": capacity,
             "latency": latency,
+            "cold_start": cold_start,
+            "peer_rounds": peer_rounds,
+            "peer": peer_cpu,
         })
     });
     results["cpu_stolen_share"] = json!(machine::stolen_share(ticks_before, machine::cpu_ticks()));
@@ -654,6 +678,8 @@ fn main() {
     reconcile::print(&results["reconcile"]);
     capacity::print(&results["capacity"]);
     latency::print(&results["latency"]);
+    levels::print_cold(&results["cold_start"]);
+    peer::print(&results["peer_rounds"]);
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
     println!("\nwrote {}", path.display());

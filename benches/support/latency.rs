@@ -3,8 +3,8 @@
 //! the same request sent to the origin directly, measured in the same run
 //! at a few concurrencies (closed loops: each connection sends its next
 //! request once the last was answered); beside it the reference worker's
-//! (and, with `BENCH_PEER`, the peer's) first delivery and replay, each
-//! without the inspector but the peer, which runs under the command.
+//! (and, with `BENCH_PEER`, the TypeScript peer's) first delivery and
+//! replay, each without the inspector.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -112,7 +112,7 @@ pub async fn latency() -> Value {
     if let Some(config) = std::env::var_os("BENCH_PEER") {
         gateways.push(Measured {
             name: "peer",
-            gateway: Gateway::start_peer(std::path::Path::new(&config), &origin.url()).await,
+            gateway: Gateway::start_peer(std::path::Path::new(&config), &origin.url(), false).await,
             sync_path: "/lat-sync/pay",
             async_path: None,
         });

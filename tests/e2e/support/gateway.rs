@@ -507,18 +507,8 @@ impl Gateway {
 
     /// `wrangler dev --config <config> --log-level <level>` on `dir/state`.
     async fn start_command(dir: tempfile::TempDir, config: PathBuf, level: &str) -> Gateway {
-        Gateway::start_command_with(dir, config, level, &[]).await
-    }
-
-    /// [`Gateway::start_command`] with `--var NAME:VALUE` for each of `vars`.
-    async fn start_command_with(
-        dir: tempfile::TempDir,
-        config: PathBuf,
-        level: &str,
-        vars: &[String],
-    ) -> Gateway {
         let (port, inspector_port) = (free_port(), free_port());
-        let command = dev_command(&dir, &config, level, vars, port, inspector_port);
+        let command = dev_command(&dir, &config, level, port, inspector_port);
         let mut gateway = Gateway::spawn(dir, command, port).await;
         gateway.inspector_port = Some(inspector_port);
         gateway
@@ -544,7 +534,7 @@ impl Gateway {
     #[allow(dead_code)] // the benchmark's alone
     async fn start_command_unready(dir: tempfile::TempDir, config: PathBuf) -> Gateway {
         let (port, inspector_port) = (free_port(), free_port());
-        let command = dev_command(&dir, &config, "info", &[], port, inspector_port);
+        let command = dev_command(&dir, &config, "info", port, inspector_port);
         let mut gateway = Gateway::spawn_unready(dir, command, port);
         let deadline = Instant::now() + Duration::from_secs(120);
         while !gateway.log().contains("Ready on ") {
@@ -582,13 +572,18 @@ impl Gateway {
     }
 
     /// Another worker to measure beside the reference (`BENCH_PEER`: its
-    /// own `wrangler.toml`, which reads `ORIGIN_URL`), under the `wrangler
-    /// dev` command in front of `origin`, its state in a fresh directory.
+    /// own `wrangler.toml`, with no `[vars]` of its own; the TypeScript
+    /// peer of `benches/peer` as `scripts/bench` installs it) in front of
+    /// `origin`, its state in a fresh directory: under the `wrangler dev`
+    /// command, or without the inspector.
     #[allow(dead_code)] // the benchmark's alone
-    pub async fn start_peer(config: &Path, origin: &str) -> Gateway {
+    pub async fn start_peer(config: &Path, origin: &str, inspector: bool) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        let vars = [format!("ORIGIN_URL:{origin}")];
-        Gateway::start_command_with(dir, config.to_path_buf(), "warn", &vars).await
+        let config = peer_config(dir.path(), config, origin);
+        if !inspector {
+            return Gateway::start_plain(dir, config).await;
+        }
+        Gateway::start_command(dir, config, "warn").await
     }
 
     /// The release worker as [`Gateway::start_without_inspector`] starts
@@ -640,12 +635,11 @@ fn release_config(vars: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
 }
 
 /// `wrangler dev --config <config> --log-level <level>` on `dir/state`, on
-/// `port`, its inspector on `inspector_port`, with `--var` for each of `vars`.
+/// `port`, its inspector on `inspector_port`.
 fn dev_command(
     dir: &tempfile::TempDir,
     config: &Path,
     level: &str,
-    vars: &[String],
     port: u16,
     inspector_port: u16,
 ) -> Command {
@@ -658,10 +652,31 @@ fn dev_command(
         .arg("--persist-to")
         .arg(dir.path().join("state"))
         .args(["--log-level", level, "--show-interactive-dev-session=false"]);
-    for var in vars {
-        command.args(["--var", var]);
-    }
     command
+}
+
+/// The peer's `wrangler.toml` (`peer`) written into `dir`, its `main` made
+/// absolute (so that its modules resolve beside it) and `ORIGIN_URL` added.
+#[allow(dead_code)] // the benchmark's alone
+fn peer_config(dir: &Path, peer: &Path, origin: &str) -> PathBuf {
+    let home = peer
+        .parent()
+        .expect("the peer's wrangler.toml is in a folder");
+    let text = fs::read_to_string(peer).expect("BENCH_PEER names a readable wrangler.toml");
+    let mut written = String::new();
+    for line in text.lines() {
+        match line.strip_prefix("main = ") {
+            Some(main) => {
+                let main = home.join(main.trim_matches('"'));
+                written.push_str(&format!("main = \"{}\"\n", main.display()));
+            }
+            None => written.push_str(&format!("{line}\n")),
+        }
+    }
+    written.push_str(&format!("\n[vars]\nORIGIN_URL = \"{origin}\"\n"));
+    let config = dir.join("wrangler.toml");
+    fs::write(&config, written).unwrap();
+    config
 }
 
 /// The reference worker's `wrangler.toml` in `dir`, in front of `origin`.
