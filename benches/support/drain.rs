@@ -26,6 +26,8 @@ use crate::support::{self, client, Gateway, TestOrigin};
 use crate::{stats, ADMIN_TOKEN, BODY};
 
 const LIMIT: u64 = 50;
+/// How often a sender retries a 503 before the bench gives up on the run.
+const SEND_RETRIES: usize = 15;
 const ORIGIN_MS: u64 = 300;
 /// Connections the backlog is sent over: a provider replaying its
 /// pending events holds many open at once.
@@ -100,13 +102,18 @@ pub(crate) async fn send_bodies(
                     // wrangler's local proxy's when its pooled connection to
                     // the worker closed while idle (`stream disconnected
                     // prematurely` in its log).
-                    503 if retried.len() < 10 => {
+                    // Backing off as providers do (from half a second,
+                    // doubling, at most 8 s apart; about 90 s in all):
+                    // locally, an object whose storage failed at the SQLite
+                    // heap's limit (see above) may refuse for seconds.
+                    503 if retried.len() < SEND_RETRIES => {
                         let reason = match reply.body.starts_with(b"Your worker restarted") {
                             true => "wrangler-proxy".to_string(),
                             false => reply.json()["type"].as_str().unwrap_or("503").to_string(),
                         };
+                        let backoff = 500u64 << retried.len().min(4);
                         retried.push(reason);
-                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        tokio::time::sleep(Duration::from_millis(backoff)).await;
                     }
                     status => {
                         let body = String::from_utf8_lossy(&reply.body);
