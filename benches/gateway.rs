@@ -16,7 +16,7 @@
 //! size, cold start and CPU; `scripts/bench levels` runs it per level and
 //! `BENCH_ONLY=levels` prints their table), `BENCH_ONLY=ordered` (1,000 deliveries over 100
 //! entities, ordered and not), `BENCH_ONLY=reconcile` (two passes of
-//! reconciliation over `RECONCILE_EVENTS` events, default 10,000) or
+//! reconciliation over `RECONCILE_EVENTS` events, default 4,000) or
 //! `BENCH_ONLY=capacity` (the capacity table: an async storm of
 //! `CAPACITY_KEYS` distinct keys, default 20,000, counted per class of
 //! object), `BENCH_ONLY=latency` (the latency idemgate adds: p50 and p99
@@ -522,7 +522,7 @@ fn main() {
         .unwrap();
     let drain_keys = number_from_env("DRAIN_KEYS", 4_000);
     let scaling_keys = number_from_env("SCALING_KEYS", 4_000);
-    let reconcile_events = number_from_env("RECONCILE_EVENTS", 10_000);
+    let reconcile_events = number_from_env("RECONCILE_EVENTS", 4_000);
     let capacity_keys = number_from_env("CAPACITY_KEYS", 20_000);
     let folder = root().join("benches/results");
     let path = folder.join("latest.json");

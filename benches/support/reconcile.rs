@@ -42,6 +42,9 @@ pub(crate) async fn reconcile(events: usize) -> Value {
         ("ADMIN_TOKEN", ADMIN_TOKEN),
         ("BENCH_STRIPE_SECRET", STRIPE_SECRET),
         ("BENCH_STRIPE_API_KEY", API_KEY),
+        // A reconciled route must sign its forwards: a filled event
+        // carries no signature of the sender's.
+        ("FORWARD_SECRET", "bench-forward-secret"),
     ])
     .await;
     eprintln!("bench: reconciliation, {events} events: filling every one");
@@ -50,6 +53,12 @@ pub(crate) async fn reconcile(events: usize) -> Value {
     eprintln!("bench: reconciliation, {events} events: listing them again");
     let listing = pass(&gateway, &api).await;
     let forwarded = origin.count("/bench/stripe");
+    // Why an event failed is in the log lines (`reconcile-event-failed`).
+    std::fs::write(
+        crate::root().join("target/reconcile-gateway.log"),
+        gateway.log(),
+    )
+    .unwrap();
     json!({
         "events": events,
         "forwarded": forwarded,
@@ -89,7 +98,13 @@ async fn pass(gateway: &Gateway, api: &ProviderApi) -> Value {
         .collect();
     let started = Instant::now();
     let first = support::reconcile(gateway, ADMIN_TOKEN, reqwest::Method::POST, "stripe").await;
-    assert_eq!(first.status, 200, "the first run of the pass");
+    assert_eq!(
+        first.status,
+        200,
+        "the first run of the pass: {}\n{}",
+        String::from_utf8_lossy(&first.body),
+        gateway.log()
+    );
     // The pass's runs (a route keeps its last 50: two passes over 10,000
     // events take about 30), until one completes the window.
     let mut polls = 0.0;
