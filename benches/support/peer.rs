@@ -10,6 +10,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::support::{Gateway, TestOrigin};
+use crate::tables::{per_second, KINDS};
 use crate::{command_gateway, throughput, ADMIN_TOKEN};
 
 /// The kinds with a goal against the peer, and the goal.
@@ -47,13 +48,6 @@ pub(crate) async fn rounds(origin: &TestOrigin, seconds: u64, rounds: usize) -> 
     Some(Value::Array(measured))
 }
 
-fn rate(rows: &Value, kind: &str) -> f64 {
-    rows.as_array()
-        .and_then(|rows| rows.iter().find(|row| row["kind"] == kind))
-        .and_then(|row| row["per_second"].as_f64())
-        .unwrap_or(f64::NAN)
-}
-
 pub(crate) fn print(rounds: &Value) {
     println!(
         "\nrequests per second beside the TypeScript peer (benches/peer), same origin, same run"
@@ -68,14 +62,9 @@ pub(crate) fn print(rounds: &Value) {
     );
     for (number, round) in rounds.iter().enumerate() {
         for setup in ["command", "plain"] {
-            for kind in [
-                "floor: worker only",
-                "baseline: GET passthrough",
-                "first deliveries",
-                "replays",
-            ] {
-                let ours = rate(&round["idemgate"][setup], kind);
-                let theirs = rate(&round["peer"][setup], kind);
+            for kind in KINDS {
+                let ours = per_second(&round["idemgate"][setup], kind);
+                let theirs = per_second(&round["peer"][setup], kind);
                 let goal = GOALS.iter().find(|(name, _)| *name == kind).map_or(
                     String::new(),
                     |(_, goal)| {

@@ -136,6 +136,22 @@ pub(crate) fn print_table(results: &Value) {
     }
 }
 
+/// The kinds every gateway is measured on, as `throughput` names them.
+pub(crate) const KINDS: [&str; 4] = [
+    "floor: worker only",
+    "baseline: GET passthrough",
+    "first deliveries",
+    "replays",
+];
+
+/// A kind's requests per second in a throughput table (NaN without it).
+pub(crate) fn per_second(rows: &Value, kind: &str) -> f64 {
+    rows.as_array()
+        .and_then(|rows| rows.iter().find(|row| row["kind"] == kind))
+        .and_then(|row| row["per_second"].as_f64())
+        .unwrap_or(f64::NAN)
+}
+
 /// idemgate against the reference worker, each way of running them.
 pub(crate) fn print_reference(results: &Value) {
     println!(
@@ -145,19 +161,8 @@ pub(crate) fn print_reference(results: &Value) {
         "{:<28} {:>12} {:>12} {:>12} {:>12}",
         "", "command", "x reference", "no inspector", "x reference"
     );
-    for kind in [
-        "floor: worker only",
-        "baseline: GET passthrough",
-        "first deliveries",
-        "replays",
-    ] {
-        let rate = |setup: &Value| {
-            setup["throughput"]
-                .as_array()
-                .and_then(|rows| rows.iter().find(|row| row["kind"] == kind))
-                .and_then(|row| row["per_second"].as_f64())
-                .unwrap_or(f64::NAN)
-        };
+    for kind in KINDS {
+        let rate = |setup: &Value| per_second(&setup["throughput"], kind);
         let (ours, theirs) = (rate(results), rate(&results["reference"]));
         let (ours_plain, theirs_plain) = (
             rate(&results["without_inspector"]),
@@ -204,12 +209,7 @@ pub(crate) fn print_isolate_cpu(results: &Value) {
             "", "", "", "", "", "peer", "x peer"
         );
     }
-    for kind in [
-        "floor: worker only",
-        "baseline: GET passthrough",
-        "first deliveries",
-        "replays",
-    ] {
+    for kind in KINDS {
         let (ours, theirs) = (row_of(results, kind), row_of(&results["reference"], kind));
         let ms = |value: &Value, name: &str| value[name].as_f64().unwrap_or(f64::NAN);
         let beside_peer = peer.map_or(String::new(), |peer| {
